@@ -1,0 +1,72 @@
+/* backend.h — the device a rank runs on: memory, streams, events and collectives.
+ *
+ * Two implementations link against the same stage programs:
+ *   kernels/cpu/backend_cpu.c   host memory, synchronous "streams", MPI collectives
+ *   kernels/cuda/backend_cuda.c cudaMalloc, CUDA streams and events, NCCL collectives
+ * A stage file only ever calls these functions, so it contains no backend #ifdef.
+ *
+ * Ordering model (identical on both backends): work issued on one stream runs in
+ * issue order; work on two streams is ordered only through events
+ * (zl_event_record on the producer, zl_stream_wait_event on the consumer). On CPU
+ * every call completes before it returns, so the events are just timestamps. */
+#ifndef ZL_BACKEND_H
+#define ZL_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct zl_stream_s *zl_stream;
+typedef struct zl_event_s *zl_event;
+
+typedef enum { ZL_F16 = 0, ZL_F32 = 1, ZL_F64 = 2 } zl_dtype;
+
+static inline size_t zl_dtype_size(zl_dtype t) { return t == ZL_F16 ? 2 : t == ZL_F32 ? 4 : 8; }
+static inline const char *zl_dtype_name(zl_dtype t) { return t == ZL_F16 ? "fp16" : t == ZL_F32 ? "fp32" : "fp64"; }
+
+/* ---- lifetime -------------------------------------------------------------------
+ * Called after MPI_Init. Picks the device from the node-local rank and, on CUDA,
+ * bootstraps NCCL over MPI_COMM_WORLD. */
+void zl_backend_init(int rank, int world, int local_rank, int local_size);
+void zl_backend_finalize(void);
+const char *zl_backend_name(void);            /* "cpu" or "cuda" */
+const char *zl_backend_device_name(void);     /* e.g. "NVIDIA H100 80GB HBM3" or "host" */
+
+/* ---- memory ---------------------------------------------------------------------
+ * Raw device allocation. Stage code never calls these directly: it goes through the
+ * tracked allocator (common/alloc.h), which records every byte by category. */
+void *zl_dev_alloc(size_t bytes); /* NULL on failure */
+void zl_dev_free(void *p);
+void zl_memcpy_d2h(void *host, const void *dev, size_t bytes, zl_stream s); /* returns when done */
+void zl_memcpy_h2d(void *dev, const void *host, size_t bytes, zl_stream s); /* returns when done */
+void zl_memset_async(void *dev, int value, size_t bytes, zl_stream s);
+/* Device-level memory in use (total - free), from cudaMemGetInfo on CUDA.
+ * Returns 0 and sets *used = 0 where the backend cannot tell (CPU). */
+int zl_dev_mem_used(size_t *used, size_t *total);
+
+/* ---- streams and events ---------------------------------------------------------- */
+zl_stream zl_stream_create(void);
+void zl_stream_destroy(zl_stream s);
+void zl_stream_sync(zl_stream s);
+zl_event zl_event_create(void);
+void zl_event_destroy(zl_event e);
+void zl_event_record(zl_event e, zl_stream s);
+void zl_stream_wait_event(zl_stream s, zl_event e);
+float zl_event_elapsed_ms(zl_event start, zl_event end); /* both must have completed */
+
+/* ---- collectives (sum reductions), issued on stream s -----------------------------
+ * Counts are elements. In-place forms follow NCCL's rules:
+ *   reduce-scatter: recv == send + rank*recv_count
+ *   all-gather:     send == recv + rank*send_count
+ * Raw calls: use common/comm.h, which records op, bytes and time for the report. */
+void zl_backend_allreduce(void *buf, size_t count, zl_dtype t, zl_stream s);
+void zl_backend_reduce_scatter(const void *send, void *recv, size_t recv_count, zl_dtype t, zl_stream s);
+void zl_backend_allgather(const void *send, void *recv, size_t send_count, zl_dtype t, zl_stream s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

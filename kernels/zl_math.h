@@ -1,0 +1,132 @@
+/* zl_math.h — bit-exact helpers shared by the CPU and CUDA backends.
+ *
+ * Everything here is integer arithmetic or exactly representable float arithmetic,
+ * so host and device produce the same bits: fp16 rounding (round to nearest even),
+ * the counter-based RNG, synthetic samples, teacher targets and parameter init.
+ * Included by C files and by .cu files (ZL_HD adds __host__ __device__ there). */
+#ifndef ZL_MATH_H
+#define ZL_MATH_H
+
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __CUDACC__
+#define ZL_HD __host__ __device__ __forceinline__
+#else
+#define ZL_HD static inline
+#endif
+
+typedef uint16_t zl_half; /* IEEE 754 binary16, stored as its bits */
+
+ZL_HD uint32_t zl_f32_bits(float f) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+#endif
+}
+ZL_HD float zl_bits_f32(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+
+/* float -> binary16, round to nearest, ties to even. Overflow -> ±inf, NaN stays NaN
+ * (quiet, payload's top bits kept), tiny values -> subnormals or ±0. */
+ZL_HD zl_half zl_float_to_half(float f) {
+    uint32_t x = zl_f32_bits(f);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t exp = (x >> 23) & 0xffu;
+    uint32_t man = x & 0x7fffffu;
+    if (exp == 0xffu) /* inf or NaN */
+        return (zl_half)(sign | 0x7c00u | (man ? (0x200u | (man >> 13)) : 0u));
+    int32_t e = (int32_t)exp - 127 + 15; /* rebias */
+    if (e >= 31) return (zl_half)(sign | 0x7c00u); /* overflow -> inf */
+    if (e <= 0) {                                   /* subnormal half or zero */
+        if (e < -10) return (zl_half)sign;          /* below half the smallest subnormal */
+        man |= 0x800000u;                           /* implicit leading one */
+        uint32_t shift = (uint32_t)(14 - e);        /* 14..24 */
+        uint32_t h = man >> shift;
+        uint32_t rem = man & ((1u << shift) - 1u);
+        uint32_t half_ulp = 1u << (shift - 1);
+        if (rem > half_ulp || (rem == half_ulp && (h & 1u))) h++;
+        return (zl_half)(sign | h);
+    }
+    uint32_t h = ((uint32_t)e << 10) | (man >> 13);
+    uint32_t rem = man & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* may carry into inf: correct */
+    return (zl_half)(sign | h);
+}
+
+/* binary16 -> float, exact. */
+ZL_HD float zl_half_to_float(zl_half h) {
+    uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
+    uint32_t exp = ((uint32_t)h >> 10) & 0x1fu;
+    uint32_t man = (uint32_t)h & 0x3ffu;
+    if (exp == 0x1fu) return zl_bits_f32(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) {
+        if (man == 0) return zl_bits_f32(sign);
+        /* subnormal: value = man * 2^-24, exact in float */
+        float v = (float)man * 5.9604644775390625e-08f;
+        return sign ? -v : v;
+    }
+    return zl_bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+/* splitmix64 finaliser: a counter-based RNG, value = f(seed, counter). */
+ZL_HD uint64_t zl_mix64(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+ZL_HD uint64_t zl_hash2(uint64_t seed, uint64_t counter) {
+    return zl_mix64(zl_mix64(seed) ^ counter);
+}
+
+/* Domain separation so data and parameters never share random streams. */
+#define ZL_STREAM_DATA 0x6461746164617461ull  /* "datadata" */
+#define ZL_STREAM_PARAM 0x706172616d706172ull /* "paramspar" */
+
+/* Centered Irwin–Hall sum of four 16-bit uniforms: an integer in [-131070, 131070],
+ * roughly normal with standard deviation 2^16/sqrt(3). */
+ZL_HD int32_t zl_sample_int(uint64_t seed, uint64_t row, uint64_t col, uint64_t dim) {
+    uint64_t h = zl_hash2(seed ^ ZL_STREAM_DATA, row * dim + col);
+    int32_t s = (int32_t)(h & 0xffff) + (int32_t)((h >> 16) & 0xffff) + (int32_t)((h >> 32) & 0xffff) +
+                (int32_t)(h >> 48);
+    return s - 131070;
+}
+
+/* Input x[row][col] = c * 2^-16 (exact in float), then rounded to fp16. */
+ZL_HD zl_half zl_sample_x(uint64_t seed, uint64_t row, uint64_t col, uint64_t dim) {
+    return zl_float_to_half((float)zl_sample_int(seed, row, col, dim) * 1.52587890625e-05f);
+}
+
+/* The fixed teacher: t_j = x_j + 0.5*relu(x_{j+1}) - 0.25*x_{j+2} (indices mod dim),
+ * evaluated on the exact integers (numerator < 2^21, so the float is exact), then
+ * rounded to fp16. The residual t - x is a small nonlinear map an MLP block can learn. */
+ZL_HD zl_half zl_sample_target(uint64_t seed, uint64_t row, uint64_t col, uint64_t dim) {
+    int32_t c0 = zl_sample_int(seed, row, col, dim);
+    int32_t c1 = zl_sample_int(seed, row, (col + 1) % dim, dim);
+    int32_t c2 = zl_sample_int(seed, row, (col + 2) % dim, dim);
+    int32_t num = 4 * c0 + 2 * (c1 > 0 ? c1 : 0) - c2; /* in units of 2^-18 */
+    return zl_float_to_half((float)num * 3.814697265625e-06f);
+}
+
+/* Parameter init: uniform integer in [-2^15, 2^15) times 2^-(15+scale_log2), rounded to
+ * fp16. A function of (seed, global unpadded parameter index) only, never of N or rank. */
+ZL_HD zl_half zl_init_value(uint64_t seed, uint64_t index, int scale_log2) {
+    uint64_t h = zl_hash2(seed ^ ZL_STREAM_PARAM, index);
+    int32_t r = (int32_t)(h >> 48) - 32768;
+    float v = (float)r * 3.0517578125e-05f; /* 2^-15, exact */
+    for (int i = 0; i < scale_log2; i++) v *= 0.5f; /* exact powers of two */
+    return zl_float_to_half(v);
+}
+
+#endif
