@@ -19,6 +19,7 @@
 extern "C" {
 #endif
 
+typedef uint16_t zl_half; /* IEEE binary16 bits (also in zl_math.h) */
 typedef struct zl_stream_s *zl_stream;
 typedef struct zl_event_s *zl_event;
 

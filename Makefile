@@ -1,0 +1,116 @@
+# zerolab — plain Make.
+#   make            CPU programs (build/cpu/*), and CUDA programs (build/cuda/*) when nvcc is found
+#   make demo       install deps if missing, run the demo (GPUs if nvidia-smi lists any, else 4 CPU ranks)
+#   make test       install deps if missing, unit tests (plain and ASan+UBSan) + integration tests (CPU)
+#   make test-gpu   GPU kernel comparison + integration tests against build/cuda (on a GPU machine)
+#   make clean
+# MPI comes from the mpicc wrapper (MPICC=... to override), so MPICH and Open MPI both work.
+
+MPICC     ?= mpicc
+MPIEXEC   ?= mpiexec
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+
+CFLAGS_COMMON = -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -I. -Ikernels
+CFLAGS  ?= $(CFLAGS_COMMON)
+SAN      = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+# NCCL: NCCL_HOME, then CUDA_HOME, then the system paths (they differ between machines).
+NCCL_INC_DIR := $(firstword $(foreach d,$(NCCL_HOME)/include $(CUDA_HOME)/include /usr/include,$(if $(wildcard $(d)/nccl.h),$(d))))
+NCCL_LIB_DIR := $(firstword $(foreach d,$(NCCL_HOME)/lib $(NCCL_HOME)/lib64 $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib /usr/lib/x86_64-linux-gnu /usr/lib64,$(if $(wildcard $(d)/libnccl.so),$(d))))
+HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo yes)
+# MPI include flags for nvcc (mpicc -showme:compile on Open MPI, mpicc -show on MPICH).
+MPI_INC = $(shell $(MPICC) -showme:compile 2>/dev/null || $(MPICC) -show 2>/dev/null | tr ' ' '\n' | grep '^-I')
+
+STAGES   := stage0_ddp
+COMMON   := common/util.c common/alloc.c common/model.c common/formulas.c common/comm.c common/args.c \
+            common/runtime.c common/report.c
+CPU_SRC  := kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c
+HEADERS  := $(wildcard common/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
+
+CPU_OBJ  := $(patsubst %.c,build/cpu/obj/%.o,$(COMMON) $(CPU_SRC))
+CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/cpu/kernels_cpu.c kernels/cuda/backend_cuda.c) \
+            build/cuda/obj/kernels/cuda/kernels_cuda.o
+CUDA_LIBS = -L$(CUDA_HOME)/lib64 $(if $(NCCL_LIB_DIR),-L$(NCCL_LIB_DIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIB_DIR)) \
+            -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++ -lm
+comma := ,
+
+CPU_BINS  := $(addprefix build/cpu/,$(STAGES))
+CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/test_kernels_gpu)
+
+.SECONDARY:
+.PHONY: all cpu cuda demo test test-unit test-asan test-integration test-gpu deps clean
+all: cpu $(if $(HAVE_NVCC),cuda)
+cpu: $(CPU_BINS)
+cuda: $(CUDA_BINS)
+
+# ---- CPU backend ----
+build/cpu/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -c $< -o $@
+
+build/cpu/%: build/cpu/obj/%.o $(CPU_OBJ)
+	$(MPICC) $(CFLAGS) $^ -lm -o $@
+
+# ---- CUDA backend (same stage sources) ----
+build/cuda/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -I$(CUDA_HOME)/include $(if $(NCCL_INC_DIR),-I$(NCCL_INC_DIR)) -c $< -o $@
+
+build/cuda/obj/kernels/cuda/kernels_cuda.o: kernels/cuda/kernels_cuda.cu $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O3 -lineinfo $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -I. -Ikernels $(MPI_INC) \
+		$(if $(NCCL_INC_DIR),-I$(NCCL_INC_DIR)) -c $< -o $@
+
+build/cuda/%: build/cuda/obj/%.o $(CUDA_OBJ)
+	$(MPICC) $(CFLAGS) $^ $(CUDA_LIBS) -o $@
+
+build/cuda/test_kernels_gpu: build/cuda/obj/tests/gpu/test_kernels_gpu.o $(CUDA_OBJ)
+	$(MPICC) $(CFLAGS) $^ $(CUDA_LIBS) -o $@
+
+# ---- tests ----
+UNIT_SRC := tests/test_kernels.c tests/test_common.c
+build/tests/test_unit: $(UNIT_SRC) $(COMMON) $(CPU_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion -lm -o $@
+
+build/asan/test_unit: $(UNIT_SRC) $(COMMON) $(CPU_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS_COMMON) -O1 $(SAN) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion -lm -o $@
+
+build/tests/test_integration: tests/test_integration.c tests/zl_test_util.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) tests/test_integration.c -lcriterion -lcjson -lm -o $@
+
+deps:
+	@command -v $(MPICC) >/dev/null 2>&1 && command -v $(MPIEXEC) >/dev/null 2>&1 \
+	  && test -f /usr/include/criterion/criterion.h && test -f /usr/include/cjson/cJSON.h \
+	  || scripts/install-deps.sh
+
+test: deps
+	$(MAKE) cpu build/tests/test_unit build/asan/test_unit build/tests/test_integration
+	$(MAKE) test-unit test-asan test-integration
+
+test-unit: build/tests/test_unit
+	build/tests/test_unit -j2
+
+test-asan: build/asan/test_unit
+	ASAN_OPTIONS=detect_leaks=0 build/asan/test_unit -j2
+
+test-integration: build/tests/test_integration $(CPU_BINS)
+	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_integration -j1
+
+test-gpu: cuda build/tests/test_integration
+	scripts/test-gpu.sh
+
+GPUS = $(shell nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+demo: deps
+	@if [ "$(GPUS)" -gt 0 ] 2>/dev/null && [ -n "$(HAVE_NVCC)" ]; then \
+	  $(MAKE) cuda && scripts/demo.sh cuda $(GPUS); \
+	else \
+	  $(MAKE) cpu && scripts/demo.sh cpu 4; \
+	fi
+
+clean:
+	rm -rf build

@@ -1,0 +1,203 @@
+/* args.c — strict flag parsing (see args.h). Numbers must be complete (no trailing
+ * junk), in range, and the model they describe must have byte counts that fit. */
+#include "args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+static const char *const stage_prog[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
+
+typedef struct {
+    const char *name;
+    int layers, dim, batch, steps;
+} preset;
+
+/* tiny: the test preset; demo: make demo; lab-1b: D = 4096, L = 8 (Ψ = 1,073,905,664). */
+static const preset presets[] = {
+    {"tiny", 2, 32, 4, 10},
+    {"demo", 4, 256, 32, 20},
+    {"lab-1b", 8, 4096, 8192, 10},
+};
+#define N_PRESETS (int)(sizeof presets / sizeof presets[0])
+
+static int fail(char *err, int len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, int len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, (size_t)len, fmt, ap);
+    va_end(ap);
+    return ZL_ARGS_ERROR;
+}
+
+static int parse_int(const char *flag, const char *s, long lo, long hi, int *out, char *err, int len) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return fail(err, len, "%s: expected an integer in [%ld, %ld], got '%s'", flag, lo, hi, s);
+    *out = (int)v;
+    return ZL_ARGS_OK;
+}
+
+static int parse_u64(const char *flag, const char *s, uint64_t *out, char *err, int len) {
+    char *end;
+    errno = 0;
+    if (*s == '-' || *s == '+' || *s == ' ' || *s == '\0')
+        return fail(err, len, "%s: expected an integer in [0, 18446744073709551615], got '%s'", flag, s);
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end)
+        return fail(err, len, "%s: expected an integer in [0, 18446744073709551615], got '%s'", flag, s);
+    *out = (uint64_t)v;
+    return ZL_ARGS_OK;
+}
+
+/* lo_open: the lower bound is excluded; hi_open likewise. */
+static int parse_float(const char *flag, const char *s, double lo, int lo_open, double hi, int hi_open, float *out,
+                       char *err, int len) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    int ok = !errno && end != s && !*end && isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+    if (!ok)
+        return fail(err, len, "%s: expected a number in %c%g, %g%c, got '%s'", flag, lo_open ? '(' : '[', lo, hi,
+                    hi_open ? ')' : ']', s);
+    *out = (float)v;
+    return ZL_ARGS_OK;
+}
+
+static void set_defaults(zl_config *c, int stage) {
+    memset(c, 0, sizeof *c);
+    c->stage = stage;
+    c->layers = presets[0].layers, c->dim = presets[0].dim, c->batch = presets[0].batch, c->steps = presets[0].steps;
+    strcpy(c->preset, "tiny");
+    c->seed = 1234;
+    c->loss_scale = 1024.0f;
+    c->lr = 1e-3f, c->beta1 = 0.9f, c->beta2 = 0.999f, c->eps = 1e-8f, c->weight_decay = 0.0f;
+    c->prefetch = 1;
+}
+
+static int apply_preset(zl_config *c, const char *name, char *err, int len) {
+    for (int i = 0; i < N_PRESETS; i++) {
+        if (strcmp(presets[i].name, name)) continue;
+        c->layers = presets[i].layers, c->dim = presets[i].dim;
+        c->batch = presets[i].batch, c->steps = presets[i].steps;
+        snprintf(c->preset, sizeof c->preset, "%s", name);
+        return ZL_ARGS_OK;
+    }
+    return fail(err, len, "--preset: expected one of tiny, demo, lab-1b, got '%s'", name);
+}
+
+/* Byte counts of the largest buffers must fit in size_t, and kernel index math in int. */
+static int check_sizes(const zl_config *c, char *err, int len) {
+    size_t D = (size_t)c->dim, L = (size_t)c->layers, B = (size_t)c->batch, unit, psi, bytes, act;
+    if (__builtin_mul_overflow(D, D, &unit) || __builtin_mul_overflow(unit, (size_t)8, &unit) ||
+        __builtin_add_overflow(unit, 5 * D, &unit) || __builtin_mul_overflow(unit, L, &psi) ||
+        __builtin_add_overflow(psi, L * 64, &psi) /* padding headroom */ ||
+        __builtin_mul_overflow(psi, (size_t)16, &bytes))
+        return fail(err, len, "--layers/--dim: a model of %d layers of dim %d has byte counts that overflow 64 bits",
+                    c->layers, c->dim);
+    if (B * 4 * D > 2147483647u)
+        return fail(err, len, "--batch: rows*4*dim must be below 2^31 (got %d rows at dim %d)", c->batch, c->dim);
+    if (__builtin_mul_overflow(B * D, (9 * L + 8) * 2, &act))
+        return fail(err, len, "--batch: activation bytes overflow 64 bits");
+    return ZL_ARGS_OK;
+}
+
+static int flag_belongs(const char *flag, int stage) {
+    if (!strcmp(flag, "--prefetch")) return stage == 3;
+    if (!strcmp(flag, "--grad-sync")) return stage == 1;
+    return 1;
+}
+
+int zl_args_parse(zl_config *c, int stage, int argc, char **argv, char *err, int len) {
+    set_defaults(c, stage);
+    err[0] = '\0';
+    /* The preset is applied first so explicit flags override it wherever they appear. */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--preset")) {
+            if (i + 1 >= argc) return fail(err, len, "--preset: missing value (tiny, demo or lab-1b)");
+            if (apply_preset(c, argv[i + 1], err, len)) return ZL_ARGS_ERROR;
+        }
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return ZL_ARGS_HELP;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--quiet")) { c->quiet = 1; continue; }
+        static const char *const valued[] = {"--layers", "--dim", "--batch", "--steps", "--seed", "--loss-scale",
+                                             "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--json",
+                                             "--dump-params", "--preset", "--prefetch", "--grad-sync"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(f, valued[k]);
+        if (!known) return fail(err, len, "unknown flag '%s' (see --help)", f);
+        if (!flag_belongs(f, stage))
+            return fail(err, len, "%s: only %s takes this flag; %s does not", f,
+                        !strcmp(f, "--prefetch") ? "stage3" : "stage1", stage_prog[stage]);
+        if (i + 1 >= argc) return fail(err, len, "%s: missing value", f);
+        const char *v = argv[++i];
+        int rc = ZL_ARGS_OK;
+        if (!strcmp(f, "--layers")) rc = parse_int(f, v, 1, 4096, &c->layers, err, len);
+        else if (!strcmp(f, "--dim")) rc = parse_int(f, v, 1, 65536, &c->dim, err, len);
+        else if (!strcmp(f, "--batch")) rc = parse_int(f, v, 1, 1 << 20, &c->batch, err, len);
+        else if (!strcmp(f, "--steps")) rc = parse_int(f, v, 1, 1000000, &c->steps, err, len);
+        else if (!strcmp(f, "--seed")) rc = parse_u64(f, v, &c->seed, err, len);
+        else if (!strcmp(f, "--loss-scale")) rc = parse_float(f, v, 0, 1, 65536, 0, &c->loss_scale, err, len);
+        else if (!strcmp(f, "--lr")) rc = parse_float(f, v, 0, 1, 10, 0, &c->lr, err, len);
+        else if (!strcmp(f, "--beta1")) rc = parse_float(f, v, 0, 0, 1, 1, &c->beta1, err, len);
+        else if (!strcmp(f, "--beta2")) rc = parse_float(f, v, 0, 0, 1, 1, &c->beta2, err, len);
+        else if (!strcmp(f, "--eps")) rc = parse_float(f, v, 0, 1, 1, 0, &c->eps, err, len);
+        else if (!strcmp(f, "--weight-decay")) rc = parse_float(f, v, 0, 0, 1, 0, &c->weight_decay, err, len);
+        else if (!strcmp(f, "--preset")) continue; /* applied in the first pass */
+        else if (!strcmp(f, "--prefetch")) rc = parse_int(f, v, 0, 64, &c->prefetch, err, len);
+        else if (!strcmp(f, "--grad-sync")) {
+            if (!strcmp(v, "reducescatter")) c->grad_sync_allreduce = 0;
+            else if (!strcmp(v, "allreduce")) c->grad_sync_allreduce = 1;
+            else rc = fail(err, len, "--grad-sync: expected reducescatter or allreduce, got '%s'", v);
+        } else if (!strcmp(f, "--json") || !strcmp(f, "--dump-params")) {
+            if (!*v || strlen(v) >= ZL_PATH_MAX)
+                rc = fail(err, len, "%s: expected a file path of 1 to %d characters", f, ZL_PATH_MAX - 1);
+            else
+                snprintf(!strcmp(f, "--json") ? c->json_path : c->dump_path, ZL_PATH_MAX, "%s", v);
+        }
+        if (rc) return rc;
+    }
+    if (stage == 3 && c->prefetch > c->layers - 1 && c->prefetch > 0)
+        return fail(err, len, "--prefetch: expected an integer in [0, %d] (layers - 1), got %d", c->layers - 1,
+                    c->prefetch);
+    return check_sizes(c, err, len);
+}
+
+void zl_args_usage(const char *prog, int stage) {
+    printf("usage: mpiexec -n N %s [flags]   (without mpiexec: N = 1)\n"
+           "  --preset tiny|demo|lab-1b   model/batch shorthand (default tiny: L=2 D=32 B=4 steps=10;\n"
+           "                              demo: L=4 D=256 B=32 steps=20; lab-1b: L=8 D=4096 B=8192 steps=10)\n"
+           "  --layers L      residual MLP blocks (shard units), 1..4096\n"
+           "  --dim D         model width, 1..65536 (Psi = L*(8D^2+5D))\n"
+           "  --batch B       rows per rank, 1..1048576 (global batch = N*B)\n"
+           "  --steps S       training steps, 1..1000000\n"
+           "  --seed X        init and data seed (results never depend on N)\n"
+           "  --loss-scale K  static loss scale (0, 65536], default 1024\n"
+           "  --lr --beta1 --beta2 --eps --weight-decay   AdamW (1e-3, 0.9, 0.999, 1e-8, 0)\n"
+           "  --json PATH     write the full report as JSON (rank 0)\n"
+           "  --dump-params PATH  write the final fp16 parameters, unpadded, raw (rank 0)\n"
+           "  --quiet         no per-step lines\n",
+           prog);
+    if (stage == 1) printf("  --grad-sync reducescatter|allreduce  ZeRO-1 gradient sync variant\n");
+    if (stage == 3) printf("  --prefetch K    units gathered ahead, 0..layers-1 (default 1)\n");
+}
+
+uint64_t zl_args_hash(const zl_config *c) {
+    uint64_t h = ZL_FNV_OFFSET;
+#define H(field) h = zl_fnv1a(h, &c->field, sizeof c->field)
+    H(stage), H(layers), H(dim), H(batch), H(steps), H(seed), H(loss_scale), H(lr), H(beta1), H(beta2), H(eps),
+        H(weight_decay), H(prefetch), H(grad_sync_allreduce);
+#undef H
+    h = zl_fnv1a(h, c->json_path, strlen(c->json_path));
+    h = zl_fnv1a(h, c->dump_path, strlen(c->dump_path));
+    return h;
+}

@@ -1,0 +1,35 @@
+/* args.h — command line: presets, flags, strict validation.
+ *
+ * Every bad value produces one line naming the flag and its allowed range and exit
+ * code 2, before anything is allocated. Flags that belong to another stage are
+ * refused by name. zl_args_hash() fingerprints the parsed configuration so all
+ * ranks can check they were launched with the same arguments. */
+#ifndef ZL_ARGS_H
+#define ZL_ARGS_H
+
+#include <stdint.h>
+
+#define ZL_PATH_MAX 1024
+
+typedef struct {
+    int stage; /* which program is parsing: 0..3 */
+    int layers, dim, batch, steps;
+    uint64_t seed;
+    float loss_scale, lr, beta1, beta2, eps, weight_decay;
+    int prefetch;            /* stage 3 */
+    int grad_sync_allreduce; /* stage 1 */
+    int quiet;
+    char preset[16];
+    char json_path[ZL_PATH_MAX];
+    char dump_path[ZL_PATH_MAX];
+} zl_config;
+
+enum { ZL_ARGS_OK = 0, ZL_ARGS_HELP = 1, ZL_ARGS_ERROR = 2 };
+
+/* Parse argv for program `stage`. On error, writes one line (no newline) into err. */
+int zl_args_parse(zl_config *cfg, int stage, int argc, char **argv, char *err, int err_len);
+void zl_args_usage(const char *prog, int stage);
+/* Hash of every field that changes what the program computes or writes. */
+uint64_t zl_args_hash(const zl_config *cfg);
+
+#endif

@@ -1,0 +1,108 @@
+/* comm.c — recording wrappers around the backend's collectives (see comm.h). */
+#include "comm.h"
+
+#include <stdlib.h>
+
+#include "util.h"
+
+static const char *const op_names[ZL_NOPS] = {"all_reduce", "reduce_scatter", "all_gather"};
+static const char *const purpose_names[ZL_NPURPOSES] = {
+    "grad_sync", "param_gather_fwd", "param_gather_bwd", "param_gather_step", "control", "param_gather_final"};
+
+const char *zl_op_name(zl_op op) { return (unsigned)op < ZL_NOPS ? op_names[op] : "?"; }
+const char *zl_purpose_name(zl_purpose p) { return (unsigned)p < ZL_NPURPOSES ? purpose_names[p] : "?"; }
+
+double zl_busbw_factor(zl_op op, int world) {
+    double N = world;
+    return op == ZL_OP_ALLREDUCE ? 2.0 * (N - 1) / N : (N - 1) / N;
+}
+double zl_wire_bytes(zl_op op, double S, int world) { return zl_busbw_factor(op, world) * S; }
+
+typedef struct {
+    zl_op op;
+    zl_purpose why;
+    zl_dtype dtype;
+    double S;
+    zl_event start, end;
+} log_entry;
+
+static int g_world, g_rank, g_cap, g_n;
+static log_entry *g_log; /* g_cap entries, events created up front */
+static zl_comm_stat g_stat[ZL_NOPS][ZL_NPURPOSES][3];
+static long g_steps, g_timed_steps;
+
+void zl_comm_init(int world, int rank, int max_per_step) {
+    g_world = world;
+    g_rank = rank;
+    g_cap = max_per_step;
+    g_n = 0;
+    g_log = calloc((size_t)g_cap, sizeof(log_entry));
+    if (!g_log) zl_fatal("out of host memory for the collective log");
+    for (int i = 0; i < g_cap; i++) {
+        g_log[i].start = zl_event_create();
+        g_log[i].end = zl_event_create();
+    }
+}
+
+void zl_comm_finalize(void) {
+    for (int i = 0; i < g_cap; i++) {
+        zl_event_destroy(g_log[i].start);
+        zl_event_destroy(g_log[i].end);
+    }
+    free(g_log);
+    g_log = NULL;
+    g_cap = 0;
+}
+
+static log_entry *begin_entry(zl_op op, zl_purpose why, zl_dtype t, size_t full_count, zl_stream s) {
+    if (g_n == g_cap) zl_fatal("more than %d collectives in one step: raise max_per_step", g_cap);
+    log_entry *e = &g_log[g_n++];
+    e->op = op;
+    e->why = why;
+    e->dtype = t;
+    e->S = (double)full_count * (double)zl_dtype_size(t);
+    zl_event_record(e->start, s);
+    return e;
+}
+
+void zl_allreduce(void *buf, size_t count, zl_dtype t, zl_purpose why, zl_stream s) {
+    log_entry *e = begin_entry(ZL_OP_ALLREDUCE, why, t, count, s);
+    zl_backend_allreduce(buf, count, t, s);
+    zl_event_record(e->end, s);
+}
+
+void zl_reduce_scatter(const void *send, void *recv, size_t recv_count, zl_dtype t, zl_purpose why, zl_stream s) {
+    log_entry *e = begin_entry(ZL_OP_REDUCE_SCATTER, why, t, recv_count * (size_t)g_world, s);
+    zl_backend_reduce_scatter(send, recv, recv_count, t, s);
+    zl_event_record(e->end, s);
+}
+
+void zl_allgather(const void *send, void *recv, size_t send_count, zl_dtype t, zl_purpose why, zl_stream s) {
+    log_entry *e = begin_entry(ZL_OP_ALLGATHER, why, t, send_count * (size_t)g_world, s);
+    zl_backend_allgather(send, recv, send_count, t, s);
+    zl_event_record(e->end, s);
+}
+
+void zl_comm_step_begin(void) { g_n = 0; }
+
+void zl_comm_step_end(int timed) {
+    for (int i = 0; i < g_n; i++) {
+        log_entry *e = &g_log[i];
+        zl_comm_stat *st = &g_stat[e->op][e->why][e->dtype];
+        st->calls++;
+        st->S_bytes += e->S;
+        st->wire_bytes += zl_wire_bytes(e->op, e->S, g_world);
+        if (timed) {
+            st->ms += zl_event_elapsed_ms(e->start, e->end);
+            st->timed_S_bytes += e->S;
+            st->timed_calls++;
+        }
+    }
+    g_n = 0;
+    g_steps++;
+    if (timed) g_timed_steps++;
+}
+
+const zl_comm_stat *zl_comm_get(zl_op op, zl_purpose why, zl_dtype t) { return &g_stat[op][why][t]; }
+long zl_comm_steps(void) { return g_steps; }
+long zl_comm_timed_steps(void) { return g_timed_steps; }

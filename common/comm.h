@@ -1,0 +1,68 @@
+/* comm.h — collective wrappers that record what they send.
+ *
+ * Every collective a stage issues goes through these three calls. Each call is
+ * logged with its op, dtype, element count, S (bytes of the full logical tensor),
+ * the ring wire bytes one rank sends (nccl-tests convention, DEVELOPERS.md):
+ *     all-reduce 2(N-1)/N·S,   reduce-scatter and all-gather (N-1)/N·S
+ * and a purpose label; events around it on the communication stream give its time.
+ * These logs are the report's "measured" traffic: nothing is inferred from sizes
+ * the program did not actually send. */
+#ifndef ZL_COMM_H
+#define ZL_COMM_H
+
+#include <stddef.h>
+
+#include "../kernels/backend.h"
+
+typedef enum { ZL_OP_ALLREDUCE = 0, ZL_OP_REDUCE_SCATTER, ZL_OP_ALLGATHER, ZL_NOPS } zl_op;
+
+typedef enum {
+    ZL_P_GRAD_SYNC = 0,      /* gradient all-reduce / reduce-scatter */
+    ZL_P_GATHER_FWD,         /* stage 3: gather a unit before its forward */
+    ZL_P_GATHER_BWD,         /* stage 3: gather a unit again before its backward */
+    ZL_P_GATHER_STEP,        /* stages 1-2: gather updated fp16 slices after Adam */
+    ZL_P_CONTROL,            /* tiny control values (the loss) */
+    ZL_P_GATHER_FINAL,       /* stage 3: gather for param_hash after the last step; not per step */
+    ZL_NPURPOSES
+} zl_purpose;
+
+const char *zl_op_name(zl_op op);
+const char *zl_purpose_name(zl_purpose p);
+
+/* Wire bytes one rank sends for a collective over a tensor of S bytes (ring). */
+double zl_wire_bytes(zl_op op, double S, int world);
+/* bus bandwidth factor: busbw = algbw · factor */
+double zl_busbw_factor(zl_op op, int world);
+
+/* Aggregated over the measured steps, per (op, purpose, dtype). */
+typedef struct {
+    long calls;           /* total calls */
+    double S_bytes;       /* total bytes of the full logical tensors */
+    double wire_bytes;    /* total wire bytes sent by this rank */
+    double ms;            /* total time (timed steps only) */
+    double timed_S_bytes; /* S of the timed calls, for algbw */
+    long timed_calls;
+} zl_comm_stat;
+
+/* Set up logging: at most max_per_step collectives per step (their events are created
+ * now, so logging allocates nothing later). world = N. */
+void zl_comm_init(int world, int rank, int max_per_step);
+void zl_comm_finalize(void);
+
+/* Collectives, issued on stream s. Same in-place rules as backend.h. */
+void zl_allreduce(void *buf, size_t count, zl_dtype t, zl_purpose why, zl_stream s);
+void zl_reduce_scatter(const void *send, void *recv, size_t recv_count, zl_dtype t, zl_purpose why, zl_stream s);
+void zl_allgather(const void *send, void *recv, size_t send_count, zl_dtype t, zl_purpose why, zl_stream s);
+
+/* Bracket one training step. step_end must be called once the communication stream
+ * has finished (after a zl_stream_sync): it reads the events and folds this step's log
+ * into the totals. `timed` = 0 for the warm-up step (bytes counted, time not). */
+void zl_comm_step_begin(void);
+void zl_comm_step_end(int timed);
+
+/* Totals. stat[op][purpose][dtype] */
+const zl_comm_stat *zl_comm_get(zl_op op, zl_purpose why, zl_dtype t);
+long zl_comm_steps(void);       /* steps folded in */
+long zl_comm_timed_steps(void); /* of which timed */
+
+#endif

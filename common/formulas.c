@@ -1,0 +1,78 @@
+/* formulas.c — independent per-category memory and per-step traffic formulas. */
+#include "formulas.h"
+
+size_t zl_formula_activation_bytes(int layers, int dim, int rows) {
+    size_t L = (size_t)layers, BD = (size_t)rows * (size_t)dim;
+    return 2 * ((L + 1) * BD + 8 * L * BD);
+}
+
+size_t zl_formula_scratch_bytes(int dim, int rows) {
+    size_t BD = (size_t)rows * (size_t)dim;
+    return 2 * 7 * BD + 4;
+}
+
+size_t zl_formula_host_staging_bytes(const zl_partition *p) { return 2 * p->max_unit; }
+
+void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem_formula *out) {
+    size_t full = p->psi_pad, shard = p->psi_pad / (size_t)p->world; /* Ψ_pad/N is exact by construction */
+    *out = (zl_mem_formula){0};
+    size_t *b = out->bytes;
+    b[ZL_MEM_PARAMS_FP16] = 2 * (c->stage >= 3 ? shard : full);
+    b[ZL_MEM_GRADS_FP16] = 2 * (c->stage >= 2 ? shard : full);
+    b[ZL_MEM_MASTER_FP32] = 4 * (c->stage >= 1 ? shard : full);
+    b[ZL_MEM_ADAM_M] = 4 * (c->stage >= 1 ? shard : full);
+    b[ZL_MEM_ADAM_V] = 4 * (c->stage >= 1 ? shard : full);
+    b[ZL_MEM_GRAD_BUCKET] = c->stage == 2 ? 2 * 2 * p->max_unit_pad : 0; /* two fp16 buckets */
+    b[ZL_MEM_PARAM_GATHER] = c->stage == 3 ? (size_t)(1 + c->prefetch) * 2 * p->max_unit_pad : 0;
+    b[ZL_MEM_ACTIVATIONS] = zl_formula_activation_bytes(c->layers, c->dim, c->rows);
+    b[ZL_MEM_SCRATCH] = zl_formula_scratch_bytes(c->dim, c->rows);
+    b[ZL_MEM_WORKSPACE] = c->workspace_bytes;
+    b[ZL_MEM_HOST_STAGING] = zl_formula_host_staging_bytes(p);
+    for (int i = 0; i < ZL_MEM_N_MODEL_STATES; i++) out->model_states += b[i];
+    for (int i = 0; i < ZL_MEM_NCAT; i++)
+        if (zl_mem_cat_is_device((zl_mem_cat)i)) out->peak_total += b[i];
+}
+
+double zl_paper_model_states(double psi, int world, int stage, double bytes[5]) {
+    double N = world;
+    double local[5];
+    if (!bytes) bytes = local;
+    bytes[0] = stage >= 3 ? 2 * psi / N : 2 * psi;
+    bytes[1] = stage >= 2 ? 2 * psi / N : 2 * psi;
+    for (int i = 2; i < 5; i++) bytes[i] = stage >= 1 ? 4 * psi / N : 4 * psi;
+    return bytes[0] + bytes[1] + bytes[2] + bytes[3] + bytes[4];
+}
+
+/* Per unit u, per rank: an all-reduce sends 2(N-1)·shard(u) elements, a reduce-scatter
+ * or all-gather (N-1)·shard(u) — the ring convention with S = n_pad(u) elements. */
+void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_formula *out) {
+    *out = (zl_comm_formula){0};
+    double N = p->world, fp16 = 2.0;
+    for (int u = 0; u < p->n_units; u++) {
+        double ring = (N - 1) * (double)p->shard[u] * fp16; /* (N-1)/N · S */
+        switch (c->stage) {
+        case 0:
+            out->bytes[ZL_P_GRAD_SYNC] += 2 * ring, out->calls[ZL_P_GRAD_SYNC] += 1;
+            break;
+        case 1:
+        case 2:
+            out->bytes[ZL_P_GRAD_SYNC] += (c->grad_sync_allreduce ? 2 : 1) * ring;
+            out->calls[ZL_P_GRAD_SYNC] += 1;
+            out->bytes[ZL_P_GATHER_STEP] += ring, out->calls[ZL_P_GATHER_STEP] += 1;
+            break;
+        default:
+            out->bytes[ZL_P_GATHER_FWD] += ring, out->calls[ZL_P_GATHER_FWD] += 1;
+            out->bytes[ZL_P_GATHER_BWD] += ring, out->calls[ZL_P_GATHER_BWD] += 1;
+            out->bytes[ZL_P_GRAD_SYNC] += ring, out->calls[ZL_P_GRAD_SYNC] += 1;
+        }
+    }
+    out->bytes[ZL_P_CONTROL] = 2 * (N - 1) / N * 4.0; /* one fp32 loss, all-reduced */
+    out->calls[ZL_P_CONTROL] = 1;
+    for (int i = 0; i < ZL_NPURPOSES; i++)
+        if (i != ZL_P_CONTROL && i != ZL_P_GATHER_FINAL) out->total += out->bytes[i];
+}
+
+double zl_paper_wire_bytes(double psi, int world, int stage) {
+    double N = world;
+    return (stage == 3 ? 3.0 : 2.0) * (N - 1) / N * 2.0 * psi;
+}

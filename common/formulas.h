@@ -1,0 +1,65 @@
+/* formulas.h — what each rank *should* hold and send, from first principles.
+ *
+ * Every number here is computed from the unit sizes, N, the stage and the batch
+ * shape only — never from anything the program measured — so a test comparing the
+ * two can fail. Two flavours:
+ *   exact: this program's buffers, padding included (measured must equal it to the byte)
+ *   paper: the ZeRO paper's idealised model states (2Ψ + 2Ψ + 12Ψ, /N where sharded)
+ * Stages: 0 = DDP, 1 = P_os, 2 = P_os+g, 3 = P_os+g+p. */
+#ifndef ZL_FORMULAS_H
+#define ZL_FORMULAS_H
+
+#include <stddef.h>
+
+#include "alloc.h"
+#include "comm.h"
+#include "model.h"
+
+typedef struct {
+    int stage;            /* 0..3 */
+    int rows, dim, layers; /* B (rows per rank), D, L */
+    int prefetch;         /* stage 3: units gathered ahead (gather buffers = 1 + prefetch) */
+    int grad_sync_allreduce; /* stage 1 variant: all-reduce + all-gather (seed 002) */
+    size_t workspace_bytes; /* what the backend's kernels declare they need */
+} zl_formula_config;
+
+/* Exact per-category bytes for one rank; model_states = first five; peak_total = sum
+ * of device categories (everything is allocated before step 1 and kept). */
+typedef struct {
+    size_t bytes[ZL_MEM_NCAT];
+    size_t model_states;
+    size_t peak_total;
+} zl_mem_formula;
+
+void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem_formula *out);
+
+/* Saved forward activations: per block x (B·D), h and a (B·4D each), plus the final
+ * output (B·D), all fp16: 2·[(L+1)·B·D + 8·L·B·D]. */
+size_t zl_formula_activation_bytes(int layers, int dim, int rows);
+/* Scratch: targets (B·D), two activation-gradient buffers (2·B·D), dh (4·B·D), all
+ * fp16, plus one fp32 loss: 2·7·B·D + 4. */
+size_t zl_formula_scratch_bytes(int dim, int rows);
+/* Host staging for param_hash/dump: one unpadded unit of fp16. */
+size_t zl_formula_host_staging_bytes(const zl_partition *p);
+
+/* The paper's per-device model states for Ψ parameters, N ranks, mixed precision
+ * (K = 12): bytes[0..4] = params, grads, master, m, v; returns their sum:
+ * stage 0: 16Ψ, 1: 4Ψ + 12Ψ/N, 2: 2Ψ + 14Ψ/N, 3: 16Ψ/N. */
+double zl_paper_model_states(double psi, int world, int stage, double bytes[5]);
+
+/* Wire bytes one rank sends per training step, by purpose (nccl-tests ring
+ * convention). DDP, ZeRO-1, ZeRO-2: 2(N-1)/N·2Ψ_pad; ZeRO-3: 3(N-1)/N·2Ψ_pad;
+ * ZeRO-1 with --grad-sync allreduce: 3(N-1)/N·2Ψ_pad. ZL_P_CONTROL is the one fp32
+ * loss all-reduce per step. total excludes control. */
+typedef struct {
+    double bytes[ZL_NPURPOSES];
+    double calls[ZL_NPURPOSES];
+    double total; /* sum over all purposes but control (and the final gather) */
+} zl_comm_formula;
+
+void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_formula *out);
+/* The paper's per-step volume (§7): 2Ψ elements for stages 0-2, 3Ψ for stage 3 —
+ * in this project's units: bytes sent per rank, (N-1)/N · 2 bytes · that volume. */
+double zl_paper_wire_bytes(double psi, int world, int stage);
+
+#endif

@@ -1,0 +1,33 @@
+/* report.h — the end-of-run report: measured vs formula vs paper, per rank.
+ *
+ * Rank 0 gathers every rank's tracked-allocator peaks, device memory readings and
+ * collective logs, prints two tables (memory by component, traffic by collective)
+ * plus time per step, and writes the same data as JSON with --json. */
+#ifndef ZL_REPORT_H
+#define ZL_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "formulas.h"
+#include "runtime.h"
+
+typedef struct {
+    const zl_runtime *rt;
+    const zl_partition *part;
+    zl_formula_config fc;
+    const float *losses; /* one global mean loss per step */
+    int steps;
+    double ms_per_step;  /* this rank's mean over timed steps (all but the first when steps > 1) */
+    uint64_t param_hash;
+    int device_known;    /* 1 when the backend reports device memory (CUDA) */
+    size_t device_baseline, device_after_alloc, device_end, device_total;
+    const char *variant; /* a word on what ran, e.g. "reduce-scatter" (may be NULL) */
+} zl_report;
+
+/* One progress line (rank 0, unless --quiet). */
+void zl_report_step(const zl_runtime *rt, int step, int steps, float loss, double ms);
+/* Collective: every rank must call it. */
+void zl_report_final(const zl_report *r);
+
+#endif

@@ -1,0 +1,99 @@
+/* runtime.c — see runtime.h. */
+#include "runtime.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+static const char *const prog_names[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
+
+/* Every rank reaches the same verdict: the lowest rank with a bad flag prints its one
+ * line; if all flags parsed but differ between ranks, rank 0 says so. Exit code 2. */
+static void agree_on_arguments(zl_runtime *rt, int status, const char *err) {
+    int first_bad = status == ZL_ARGS_ERROR ? rt->rank : rt->world;
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first_bad < rt->world) {
+        if (rt->rank == first_bad) {
+            fprintf(stderr, "%s: %s\n", rt->prog, err);
+            fflush(stderr);
+        }
+        MPI_Finalize();
+        exit(2);
+    }
+    if (status == ZL_ARGS_HELP) {
+        if (rt->rank == 0) zl_args_usage(rt->prog, rt->cfg.stage);
+        MPI_Finalize();
+        exit(0);
+    }
+    uint64_t h = zl_args_hash(&rt->cfg), lo = h, hi = h;
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
+    if (lo != hi) {
+        if (rt->rank == 0)
+            fprintf(stderr,
+                    "%s: ranks were launched with different arguments (argument hash differs across %d ranks); "
+                    "every rank must get the same flags\n",
+                    rt->prog, rt->world);
+        MPI_Finalize();
+        exit(2);
+    }
+}
+
+void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
+    memset(rt, 0, sizeof *rt);
+    rt->prog = prog_names[stage];
+    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
+        fprintf(stderr, "%s: MPI_Init failed\n", rt->prog);
+        exit(1);
+    }
+    /* Return codes instead of MPI's default abort-without-context: mpiCheck adds file:line. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank));
+    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &rt->world));
+
+    char err[512];
+    int status = zl_args_parse(&rt->cfg, stage, argc, argv, err, sizeof err);
+    agree_on_arguments(rt, status, err);
+
+    /* Node-local rank picks the GPU: ranks sharing memory share a node. */
+    MPI_Comm local;
+    mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt->rank, MPI_INFO_NULL, &local));
+    mpiCheck(MPI_Comm_rank(local, &rt->local_rank));
+    mpiCheck(MPI_Comm_size(local, &rt->local_size));
+    mpiCheck(MPI_Comm_free(&local));
+    zl_backend_init(rt->rank, rt->world, rt->local_rank, rt->local_size);
+}
+
+void zl_runtime_finish(zl_runtime *rt) {
+    (void)rt;
+    zl_backend_finalize();
+    MPI_Finalize();
+}
+
+void zl_digest_begin(zl_param_digest *d, const zl_runtime *rt) {
+    d->hash = ZL_FNV_OFFSET;
+    d->dump = NULL;
+    if (rt->rank == 0 && rt->cfg.dump_path[0]) {
+        d->dump = fopen(rt->cfg.dump_path, "wb");
+        if (!d->dump) zl_fatal("--dump-params: cannot open '%s' for writing", rt->cfg.dump_path);
+    }
+}
+
+void zl_digest_unit(zl_param_digest *d, const zl_half *dev_unit, size_t n, zl_half *host_staging, zl_stream s) {
+    zl_memcpy_d2h(host_staging, dev_unit, n * sizeof(zl_half), s);
+    /* Hash the values' little-endian bytes so the digest is the same on any host. */
+    for (size_t i = 0; i < n; i++) {
+        unsigned char b[2] = {(unsigned char)(host_staging[i] & 0xff), (unsigned char)(host_staging[i] >> 8)};
+        d->hash = zl_fnv1a(d->hash, b, 2);
+    }
+    if (d->dump && fwrite(host_staging, sizeof(zl_half), n, d->dump) != n)
+        zl_fatal("--dump-params: write failed");
+}
+
+uint64_t zl_digest_end(zl_param_digest *d) {
+    if (d->dump && fclose(d->dump)) zl_fatal("--dump-params: close failed");
+    d->dump = NULL;
+    return d->hash;
+}

@@ -1,0 +1,35 @@
+/* runtime.h — process start-up and shut-down shared by the four programs:
+ * MPI, argument checks agreed by all ranks, node-local rank, backend init. */
+#ifndef ZL_RUNTIME_H
+#define ZL_RUNTIME_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "args.h"
+#include "../kernels/backend.h"
+
+typedef struct {
+    int rank, world, local_rank, local_size;
+    const char *prog;
+    zl_config cfg;
+} zl_runtime;
+
+/* MPI_Init, parse and validate flags on every rank, agree on the outcome (a bad flag
+ * on any rank, or different flags on different ranks, stops all of them with exit 2
+ * and one line from the lowest such rank), then initialise the backend. Nothing is
+ * allocated before the flags are known to be good. Exits on --help. */
+void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv);
+void zl_runtime_finish(zl_runtime *rt);
+
+/* Streaming FNV-1a over the full, unpadded fp16 parameter vector, unit by unit, with
+ * an optional raw dump (rank 0). The unit is copied to host staging first. */
+typedef struct {
+    uint64_t hash;
+    FILE *dump;
+} zl_param_digest;
+void zl_digest_begin(zl_param_digest *d, const zl_runtime *rt);
+void zl_digest_unit(zl_param_digest *d, const zl_half *dev_unit, size_t n, zl_half *host_staging, zl_stream s);
+uint64_t zl_digest_end(zl_param_digest *d);
+
+#endif

@@ -1,0 +1,48 @@
+/* util.c — fatal errors with location, MPI error strings, FNV-1a, a monotonic clock. */
+#define _POSIX_C_SOURCE 200809L
+#include "util.h"
+
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+void zl_fatal_at(const char *file, int line, const char *fmt, ...) {
+    int rank = -1, inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "zerolab[rank %d]: %s:%d: ", rank, file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+    if (inited && !finalized) MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+void zl_mpi_check_at(int err, const char *call, const char *file, int line) {
+    if (err == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(err, msg, &len);
+    zl_fatal_at(file, line, "MPI call failed: %s: %.*s", call, len, msg);
+}
+
+uint64_t zl_fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+double zl_wall_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

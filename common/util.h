@@ -1,0 +1,26 @@
+/* util.h — error handling and small helpers shared by every zerolab file.
+ *
+ * Failures are loud and located: each check prints file:line, the call that failed
+ * and the library's own message, then MPI_Abort()s so no rank is left hanging in a
+ * collective. Bad user input is a different path (common/args.c): one line, exit 2. */
+#ifndef ZL_UTIL_H
+#define ZL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Print "zerolab: file:line: <formatted message>" and abort every rank. */
+void zl_fatal_at(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
+#define zl_fatal(...) zl_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+
+/* MPI calls return an error code (we install MPI_ERRORS_RETURN); turn it into a message. */
+void zl_mpi_check_at(int err, const char *call, const char *file, int line);
+#define mpiCheck(call) zl_mpi_check_at((call), #call, __FILE__, __LINE__)
+
+/* FNV-1a 64-bit, streaming: h = zl_fnv1a(ZL_FNV_OFFSET, data, n), then feed more. */
+#define ZL_FNV_OFFSET 0xcbf29ce484222325ull
+uint64_t zl_fnv1a(uint64_t h, const void *data, size_t n);
+
+double zl_wall_seconds(void); /* monotonic clock */
+
+#endif

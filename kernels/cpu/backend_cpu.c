@@ -1,0 +1,113 @@
+/* backend_cpu.c — the CPU backend: host memory, synchronous streams, MPI collectives.
+ *
+ * Every call completes before it returns, so a "stream" is only a token and an
+ * event is a timestamp taken when it is recorded. fp16 sums go through a user-defined
+ * MPI_Op that adds in fp32 and rounds once to fp16 (what NCCL's half sum does too). */
+#define _POSIX_C_SOURCE 200809L
+#include <limits.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/util.h"
+#include "../backend.h"
+#include "../zl_math.h"
+
+struct zl_stream_s {
+    int id;
+};
+struct zl_event_s {
+    double t;
+};
+
+static int g_rank, g_world;
+static MPI_Op g_half_sum = MPI_OP_NULL;
+
+/* MPI_User_function: inout[i] = fp16(float(in[i]) + float(inout[i])). */
+static void half_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)type;
+    const zl_half *a = in;
+    zl_half *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = zl_float_to_half(zl_half_to_float(a[i]) + zl_half_to_float(b[i]));
+}
+
+void zl_backend_init(int rank, int world, int local_rank, int local_size) {
+    (void)local_rank, (void)local_size;
+    g_rank = rank, g_world = world;
+    mpiCheck(MPI_Op_create(half_sum, 1, &g_half_sum));
+}
+
+void zl_backend_finalize(void) {
+    if (g_half_sum != MPI_OP_NULL) MPI_Op_free(&g_half_sum);
+}
+
+const char *zl_backend_name(void) { return "cpu"; }
+const char *zl_backend_device_name(void) { return "host"; }
+
+void *zl_dev_alloc(size_t bytes) { return malloc(bytes); }
+void zl_dev_free(void *p) { free(p); }
+void zl_memcpy_d2h(void *host, const void *dev, size_t bytes, zl_stream s) { (void)s, memcpy(host, dev, bytes); }
+void zl_memcpy_h2d(void *dev, const void *host, size_t bytes, zl_stream s) { (void)s, memcpy(dev, host, bytes); }
+void zl_memset_async(void *dev, int value, size_t bytes, zl_stream s) { (void)s, memset(dev, value, bytes); }
+int zl_dev_mem_used(size_t *used, size_t *total) {
+    *used = 0, *total = 0;
+    return 0;
+}
+
+zl_stream zl_stream_create(void) {
+    zl_stream s = malloc(sizeof *s);
+    if (!s) zl_fatal("out of host memory creating a stream");
+    s->id = 0;
+    return s;
+}
+void zl_stream_destroy(zl_stream s) { free(s); }
+void zl_stream_sync(zl_stream s) { (void)s; }
+zl_event zl_event_create(void) {
+    zl_event e = calloc(1, sizeof *e);
+    if (!e) zl_fatal("out of host memory creating an event");
+    return e;
+}
+void zl_event_destroy(zl_event e) { free(e); }
+void zl_event_record(zl_event e, zl_stream s) { (void)s, e->t = zl_wall_seconds(); }
+void zl_stream_wait_event(zl_stream s, zl_event e) { (void)s, (void)e; }
+float zl_event_elapsed_ms(zl_event a, zl_event b) { return (float)((b->t - a->t) * 1e3); }
+
+static MPI_Datatype mpi_type(zl_dtype t) { return t == ZL_F16 ? MPI_UINT16_T : t == ZL_F32 ? MPI_FLOAT : MPI_DOUBLE; }
+static MPI_Op mpi_sum(zl_dtype t) { return t == ZL_F16 ? g_half_sum : MPI_SUM; }
+
+/* MPI counts are int: split large all-reduces into chunks. */
+void zl_backend_allreduce(void *buf, size_t count, zl_dtype t, zl_stream s) {
+    (void)s;
+    const size_t chunk = (size_t)1 << 30;
+    for (size_t done = 0; done < count; done += chunk) {
+        size_t n = count - done < chunk ? count - done : chunk;
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + done * zl_dtype_size(t), (int)n, mpi_type(t), mpi_sum(t),
+                               MPI_COMM_WORLD));
+    }
+}
+
+void zl_backend_reduce_scatter(const void *send, void *recv, size_t recv_count, zl_dtype t, zl_stream s) {
+    (void)s;
+    if (recv_count > INT_MAX / 2) zl_fatal("reduce-scatter of %zu elements per rank exceeds MPI's int count", recv_count);
+    size_t esz = zl_dtype_size(t);
+    if ((const char *)recv == (const char *)send + (size_t)g_rank * recv_count * esz) {
+        /* NCCL's in-place form (our slice stays where it is). MPI's in-place form leaves
+         * the result at the start of the buffer instead, so move it into our slot; the
+         * other slots hold no meaningful data afterwards on either backend. */
+        void *full = (void *)send;
+        mpiCheck(MPI_Reduce_scatter_block(MPI_IN_PLACE, full, (int)recv_count, mpi_type(t), mpi_sum(t), MPI_COMM_WORLD));
+        if (g_rank) memmove(recv, full, recv_count * esz);
+    } else {
+        mpiCheck(MPI_Reduce_scatter_block(send, recv, (int)recv_count, mpi_type(t), mpi_sum(t), MPI_COMM_WORLD));
+    }
+}
+
+void zl_backend_allgather(const void *send, void *recv, size_t send_count, zl_dtype t, zl_stream s) {
+    (void)s;
+    if (send_count > INT_MAX / 2) zl_fatal("all-gather of %zu elements per rank exceeds MPI's int count", send_count);
+    size_t esz = zl_dtype_size(t);
+    if ((const char *)send == (const char *)recv + (size_t)g_rank * send_count * esz)
+        mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)send_count, mpi_type(t), MPI_COMM_WORLD));
+    else
+        mpiCheck(MPI_Allgather(send, (int)send_count, mpi_type(t), recv, (int)send_count, mpi_type(t), MPI_COMM_WORLD));
+}

@@ -1,0 +1,690 @@
+/* kernels_cuda.cu — kernels.h on CUDA: the block's GEMMs through cuBLASLt (fp16 operands,
+ * fp32 accumulation) with the bias / GELU / GELU-gradient / bias-gradient work fused into
+ * cuBLASLt epilogues, plus the small kernels around them (synthetic data, parameter init,
+ * MSE loss, fused AdamW, fp16 -> fp32 copy).
+ *
+ * Layout. Every tensor is row-major; cuBLASLt is column-major. A row-major R×C matrix is
+ * the same bytes as a column-major C×R one, so the row-major product C = A·B is computed
+ * as the column-major Cᵀ = Bᵀ·Aᵀ: swap the operands and never copy anything. With
+ * F = 4D, the six products of one block are (column-major, op = N or T):
+ *   forward   aᵀ  [F×R] = gelu(W1ᵀ·xᵀ + b1), hᵀ saved as aux    GELU_AUX_BIAS
+ *             yᵀ  [D×R] = W2ᵀ·aᵀ + b2 + xᵀ (beta = 1, C = x)     BIAS
+ *   backward  dhᵀ [F×R] = gelu'(hᵀ) ⊙ (op_T(W2)·dyᵀ), db1      DGELU_BGRAD
+ *             dW2ᵀ[D×F] = dyᵀ·op_T(a), db2 = Σ_rows dy           BGRADA
+ *             dW1ᵀ[F×D] = dhᵀ·op_T(x)                             (none)
+ *             dxᵀ [D×R] = op_T(W1)·dhᵀ + dyᵀ (beta = 1, C = dy)  (none)
+ * cuBLASLt's GELU epilogues compute the tanh approximation, which is the model's GELU
+ * (kernels.h); tests/gpu/test_kernels_gpu.c checks that on the device.
+ *
+ * When cuBLASLt offers no algorithm for a fused epilogue (odd shapes, odd alignment), the
+ * GEMM runs without it and a small elementwise / reduction kernel below does the rest:
+ * slower, same contract. ZL_CUBLASLT_EPILOGUES=0 in the environment forces that path
+ * (the GPU test runs both).
+ *
+ * cuBLASLt descriptors, layouts and the heuristic's algorithm are cached per GEMM
+ * configuration (shape, transposes, epilogue, pointer alignment), so after the first step
+ * a GEMM costs one attribute update and one launch. Nothing here allocates device memory:
+ * the cuBLASLt workspace and the loss partial sums live in the workspace the stage hands
+ * over (zl_kernels_set_workspace). All reductions run in a fixed order: bit-identical
+ * results from run to run. */
+#include <cublasLt.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_check.h"
+#include "kernels.h"
+
+static cudaStream_t as_stream(zl_stream s) { return (cudaStream_t)s; }
+
+/* ---- fp16 helpers: zl_half is the raw bits; the hardware conversions round to nearest
+ * even, exactly like zl_math.h's zl_float_to_half. ---------------------------------------- */
+__device__ __forceinline__ float h2f(zl_half h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ zl_half f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
+
+/* ---- workspace -----------------------------------------------------------------------------
+ * [ slack to align | cuBLASLt workspace (32 MiB) | loss partial sums (double) ]
+ * 32 MiB is what cuBLASLt recommends for Hopper; it is independent of the shape. */
+#define ZL_LT_WS_BYTES ((size_t)32 << 20)
+#define ZL_LOSS_MAX_BLOCKS 1024
+#define ZL_WS_ALIGN 256
+
+static char *g_ws_lt;        /* cuBLASLt workspace, ZL_WS_ALIGN-aligned */
+static double *g_ws_partials; /* ZL_LOSS_MAX_BLOCKS per-block partial sums of the loss */
+
+size_t zl_kernels_workspace_bytes(int rows, int dim) {
+    (void)rows; /* nothing here grows with the shape */
+    (void)dim;
+    return ZL_WS_ALIGN + ZL_LT_WS_BYTES + ZL_LOSS_MAX_BLOCKS * sizeof(double);
+}
+
+void zl_kernels_set_workspace(void *ws, size_t bytes) {
+    size_t need = zl_kernels_workspace_bytes(0, 0);
+    if (ws == NULL || bytes < need) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "workspace %s: have %zu bytes, need %zu", ws ? "too small" : "is NULL", bytes,
+                 need);
+        zl_cuda_fatal(__FILE__, __LINE__, "zl_kernels_set_workspace", msg);
+    }
+    uintptr_t base = ((uintptr_t)ws + ZL_WS_ALIGN - 1) & ~(uintptr_t)(ZL_WS_ALIGN - 1);
+    g_ws_lt = (char *)base;
+    g_ws_partials = (double *)(base + ZL_LT_WS_BYTES);
+}
+
+static void require_workspace(const char *fn) {
+    if (g_ws_lt == NULL) zl_cuda_fatal(__FILE__, __LINE__, fn, "zl_kernels_set_workspace has not been called");
+}
+
+/* Grid for a grid-stride loop over n items: enough blocks to fill the GPU many times
+ * over, capped so that huge n reuse threads instead of launching millions of blocks. */
+static unsigned grid_for(size_t n, unsigned threads) {
+    size_t blocks = (n + threads - 1) / threads;
+    if (blocks < 1) blocks = 1;
+    if (blocks > 65536) blocks = 65536;
+    return (unsigned)blocks;
+}
+
+/* ======================================================================================
+ * Synthetic data and parameter init: the zl_math.h functions, one element per thread.
+ * ====================================================================================== */
+
+__global__ void data_generate_kernel(zl_half *x, zl_half *target, uint64_t seed, uint64_t row0, size_t n,
+                                     int dim) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t r = row0 + i / (size_t)dim, c = i % (size_t)dim;
+        x[i] = zl_sample_x(seed, r, c, (uint64_t)dim);
+        target[i] = zl_sample_target(seed, r, c, (uint64_t)dim);
+    }
+}
+
+void zl_data_generate(zl_half *x, zl_half *target, uint64_t seed, uint64_t row0, int rows, int dim,
+                      zl_stream s) {
+    size_t n = (size_t)rows * (size_t)dim;
+    if (n == 0) return;
+    data_generate_kernel<<<grid_for(n, 256), 256, 0, as_stream(s)>>>(x, target, seed, row0, n, dim);
+    cudaLaunchCheck("data_generate_kernel");
+}
+
+__global__ void init_uniform_kernel(zl_half *dst, size_t n, uint64_t seed, uint64_t index0, int scale_log2) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = zl_init_value(seed, index0 + i, scale_log2);
+}
+
+void zl_init_uniform(zl_half *dst, size_t n, uint64_t seed, uint64_t index0, int scale_log2, zl_stream s) {
+    if (n == 0) return;
+    init_uniform_kernel<<<grid_for(n, 256), 256, 0, as_stream(s)>>>(dst, n, seed, index0, scale_log2);
+    cudaLaunchCheck("init_uniform_kernel");
+}
+
+__global__ void half_to_float_kernel(float *dst, const zl_half *src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = h2f(src[i]);
+}
+
+void zl_half_to_float_array(float *dst, const zl_half *src, size_t n, zl_stream s) {
+    if (n == 0) return;
+    half_to_float_kernel<<<grid_for(n, 256), 256, 0, as_stream(s)>>>(dst, src, n);
+    cudaLaunchCheck("half_to_float_kernel");
+}
+
+/* ======================================================================================
+ * cuBLASLt GEMMs
+ * ====================================================================================== */
+
+static cublasLtHandle_t g_lt; /* created on first use, lives until exit */
+
+static cublasLtHandle_t lt_handle(void) {
+    if (g_lt == NULL) cublasCheck(cublasLtCreate(&g_lt));
+    return g_lt;
+}
+
+/* One GEMM, column-major: D[m×n] = op(A)[m×k]·op(B)[k×n] + beta·C (+ epilogue).
+ * C, when used, has D's layout. */
+typedef struct {
+    const char *what; /* names the GEMM in error messages */
+    cublasOperation_t transa, transb;
+    int m, n, k;
+    const void *A;
+    int lda;
+    const void *B;
+    int ldb;
+    float beta;
+    const void *C; /* NULL when beta == 0 */
+    void *D;
+    int ldd;
+    cublasLtEpilogue_t epilogue;
+    void *bias; /* bias (BIAS, GELU_AUX_BIAS) or bias-gradient output (DGELU_BGRAD, BGRADA) */
+    void *aux;  /* GELU input: written by GELU_AUX_BIAS, read by DGELU_BGRAD */
+    int ldaux;
+} gemm_args;
+
+/* Everything the heuristic's answer may depend on. All ints: compared with memcmp. */
+typedef struct {
+    int transa, transb, m, n, k, lda, ldb, ldd, epilogue, ldaux;
+    int align_a, align_b, align_c, align_d, align_bias, align_aux;
+} gemm_key;
+
+typedef struct {
+    gemm_key key;
+    int ok; /* 0: cuBLASLt has no algorithm for this configuration */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lcd;
+    cublasLtMatmulAlgo_t algo;
+} gemm_plan;
+
+#define ZL_MAX_PLANS 256
+static gemm_plan g_plans[ZL_MAX_PLANS];
+static int g_nplans;
+
+/* Alignment class of a pointer, capped at 16 bytes (what the tensor-core kernels' vector
+ * and TMA loads need). The cap keeps the chosen algorithm, hence the bits of the result,
+ * the same whether a buffer sits at a 16- or a 256-byte boundary. */
+static int align_class(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    int c = 16;
+    while (c > 1 && (a & (uintptr_t)(c - 1))) c >>= 1;
+    return c;
+}
+
+static int epilogue_has_bias(cublasLtEpilogue_t e) {
+    return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+           e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_BGRADA;
+}
+static int epilogue_has_aux(cublasLtEpilogue_t e) {
+    return e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+
+static void describe_gemm(char *buf, size_t len, const gemm_args *g) {
+    snprintf(buf, len, "%s: m=%d n=%d k=%d op(A)=%c op(B)=%c lda=%d ldb=%d ldd=%d epilogue=%d, align A/B/C/D=%d/%d/%d/%d",
+             g->what, g->m, g->n, g->k, g->transa == CUBLAS_OP_T ? 'T' : 'N', g->transb == CUBLAS_OP_T ? 'T' : 'N',
+             g->lda, g->ldb, g->ldd, (int)g->epilogue, align_class(g->A), align_class(g->B),
+             align_class(g->C ? g->C : g->D), align_class(g->D));
+}
+
+/* The epilogue's pointers change from block to block, so they are set on every call (a
+ * host-side attribute write); the heuristic also reads them, for their alignment. */
+static void set_epilogue_pointers(cublasLtMatmulDesc_t desc, const gemm_args *g) {
+    if (epilogue_has_bias(g->epilogue))
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias));
+    if (epilogue_has_aux(g->epilogue)) {
+        int64_t ld = g->ldaux;
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
+                                                   sizeof g->aux));
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    }
+}
+
+static gemm_key make_key(const gemm_args *g) {
+    gemm_key k;
+    memset(&k, 0, sizeof k);
+    k.transa = (int)g->transa;
+    k.transb = (int)g->transb;
+    k.m = g->m;
+    k.n = g->n;
+    k.k = g->k;
+    k.lda = g->lda;
+    k.ldb = g->ldb;
+    k.ldd = g->ldd;
+    k.epilogue = (int)g->epilogue;
+    k.ldaux = epilogue_has_aux(g->epilogue) ? g->ldaux : 0;
+    k.align_a = align_class(g->A);
+    k.align_b = align_class(g->B);
+    k.align_c = align_class(g->C ? g->C : g->D);
+    k.align_d = align_class(g->D);
+    k.align_bias = epilogue_has_bias(g->epilogue) ? align_class(g->bias) : 0;
+    k.align_aux = epilogue_has_aux(g->epilogue) ? align_class(g->aux) : 0;
+    return k;
+}
+
+/* Build the descriptors for a new configuration and ask the heuristic for its best
+ * algorithm. A configuration without one is cached too (ok = 0), so it is asked once. */
+static void plan_create(gemm_plan *p, const gemm_args *g) {
+    cublasLtHandle_t lt = lt_handle();
+    uint32_t epi = (uint32_t)g->epilogue;
+    cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &g->transa, sizeof g->transa));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &g->transb, sizeof g->transb));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    set_epilogue_pointers(p->desc, g);
+
+    int a_rows = g->transa == CUBLAS_OP_N ? g->m : g->k, a_cols = g->transa == CUBLAS_OP_N ? g->k : g->m;
+    int b_rows = g->transb == CUBLAS_OP_N ? g->k : g->n, b_cols = g->transb == CUBLAS_OP_N ? g->n : g->k;
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16F, (uint64_t)a_rows, (uint64_t)a_cols, g->lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16F, (uint64_t)b_rows, (uint64_t)b_cols, g->ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lcd, CUDA_R_16F, (uint64_t)g->m, (uint64_t)g->n, g->ldd));
+
+    cublasLtMatmulPreference_t pref;
+    uint64_t ws_bytes = ZL_LT_WS_BYTES;
+    uint32_t al_a = (uint32_t)p->key.align_a, al_b = (uint32_t)p->key.align_b, al_c = (uint32_t)p->key.align_c,
+             al_d = (uint32_t)p->key.align_d;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                     sizeof ws_bytes));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
+
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    memset(&res, 0, sizeof res);
+    cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->la, p->lb, p->lcd, p->lcd, pref, 1, &res, &found);
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    p->ok = st == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS;
+    if (p->ok) {
+        p->algo = res.algo;
+    } else if (g->epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+        /* Not an error (the caller falls back), but worth knowing when chasing speed. */
+        char buf[384];
+        describe_gemm(buf, sizeof buf, g);
+        fprintf(stderr, "[zerolab cuda] note: cuBLASLt has no algorithm for %s (%s); using the unfused path\n", buf,
+                st == CUBLAS_STATUS_SUCCESS ? "no result" : cublasLtGetStatusString(st));
+    }
+}
+
+static gemm_plan *plan_get(const gemm_args *g) {
+    gemm_key key = make_key(g);
+    for (int i = 0; i < g_nplans; i++)
+        if (memcmp(&g_plans[i].key, &key, sizeof key) == 0) return &g_plans[i];
+    if (g_nplans == ZL_MAX_PLANS)
+        zl_cuda_fatal(__FILE__, __LINE__, "plan_get", "more than ZL_MAX_PLANS distinct GEMM configurations");
+    gemm_plan *p = &g_plans[g_nplans++];
+    memset(p, 0, sizeof *p);
+    p->key = key;
+    plan_create(p, g);
+    return p;
+}
+
+/* Runs the GEMM and returns 1, or returns 0 when cuBLASLt has no algorithm for it and the
+ * caller has a fallback (required = 0). A required GEMM without an algorithm is fatal. */
+static int gemm(const gemm_args *g, int required, cudaStream_t s) {
+    require_workspace(g->what);
+    gemm_plan *p = plan_get(g);
+    if (!p->ok) {
+        if (!required) return 0;
+        char buf[384];
+        describe_gemm(buf, sizeof buf, g);
+        zl_cuda_fatal(__FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic", buf);
+    }
+    set_epilogue_pointers(p->desc, g);
+    float alpha = 1.0f, beta = g->beta;
+    const void *C = g->C ? g->C : g->D;
+    cublasStatus_t st = cublasLtMatmul(lt_handle(), p->desc, &alpha, g->A, p->la, g->B, p->lb, &beta, C, p->lcd, g->D,
+                                       p->lcd, &p->algo, g_ws_lt, ZL_LT_WS_BYTES, s);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        char buf[512];
+        describe_gemm(buf, sizeof buf, g);
+        size_t len = strlen(buf);
+        snprintf(buf + len, sizeof buf - len, ": %s", cublasLtGetStatusString(st));
+        zl_cuda_fatal(__FILE__, __LINE__, "cublasLtMatmul", buf);
+    }
+    return 1;
+}
+
+static gemm_args gemm_make(const char *what, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const void *A, int lda, const void *B, int ldb, float beta, const void *C, void *D,
+                           int ldd) {
+    gemm_args g;
+    memset(&g, 0, sizeof g);
+    g.what = what;
+    g.transa = ta;
+    g.transb = tb;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.A = A;
+    g.lda = lda;
+    g.B = B;
+    g.ldb = ldb;
+    g.beta = beta;
+    g.C = C;
+    g.D = D;
+    g.ldd = ldd;
+    g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    return g;
+}
+
+/* ZL_CUBLASLT_EPILOGUES=0 turns the fused epilogues off (tests the fallback kernels). */
+static int epilogues_enabled(void) {
+    const char *e = getenv("ZL_CUBLASLT_EPILOGUES");
+    return !(e && e[0] == '0');
+}
+
+/* ======================================================================================
+ * Fallback kernels for the unfused path. The GELU is the tanh approximation, written
+ * exactly as zl_cpu_gelu / zl_cpu_gelu_grad.
+ * ====================================================================================== */
+#define ZL_SQRT_2_OVER_PI 0.7978845608028654f
+#define ZL_GELU_C 0.044715f
+
+__device__ __forceinline__ float gelu_tanh(float x) {
+    float u = ZL_SQRT_2_OVER_PI * (x + ZL_GELU_C * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+
+__device__ __forceinline__ float gelu_tanh_grad(float x) {
+    float u = ZL_SQRT_2_OVER_PI * (x + ZL_GELU_C * x * x * x);
+    float t = tanhf(u);
+    float du = ZL_SQRT_2_OVER_PI * (1.0f + 3.0f * ZL_GELU_C * x * x);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
+/* h (rows×cols, holding x·W1) += b1;  a = gelu(h). GELU is taken of the fp32 sum. */
+__global__ void bias_gelu_kernel(zl_half *h, const zl_half *bias, zl_half *a, size_t n, int cols) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = h2f(h[i]) + h2f(bias[i % (size_t)cols]);
+        h[i] = f2h(v);
+        a[i] = f2h(gelu_tanh(v));
+    }
+}
+
+/* y (rows×cols) += bias */
+__global__ void add_bias_kernel(zl_half *y, const zl_half *bias, size_t n, int cols) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = f2h(h2f(y[i]) + h2f(bias[i % (size_t)cols]));
+}
+
+/* dh (holding da = dy·W2ᵀ) *= gelu'(h) */
+__global__ void dgelu_kernel(zl_half *dh, const zl_half *h, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dh[i] = f2h(h2f(dh[i]) * gelu_tanh_grad(h2f(h[i])));
+}
+
+/* out[c] = Σ_r X[r][c] (fp32, fixed order: each of the 8 thread rows sums a strided set of
+ * rows, then thread row 0 adds the 8 partials in order). Block = 32 columns × 8. */
+__global__ void colsum_kernel(const zl_half *X, zl_half *out, int rows, int cols) {
+    __shared__ float part[8][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (c < cols)
+        for (int r = threadIdx.y; r < rows; r += 8) acc += h2f(X[(size_t)r * cols + c]);
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        float sum = 0.0f;
+        for (int j = 0; j < 8; j++) sum += part[j][threadIdx.x];
+        out[c] = f2h(sum);
+    }
+}
+
+static void launch_colsum(const zl_half *X, zl_half *out, int rows, int cols, cudaStream_t s) {
+    colsum_kernel<<<(unsigned)((cols + 31) / 32), dim3(32, 8), 0, s>>>(X, out, rows, cols);
+    cudaLaunchCheck("colsum_kernel");
+}
+
+/* ======================================================================================
+ * Block forward / backward
+ * ====================================================================================== */
+
+void zl_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, const zl_half *W2,
+                      const zl_half *b2, zl_half *h, zl_half *a, zl_half *y, int rows, int dim, zl_stream s) {
+    if (rows <= 0 || dim <= 0) return;
+    cudaStream_t st = as_stream(s);
+    const int R = rows, D = dim, F = 4 * dim;
+    const size_t RF = (size_t)R * F, RD = (size_t)R * D;
+    const int fused = epilogues_enabled();
+
+    /* aᵀ[F×R] = gelu(W1ᵀ[F×D]·xᵀ[D×R] + b1), hᵀ (the GELU input) as the aux output.
+     * W1 row-major D×F is W1ᵀ column-major with ld F; x row-major is xᵀ with ld D. */
+    gemm_args g1 = gemm_make("forward h = x·W1 + b1, a = gelu(h)", CUBLAS_OP_N, CUBLAS_OP_N, F, R, D, W1, F, x, D,
+                             0.0f, NULL, a, F);
+    g1.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    g1.bias = (void *)b1;
+    g1.aux = h;
+    g1.ldaux = F;
+    /* the aux leading dimension must be a multiple of 8 (cublasLt.h) */
+    if (!(fused && F % 8 == 0 && gemm(&g1, 0, st))) {
+        gemm_args p = gemm_make("forward x·W1 (unfused)", CUBLAS_OP_N, CUBLAS_OP_N, F, R, D, W1, F, x, D, 0.0f, NULL,
+                                h, F);
+        gemm(&p, 1, st);
+        bias_gelu_kernel<<<grid_for(RF, 256), 256, 0, st>>>(h, b1, a, RF, F);
+        cudaLaunchCheck("bias_gelu_kernel");
+    }
+
+    /* yᵀ[D×R] = W2ᵀ[D×F]·aᵀ[F×R] + b2 + xᵀ: the residual rides in as C with beta = 1. */
+    gemm_args g2 = gemm_make("forward y = x + a·W2 + b2", CUBLAS_OP_N, CUBLAS_OP_N, D, R, F, W2, D, a, F, 1.0f, x,
+                             y, D);
+    g2.epilogue = CUBLASLT_EPILOGUE_BIAS;
+    g2.bias = (void *)b2;
+    if (!(fused && gemm(&g2, 0, st))) {
+        g2.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+        g2.what = "forward x + a·W2 (unfused)";
+        gemm(&g2, 1, st);
+        add_bias_kernel<<<grid_for(RD, 256), 256, 0, st>>>(y, b2, RD, D);
+        cudaLaunchCheck("add_bias_kernel");
+    }
+}
+
+void zl_block_backward(const zl_half *x, const zl_half *h, const zl_half *a, const zl_half *W1,
+                       const zl_half *W2, const zl_half *dy, zl_half *dh, zl_half *dW1, zl_half *db1,
+                       zl_half *dW2, zl_half *db2, zl_half *dx, int rows, int dim, zl_stream s) {
+    if (rows <= 0 || dim <= 0) return;
+    cudaStream_t st = as_stream(s);
+    const int R = rows, D = dim, F = 4 * dim;
+    const size_t RF = (size_t)R * F;
+    const int fused = epilogues_enabled();
+
+    /* dhᵀ[F×R] = gelu'(hᵀ) ⊙ (W2[F×D]·dyᵀ[D×R]); W2 row-major F×D is column-major D×F
+     * (ld D), so op(A) = T. DGELU_BGRAD also reduces dhᵀ over its R columns into db1. */
+    gemm_args g1 = gemm_make("backward dh = (dy·W2ᵀ) ⊙ gelu'(h), db1", CUBLAS_OP_T, CUBLAS_OP_N, F, R, D, W2, D, dy,
+                             D, 0.0f, NULL, dh, F);
+    g1.epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    g1.bias = db1;
+    g1.aux = (void *)h;
+    g1.ldaux = F;
+    if (!(fused && F % 8 == 0 && gemm(&g1, 0, st))) {
+        gemm_args p = gemm_make("backward da = dy·W2ᵀ (unfused)", CUBLAS_OP_T, CUBLAS_OP_N, F, R, D, W2, D, dy, D,
+                                0.0f, NULL, dh, F);
+        gemm(&p, 1, st);
+        dgelu_kernel<<<grid_for(RF, 256), 256, 0, st>>>(dh, h, RF);
+        cudaLaunchCheck("dgelu_kernel");
+        launch_colsum(dh, db1, R, F, st);
+    }
+
+    /* dW2ᵀ[D×F] = dyᵀ[D×R]·a[R×F]; a row-major R×F is column-major F×R, so op(B) = T.
+     * BGRADA reduces op(A) = dyᵀ over k = R: db2 = Σ_rows dy. */
+    gemm_args g2 = gemm_make("backward dW2 = aᵀ·dy, db2", CUBLAS_OP_N, CUBLAS_OP_T, D, F, R, dy, D, a, F, 0.0f, NULL,
+                             dW2, D);
+    g2.epilogue = CUBLASLT_EPILOGUE_BGRADA;
+    g2.bias = db2;
+    if (!(fused && gemm(&g2, 0, st))) {
+        g2.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+        g2.what = "backward dW2 = aᵀ·dy (unfused)";
+        gemm(&g2, 1, st);
+        launch_colsum(dy, db2, R, D, st);
+    }
+
+    /* dW1ᵀ[F×D] = dhᵀ[F×R]·x[R×D]; x row-major R×D is column-major D×R, so op(B) = T. */
+    gemm_args g3 = gemm_make("backward dW1 = xᵀ·dh", CUBLAS_OP_N, CUBLAS_OP_T, F, D, R, dh, F, x, D, 0.0f, NULL, dW1,
+                             F);
+    gemm(&g3, 1, st);
+
+    /* dxᵀ[D×R] = W1[D×F]·dhᵀ[F×R] + dyᵀ; W1 row-major D×F is column-major F×D (ld F),
+     * so op(A) = T; the residual's gradient rides in as C with beta = 1. */
+    gemm_args g4 = gemm_make("backward dx = dy + dh·W1ᵀ", CUBLAS_OP_T, CUBLAS_OP_N, D, R, F, W1, F, dh, F, 1.0f, dy,
+                             dx, D);
+    gemm(&g4, 1, st);
+}
+
+/* ======================================================================================
+ * MSE loss: one pass writes dy and per-block partial sums of (y-t)², a single block adds
+ * the partials in index order. Partials are double, like the CPU's sum, so the reported
+ * loss agrees with zl_cpu_mse_loss_backward to float precision. dy uses the CPU's exact
+ * float operations (scale computed on the host the same way), so it is bit-identical.
+ * ====================================================================================== */
+
+/* Sum over the block in a fixed tree order; the result is valid in thread 0. */
+__device__ double block_sum(double v) {
+    __shared__ double warp_sums[32];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    int nwarps = (blockDim.x + 31) >> 5;
+    v = threadIdx.x < nwarps ? warp_sums[threadIdx.x] : 0.0;
+    if (warp == 0)
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float mse_one(zl_half y, zl_half t, float scale, zl_half *dy, double *acc) {
+    float d = __fsub_rn(h2f(y), h2f(t));
+    *dy = f2h(__fmul_rn(scale, d));
+    *acc += (double)d * (double)d;
+    return d;
+}
+
+/* vec = 1: y, t, dy are 16-byte aligned and handled 8 elements at a time over
+ * [0, 8·(n/8)); the remainder (< 8 elements) goes to the first threads. */
+__global__ void mse_partial_kernel(const zl_half *y, const zl_half *t, zl_half *dy, double *partials, size_t n,
+                                   float scale, int vec) {
+    double acc = 0.0;
+    size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    size_t done = 0;
+    if (vec) {
+        size_t nv = n / 8;
+        for (size_t j = tid; j < nv; j += stride) {
+            uint4 yv = reinterpret_cast<const uint4 *>(y)[j], tv = reinterpret_cast<const uint4 *>(t)[j], dv;
+            const zl_half *ye = reinterpret_cast<const zl_half *>(&yv), *te = reinterpret_cast<const zl_half *>(&tv);
+            zl_half *de = reinterpret_cast<zl_half *>(&dv);
+            for (int e = 0; e < 8; e++) mse_one(ye[e], te[e], scale, &de[e], &acc);
+            reinterpret_cast<uint4 *>(dy)[j] = dv;
+        }
+        done = nv * 8;
+    }
+    for (size_t i = done + tid; i < n; i += stride) mse_one(y[i], t[i], scale, &dy[i], &acc);
+    acc = block_sum(acc);
+    if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+__global__ void mse_final_kernel(const double *partials, int nblocks, size_t n, float *loss) {
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < nblocks; i += blockDim.x) acc += partials[i];
+    acc = block_sum(acc);
+    if (threadIdx.x == 0) *loss = (float)(acc / (double)n);
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+void zl_mse_loss_backward(const zl_half *y, const zl_half *t, zl_half *dy, float *loss, int rows, int dim,
+                          float loss_scale, zl_stream s) {
+    require_workspace("zl_mse_loss_backward");
+    cudaStream_t st = as_stream(s);
+    size_t n = (size_t)(rows > 0 ? rows : 0) * (size_t)(dim > 0 ? dim : 0);
+    if (n == 0) {
+        cudaCheck(cudaMemsetAsync(loss, 0, sizeof(float), st));
+        return;
+    }
+    const float scale = loss_scale * 2.0f / (float)n; /* the CPU's expression, bit for bit */
+    const int vec = aligned16(y) && aligned16(t) && aligned16(dy);
+    const unsigned threads = 256;
+    /* The block count depends on n only, so the summation order is fixed for a shape. */
+    size_t blocks = (n / (vec ? 8 : 1) + threads - 1) / threads;
+    if (blocks < 1) blocks = 1;
+    if (blocks > ZL_LOSS_MAX_BLOCKS) blocks = ZL_LOSS_MAX_BLOCKS;
+    mse_partial_kernel<<<(unsigned)blocks, threads, 0, st>>>(y, t, dy, g_ws_partials, n, scale, vec);
+    cudaLaunchCheck("mse_partial_kernel");
+    mse_final_kernel<<<1, 256, 0, st>>>(g_ws_partials, (int)blocks, n, loss);
+    cudaLaunchCheck("mse_final_kernel");
+}
+
+/* ======================================================================================
+ * Fused AdamW. Each element does exactly the float operations of zl_cpu_adam_update in
+ * the same order, with explicit round-to-nearest intrinsics so nvcc cannot contract them
+ * into FMAs: the GPU update is bit-identical to the CPU reference.
+ * ====================================================================================== */
+typedef struct {
+    float *master, *m, *v;
+    zl_half *param;
+    const zl_half *grad;
+    size_t n;
+    float grad_mult, lr, beta1, beta2, one_minus_beta1, one_minus_beta2, bc1, bc2, eps, wd;
+} adam_args;
+
+__device__ __forceinline__ void adam_one(const adam_args &p, float &w, float &m, float &v, zl_half g16,
+                                         zl_half *out) {
+    float g = __fmul_rn(h2f(g16), p.grad_mult);
+    m = __fadd_rn(__fmul_rn(p.beta1, m), __fmul_rn(p.one_minus_beta1, g));
+    v = __fadd_rn(__fmul_rn(p.beta2, v), __fmul_rn(__fmul_rn(p.one_minus_beta2, g), g));
+    float mhat = __fdiv_rn(m, p.bc1);
+    float vhat = __fdiv_rn(v, p.bc2);
+    float step = __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), p.eps)), __fmul_rn(p.wd, w));
+    w = __fsub_rn(w, __fmul_rn(p.lr, step));
+    *out = f2h(w);
+}
+
+__device__ __forceinline__ void adam_scalar(const adam_args &p, size_t i) {
+    float w = p.master[i], m = p.m[i], v = p.v[i];
+    adam_one(p, w, m, v, p.grad[i], &p.param[i]);
+    p.master[i] = w;
+    p.m[i] = m;
+    p.v[i] = v;
+}
+
+/* Elements [head, head + 4·nvec) go 4 at a time (16-byte fp32, 8-byte fp16 accesses);
+ * the < 4 elements before and the rest after are done one by one. */
+__global__ void adam_kernel(adam_args p, size_t head, size_t nvec) {
+    size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t j = tid; j < nvec; j += stride) {
+        size_t i = head + 4 * j;
+        float4 w = *reinterpret_cast<const float4 *>(p.master + i);
+        float4 m = *reinterpret_cast<const float4 *>(p.m + i);
+        float4 v = *reinterpret_cast<const float4 *>(p.v + i);
+        uint2 gv = *reinterpret_cast<const uint2 *>(p.grad + i), pv;
+        const zl_half *g = reinterpret_cast<const zl_half *>(&gv);
+        zl_half *o = reinterpret_cast<zl_half *>(&pv);
+        adam_one(p, w.x, m.x, v.x, g[0], &o[0]);
+        adam_one(p, w.y, m.y, v.y, g[1], &o[1]);
+        adam_one(p, w.z, m.z, v.z, g[2], &o[2]);
+        adam_one(p, w.w, m.w, v.w, g[3], &o[3]);
+        *reinterpret_cast<float4 *>(p.master + i) = w;
+        *reinterpret_cast<float4 *>(p.m + i) = m;
+        *reinterpret_cast<float4 *>(p.v + i) = v;
+        *reinterpret_cast<uint2 *>(p.param + i) = pv;
+    }
+    for (size_t i = tid; i < head; i += stride) adam_scalar(p, i);
+    for (size_t i = head + 4 * nvec + tid; i < p.n; i += stride) adam_scalar(p, i);
+}
+
+void zl_adam_update(float *master, float *m, float *v, zl_half *param, const zl_half *grad, size_t n,
+                    float grad_mult, int t, zl_adam_hparams hp, zl_stream s) {
+    if (n == 0) return;
+    adam_args p;
+    p.master = master;
+    p.m = m;
+    p.v = v;
+    p.param = param;
+    p.grad = grad;
+    p.n = n;
+    p.grad_mult = grad_mult;
+    p.lr = hp.lr;
+    p.beta1 = hp.beta1;
+    p.beta2 = hp.beta2;
+    p.one_minus_beta1 = 1.0f - hp.beta1; /* host float arithmetic, as in the CPU loop */
+    p.one_minus_beta2 = 1.0f - hp.beta2;
+    p.bc1 = 1.0f - powf(hp.beta1, (float)t);
+    p.bc2 = 1.0f - powf(hp.beta2, (float)t);
+    p.eps = hp.eps;
+    p.wd = hp.weight_decay;
+
+    /* Peel up to 3 elements so master is 16-byte aligned; vectorize only if every other
+     * array is then aligned too (they are whenever all five share the element offset). */
+    uintptr_t am = (uintptr_t)master;
+    size_t head = (am & 3u) ? 0 : ((16 - (am & 15u)) & 15u) / 4;
+    size_t nvec = 0;
+    if ((am & 3u) == 0 && head < n) {
+        size_t i = head;
+        int ok = aligned16(master + i) && aligned16(m + i) && aligned16(v + i) &&
+                 ((uintptr_t)(param + i) & 7u) == 0 && ((uintptr_t)(grad + i) & 7u) == 0;
+        if (ok) nvec = (n - head) / 4;
+    }
+    if (nvec == 0) head = 0; /* all scalar */
+    size_t work = nvec ? nvec : n;
+    adam_kernel<<<grid_for(work, 256), 256, 0, as_stream(s)>>>(p, head, nvec);
+    cudaLaunchCheck("adam_kernel");
+}
