@@ -141,8 +141,8 @@ int zl_args_parse(zl_config *c, int stage, int argc, char **argv, char *err, int
         if (i + 1 >= argc) return fail(err, len, "%s: missing value", f);
         const char *v = argv[++i];
         int rc = ZL_ARGS_OK;
-        if (!strcmp(f, "--layers")) rc = parse_int(f, v, 1, 4096, &c->layers, err, len);
-        else if (!strcmp(f, "--dim")) rc = parse_int(f, v, 1, 65536, &c->dim, err, len);
+        if (!strcmp(f, "--layers")) rc = parse_int(f, v, 1, 1000000, &c->layers, err, len);
+        else if (!strcmp(f, "--dim")) rc = parse_int(f, v, 1, 1 << 24, &c->dim, err, len);
         else if (!strcmp(f, "--batch")) rc = parse_int(f, v, 1, 1 << 20, &c->batch, err, len);
         else if (!strcmp(f, "--steps")) rc = parse_int(f, v, 1, 1000000, &c->steps, err, len);
         else if (!strcmp(f, "--seed")) rc = parse_u64(f, v, &c->seed, err, len);
@@ -176,8 +176,8 @@ void zl_args_usage(const char *prog, int stage) {
     printf("usage: mpiexec -n N %s [flags]   (without mpiexec: N = 1)\n"
            "  --preset tiny|demo|lab-1b   model/batch shorthand (default tiny: L=2 D=32 B=4 steps=10;\n"
            "                              demo: L=4 D=256 B=32 steps=20; lab-1b: L=8 D=4096 B=8192 steps=10)\n"
-           "  --layers L      residual MLP blocks (shard units), 1..4096\n"
-           "  --dim D         model width, 1..65536 (Psi = L*(8D^2+5D))\n"
+           "  --layers L      residual MLP blocks (shard units), 1..1000000\n"
+           "  --dim D         model width, 1..16777216 (Psi = L*(8D^2+5D))\n"
            "  --batch B       rows per rank, 1..1048576 (global batch = N*B)\n"
            "  --steps S       training steps, 1..1000000\n"
            "  --seed X        init and data seed (results never depend on N)\n"

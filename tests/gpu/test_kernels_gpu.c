@@ -1,0 +1,533 @@
+/* test_kernels_gpu.c — every CUDA kernel against its zl_cpu_* reference, on one GPU.
+ *
+ * Plain C (the GPU machine has no Criterion). Prints one PASS/FAIL line per check, naming
+ * the kernel, the shape and the measured error, and exits 1 if any check failed.
+ *   bit-exact:      data generation, parameter init, fp16 -> fp32, MSE dy, Adam (all five
+ *                   arrays; the CUDA Adam mirrors the CPU's float operations)
+ *   ‖gpu−cpu‖/‖cpu‖ ≤ 1e-2: GEMM outputs (fp16 storage, different summation order)
+ *   ≤ 1e-5 relative: the loss
+ * The block kernels run twice: with cuBLASLt's fused epilogues and with them disabled
+ * (ZL_CUBLASLT_EPILOGUES=0), so the fallback kernels are tested too.
+ *
+ *   mpirun -np 1 ./test_kernels_gpu              the checks
+ *   mpirun -np 1 ./test_kernels_gpu --bench [rows dim iters]   block fwd/bwd TFLOP/s
+ *                                                (default 8192 4096 20) */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "kernels.h"
+
+static int g_failures, g_checks;
+static zl_stream g_s;
+
+static void check(int ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s ", ok ? "PASS" : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+    g_checks++;
+    if (!ok) g_failures++;
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "test_kernels_gpu: %s\n", what);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* ---- host / device buffers ------------------------------------------------------------ */
+
+static void *xmalloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) die("out of host memory");
+    return p;
+}
+
+static void *dalloc(size_t bytes) {
+    void *p = zl_dev_alloc(bytes);
+    if (!p) die("zl_dev_alloc failed (out of device memory?)");
+    return p;
+}
+
+static void *upload(const void *host, size_t bytes) {
+    void *d = dalloc(bytes);
+    zl_memcpy_h2d(d, host, bytes, g_s);
+    return d;
+}
+
+static void *download(const void *dev, size_t bytes) {
+    void *h = xmalloc(bytes);
+    zl_stream_sync(g_s);
+    zl_memcpy_d2h(h, dev, bytes, g_s);
+    return h;
+}
+
+/* Deterministic pseudo-random fp16 in [-2^-s, 2^-s), from the init function. */
+static zl_half *rand_half(size_t n, uint64_t seed, int scale_log2) {
+    zl_half *h = xmalloc(n * sizeof *h);
+    zl_cpu_init_uniform(h, n, seed, 0, scale_log2);
+    return h;
+}
+
+/* ---- comparisons ------------------------------------------------------------------------ */
+
+typedef struct {
+    double rel;     /* ‖gpu−cpu‖₂ / ‖cpu‖₂ */
+    double max_abs; /* max |gpu−cpu| */
+    size_t worst;   /* its index */
+    size_t nonfinite, bit_mismatches;
+} cmp_result;
+
+static cmp_result compare_half(const zl_half *gpu, const zl_half *cpu, size_t n) {
+    cmp_result r = {0, 0, 0, 0, 0};
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double g = zl_half_to_float(gpu[i]), c = zl_half_to_float(cpu[i]);
+        if (!isfinite(g)) r.nonfinite++;
+        if (gpu[i] != cpu[i]) r.bit_mismatches++;
+        double d = fabs(g - c);
+        if (d > r.max_abs) {
+            r.max_abs = d;
+            r.worst = i;
+        }
+        num += d * d;
+        den += c * c;
+    }
+    r.rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    return r;
+}
+
+/* GEMM-type output: relative L2 error within tol and nothing non-finite. */
+static void check_close(const char *kernel, const char *tensor, int rows, int dim, const char *mode,
+                        const zl_half *gpu, const zl_half *cpu, size_t n, double tol) {
+    cmp_result r = compare_half(gpu, cpu, n);
+    check(r.nonfinite == 0 && r.rel <= tol,
+          "%-22s %-4s rows=%-4d dim=%-4d %-8s rel=%.2e (tol %.0e) max_abs=%.3g at %zu (gpu %.6g cpu %.6g) "
+          "bit-identical %.1f%%%s",
+          kernel, tensor, rows, dim, mode, r.rel, tol, r.max_abs, r.worst, zl_half_to_float(gpu[r.worst]),
+          zl_half_to_float(cpu[r.worst]), 100.0 * (double)(n - r.bit_mismatches) / (double)(n ? n : 1),
+          r.nonfinite ? " NON-FINITE VALUES" : "");
+}
+
+static void check_bits(const char *kernel, const char *what, const void *gpu, const void *cpu, size_t n,
+                       size_t elem) {
+    size_t bad = 0, first = 0;
+    const unsigned char *g = gpu, *c = cpu;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(g + i * elem, c + i * elem, elem) != 0) {
+            if (!bad) first = i;
+            bad++;
+        }
+    if (bad)
+        check(0, "%-22s %s: %zu of %zu elements differ, first at %zu", kernel, what, bad, n, first);
+    else
+        check(1, "%-22s %s: bit-identical (%zu elements)", kernel, what, n);
+}
+
+/* ---- data and init ------------------------------------------------------------------------ */
+
+static void test_data_generate(int rows, int dim) {
+    size_t n = (size_t)rows * dim;
+    uint64_t seed = 0x5eed, row0 = 1000003;
+    zl_half *xc = xmalloc(n * 2), *tc = xmalloc(n * 2);
+    zl_cpu_data_generate(xc, tc, seed, row0, rows, dim);
+    zl_half *xd = dalloc(n * 2), *td = dalloc(n * 2);
+    zl_data_generate(xd, td, seed, row0, rows, dim, g_s);
+    zl_half *xg = download(xd, n * 2), *tg = download(td, n * 2);
+    char what[96];
+    snprintf(what, sizeof what, "x      rows=%d dim=%d", rows, dim);
+    check_bits("zl_data_generate", what, xg, xc, n, 2);
+    snprintf(what, sizeof what, "target rows=%d dim=%d", rows, dim);
+    check_bits("zl_data_generate", what, tg, tc, n, 2);
+    free(xc), free(tc), free(xg), free(tg);
+    zl_dev_free(xd), zl_dev_free(td);
+}
+
+static void test_init_uniform(size_t n, uint64_t index0, int scale_log2) {
+    zl_half *c = xmalloc(n * 2);
+    zl_cpu_init_uniform(c, n, 0xabcdef, index0, scale_log2);
+    zl_half *d = dalloc(n * 2);
+    zl_init_uniform(d, n, 0xabcdef, index0, scale_log2, g_s);
+    zl_half *g = download(d, n * 2);
+    char what[96];
+    snprintf(what, sizeof what, "n=%zu index0=%llu scale_log2=%d", n, (unsigned long long)index0, scale_log2);
+    check_bits("zl_init_uniform", what, g, c, n, 2);
+    free(c), free(g);
+    zl_dev_free(d);
+}
+
+/* All 65536 fp16 bit patterns (twice, offset by one element to hit odd alignment). NaNs
+ * only need to stay NaN: the hardware may quiet a signalling NaN's payload. */
+static void test_half_to_float(void) {
+    size_t n = 65536 * 2 + 1;
+    zl_half *h = xmalloc(n * 2);
+    for (size_t i = 0; i < n; i++) h[i] = (zl_half)(i & 0xffff);
+    zl_half *d = upload(h, n * 2);
+    float *fd = dalloc(n * 4);
+    zl_half_to_float_array(fd, d + 1, n - 1, g_s);
+    float *fg = download(fd, (n - 1) * 4);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n - 1; i++) {
+        float ref = zl_half_to_float(h[i + 1]);
+        int same = isnan(ref) ? isnan(fg[i]) : memcmp(&ref, &fg[i], 4) == 0;
+        if (!same && bad++ == 0) first = i;
+    }
+    check(bad == 0, "%-22s all fp16 bit patterns: %zu of %zu differ (first at %zu)", "zl_half_to_float_array", bad,
+          n - 1, first);
+    free(h), free(fg);
+    zl_dev_free(d), zl_dev_free(fd);
+}
+
+/* ---- block forward / backward ------------------------------------------------------------- */
+
+typedef struct {
+    int rows, dim;
+    size_t RD, RF, DF;
+    zl_half *x, *W1, *b1, *W2, *b2, *dy;         /* inputs (host) */
+    zl_half *h, *a, *y;                         /* CPU forward */
+    zl_half *dh, *dW1, *db1, *dW2, *db2, *dx;   /* CPU backward */
+} block_case;
+
+static int log2_ceil_sqrt(int d) { /* ~ log2(sqrt(d)): weights ~ U(-1,1)/sqrt(fan_in) */
+    int s = 0;
+    while ((1 << (2 * s)) < d) s++;
+    return s;
+}
+
+static block_case block_case_make(int rows, int dim, uint64_t seed) {
+    block_case c;
+    memset(&c, 0, sizeof c);
+    c.rows = rows, c.dim = dim;
+    c.RD = (size_t)rows * dim, c.RF = (size_t)rows * 4 * dim, c.DF = (size_t)dim * 4 * dim;
+    c.x = xmalloc(c.RD * 2);
+    zl_half *t = xmalloc(c.RD * 2);
+    zl_cpu_data_generate(c.x, t, seed, 0, rows, dim);
+    free(t);
+    c.W1 = rand_half(c.DF, seed + 1, log2_ceil_sqrt(dim));
+    c.b1 = rand_half(4 * (size_t)dim, seed + 2, 3);
+    c.W2 = rand_half(c.DF, seed + 3, log2_ceil_sqrt(4 * dim));
+    c.b2 = rand_half((size_t)dim, seed + 4, 3);
+    c.dy = rand_half(c.RD, seed + 5, 6);
+
+    c.h = xmalloc(c.RF * 2), c.a = xmalloc(c.RF * 2), c.y = xmalloc(c.RD * 2);
+    zl_cpu_block_forward(c.x, c.W1, c.b1, c.W2, c.b2, c.h, c.a, c.y, rows, dim);
+    c.dh = xmalloc(c.RF * 2), c.dW1 = xmalloc(c.DF * 2), c.db1 = xmalloc(4 * (size_t)dim * 2);
+    c.dW2 = xmalloc(c.DF * 2), c.db2 = xmalloc((size_t)dim * 2), c.dx = xmalloc(c.RD * 2);
+    zl_cpu_block_backward(c.x, c.h, c.a, c.W1, c.W2, c.dy, c.dh, c.dW1, c.db1, c.dW2, c.db2, c.dx, rows, dim);
+    return c;
+}
+
+static void block_case_free(block_case *c) {
+    zl_half *all[] = {c->x, c->W1, c->b1, c->W2, c->b2, c->dy, c->h, c->a, c->y,
+                      c->dh, c->dW1, c->db1, c->dW2, c->db2, c->dx};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+}
+
+/* Runs forward and backward on the GPU; backward is fed the CPU's h and a so that each
+ * kernel is compared on identical inputs. Returns the downloaded outputs in out[0..8]:
+ * h, a, y, dh, dW1, db1, dW2, db2, dx. */
+static void run_block_gpu(const block_case *c, zl_half *out[9]) {
+    int R = c->rows, D = c->dim;
+    size_t F = 4 * (size_t)D;
+    zl_half *x = upload(c->x, c->RD * 2), *W1 = upload(c->W1, c->DF * 2), *b1 = upload(c->b1, F * 2);
+    zl_half *W2 = upload(c->W2, c->DF * 2), *b2 = upload(c->b2, (size_t)D * 2), *dy = upload(c->dy, c->RD * 2);
+    zl_half *h = dalloc(c->RF * 2), *a = dalloc(c->RF * 2), *y = dalloc(c->RD * 2);
+    zl_block_forward(x, W1, b1, W2, b2, h, a, y, R, D, g_s);
+    out[0] = download(h, c->RF * 2), out[1] = download(a, c->RF * 2), out[2] = download(y, c->RD * 2);
+
+    zl_memcpy_h2d(h, c->h, c->RF * 2, g_s);
+    zl_memcpy_h2d(a, c->a, c->RF * 2, g_s);
+    zl_half *dh = dalloc(c->RF * 2), *dW1 = dalloc(c->DF * 2), *db1 = dalloc(F * 2);
+    zl_half *dW2 = dalloc(c->DF * 2), *db2 = dalloc((size_t)D * 2), *dx = dalloc(c->RD * 2);
+    zl_block_backward(x, h, a, W1, W2, dy, dh, dW1, db1, dW2, db2, dx, R, D, g_s);
+    out[3] = download(dh, c->RF * 2), out[4] = download(dW1, c->DF * 2), out[5] = download(db1, F * 2);
+    out[6] = download(dW2, c->DF * 2), out[7] = download(db2, (size_t)D * 2), out[8] = download(dx, c->RD * 2);
+
+    zl_half *all[] = {x, W1, b1, W2, b2, dy, h, a, y, dh, dW1, db1, dW2, db2, dx};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) zl_dev_free(all[i]);
+}
+
+static void test_block(int rows, int dim, int fused) {
+    const char *mode = fused ? "fused" : "unfused";
+    setenv("ZL_CUBLASLT_EPILOGUES", fused ? "1" : "0", 1);
+    block_case c = block_case_make(rows, dim, 0x1000 + (uint64_t)rows * 7 + (uint64_t)dim);
+    zl_half *g[9];
+    run_block_gpu(&c, g);
+    const double tol = 1e-2;
+    size_t F = 4 * (size_t)dim;
+    check_close("zl_block_forward", "h", rows, dim, mode, g[0], c.h, c.RF, tol);
+    check_close("zl_block_forward", "a", rows, dim, mode, g[1], c.a, c.RF, tol);
+    check_close("zl_block_forward", "y", rows, dim, mode, g[2], c.y, c.RD, tol);
+    check_close("zl_block_backward", "dh", rows, dim, mode, g[3], c.dh, c.RF, tol);
+    check_close("zl_block_backward", "dW1", rows, dim, mode, g[4], c.dW1, c.DF, tol);
+    check_close("zl_block_backward", "db1", rows, dim, mode, g[5], c.db1, F, tol);
+    check_close("zl_block_backward", "dW2", rows, dim, mode, g[6], c.dW2, c.DF, tol);
+    check_close("zl_block_backward", "db2", rows, dim, mode, g[7], c.db2, (size_t)dim, tol);
+    check_close("zl_block_backward", "dx", rows, dim, mode, g[8], c.dx, c.RD, tol);
+
+    /* Same inputs again: the GPU results must repeat bit for bit. */
+    zl_half *g2[9];
+    run_block_gpu(&c, g2);
+    size_t sizes[9] = {c.RF, c.RF, c.RD, c.RF, c.DF, F, c.DF, (size_t)dim, c.RD};
+    size_t bad = 0;
+    for (int i = 0; i < 9; i++) {
+        bad += memcmp(g[i], g2[i], sizes[i] * 2) != 0;
+        free(g[i]), free(g2[i]);
+    }
+    check(bad == 0, "%-22s rows=%-4d dim=%-4d %-8s run-to-run: %zu of 9 outputs differ", "block fwd+bwd", rows, dim,
+          mode, bad);
+    block_case_free(&c);
+}
+
+/* Which GELU does the forward compute? With x = I (dim × dim) and b1 = 0 the GEMM is exact
+ * (h = W1), W1 holds values k/512 in [-4, 4), and a is compared element by element with
+ * fp16(gelu(h)) for the tanh approximation (the model's) and for the erf form. */
+static float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+
+static void test_gelu_flavour(int fused) {
+    const char *mode = fused ? "fused" : "unfused";
+    setenv("ZL_CUBLASLT_EPILOGUES", fused ? "1" : "0", 1);
+    const int D = 64, R = 64;
+    size_t F = 4 * D, DF = (size_t)D * F;
+    zl_half *x = xmalloc((size_t)R * D * 2), *W1 = xmalloc(DF * 2), *zeros = xmalloc(F * 2);
+    memset(x, 0, (size_t)R * D * 2);
+    memset(zeros, 0, F * 2);
+    for (int i = 0; i < R; i++) x[(size_t)i * D + i] = 0x3c00; /* 1.0 */
+    for (size_t i = 0; i < DF; i++)
+        W1[i] = zl_float_to_half((float)((int)(zl_hash2(77, i) % 4096) - 2048) / 512.0f);
+    zl_half *xd = upload(x, (size_t)R * D * 2), *W1d = upload(W1, DF * 2), *zd = upload(zeros, F * 2);
+    zl_half *W2d = upload(W1, DF * 2); /* any values: y is not looked at */
+    zl_half *hd = dalloc((size_t)R * F * 2), *ad = dalloc((size_t)R * F * 2), *yd = dalloc((size_t)R * D * 2);
+    zl_block_forward(xd, W1d, zd, W2d, zd, hd, ad, yd, R, D, g_s);
+    zl_half *h = download(hd, (size_t)R * F * 2), *a = download(ad, (size_t)R * F * 2);
+    size_t n = (size_t)R * F, tanh_match = 0, erf_match = 0, h_bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float hv = zl_half_to_float(W1[i]);
+        h_bad += h[i] != W1[i];
+        tanh_match += a[i] == zl_float_to_half(zl_cpu_gelu(hv));
+        erf_match += a[i] == zl_float_to_half(gelu_erf(hv));
+    }
+    check(h_bad == 0, "%-22s %-8s GELU input h (aux output) equals x·W1 exactly: %zu of %zu differ", "gelu flavour",
+          mode, h_bad, n);
+    check(tanh_match > erf_match && tanh_match * 10 >= n * 9,
+          "%-22s %-8s a matches fp16(gelu_tanh(h)) in %.2f%%, fp16(gelu_erf(h)) in %.2f%% (want tanh)", "gelu flavour",
+          mode, 100.0 * tanh_match / n, 100.0 * erf_match / n);
+    free(x), free(W1), free(zeros), free(h), free(a);
+    zl_half *all[] = {xd, W1d, zd, W2d, hd, ad, yd};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) zl_dev_free(all[i]);
+}
+
+/* ---- loss ------------------------------------------------------------------------------------ */
+
+static void test_mse(int rows, int dim, size_t offset) {
+    size_t n = (size_t)rows * dim;
+    const float loss_scale = 1024.0f;
+    zl_half *y = rand_half(n, 91 + n, 1), *t = rand_half(n, 92 + n, 1), *dyc = xmalloc(n * 2);
+    float loss_c;
+    zl_cpu_mse_loss_backward(y, t, dyc, &loss_c, rows, dim, loss_scale);
+    /* offset (in elements) shifts the device buffers off 16-byte alignment: scalar path */
+    zl_half *yd = dalloc((n + offset) * 2), *td = dalloc((n + offset) * 2), *dyd = dalloc((n + offset) * 2);
+    zl_memcpy_h2d(yd + offset, y, n * 2, g_s);
+    zl_memcpy_h2d(td + offset, t, n * 2, g_s);
+    float *lossd = dalloc(sizeof(float));
+    zl_mse_loss_backward(yd + offset, td + offset, dyd + offset, lossd, rows, dim, loss_scale, g_s);
+    float *loss_g = download(lossd, sizeof(float));
+    zl_half *dyg = download(dyd + offset, n * 2);
+    double rel = fabs((double)*loss_g - loss_c) / fabs((double)loss_c);
+    check(rel <= 1e-5, "%-22s loss rows=%-4d dim=%-4d offset=%zu gpu=%.9g cpu=%.9g rel=%.2e (tol 1e-5)",
+          "zl_mse_loss_backward", rows, dim, offset, *loss_g, loss_c, rel);
+    char what[96];
+    snprintf(what, sizeof what, "dy rows=%d dim=%d offset=%zu", rows, dim, offset);
+    check_bits("zl_mse_loss_backward", what, dyg, dyc, n, 2);
+    free(y), free(t), free(dyc), free(loss_g), free(dyg);
+    zl_dev_free(yd), zl_dev_free(td), zl_dev_free(dyd), zl_dev_free(lossd);
+}
+
+/* ---- Adam ------------------------------------------------------------------------------------ */
+
+/* Three steps over n elements whose device copies start `offset` elements into their
+ * buffers (0: vectorized; 1: unaligned, scalar; 3: peeled head, then vectorized). */
+static void test_adam(size_t n, size_t offset) {
+    zl_adam_hparams hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+    const float grad_mult = 1.0f / (1024.0f * 4.0f);
+    float *master = xmalloc(n * 4), *m = xmalloc(n * 4), *v = xmalloc(n * 4);
+    zl_half *param = rand_half(n, 501, 4);
+    for (size_t i = 0; i < n; i++) master[i] = zl_half_to_float(param[i]), m[i] = 0, v[i] = 0;
+
+    size_t tot = n + offset;
+    float *md = dalloc(tot * 4), *mmd = dalloc(tot * 4), *vd = dalloc(tot * 4);
+    zl_half *pd = dalloc(tot * 2), *gd = dalloc(tot * 2);
+    zl_memcpy_h2d(md + offset, master, n * 4, g_s);
+    zl_memcpy_h2d(mmd + offset, m, n * 4, g_s);
+    zl_memcpy_h2d(vd + offset, v, n * 4, g_s);
+    for (int t = 1; t <= 3; t++) {
+        zl_half *grad = rand_half(n, 600 + (uint64_t)t, 0); /* loss-scaled fp16 grads, |g| < 1 */
+        zl_cpu_adam_update(master, m, v, param, grad, n, grad_mult, t, hp);
+        zl_memcpy_h2d(gd + offset, grad, n * 2, g_s);
+        zl_adam_update(md + offset, mmd + offset, vd + offset, pd + offset, gd + offset, n, grad_mult, t, hp, g_s);
+        free(grad);
+    }
+    float *mg = download(md + offset, n * 4), *mmg = download(mmd + offset, n * 4), *vg = download(vd + offset, n * 4);
+    zl_half *pg = download(pd + offset, n * 2);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)mg[i] - master[i];
+        num += d * d;
+        den += (double)master[i] * master[i];
+    }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    check(rel <= 1e-5, "%-22s master n=%zu offset=%zu after 3 steps: rel=%.2e (tol 1e-5)", "zl_adam_update", n, offset,
+          rel);
+    char what[96];
+    snprintf(what, sizeof what, "master n=%zu offset=%zu", n, offset);
+    check_bits("zl_adam_update", what, mg, master, n, 4);
+    snprintf(what, sizeof what, "m      n=%zu offset=%zu", n, offset);
+    check_bits("zl_adam_update", what, mmg, m, n, 4);
+    snprintf(what, sizeof what, "v      n=%zu offset=%zu", n, offset);
+    check_bits("zl_adam_update", what, vg, v, n, 4);
+    snprintf(what, sizeof what, "param  n=%zu offset=%zu", n, offset);
+    check_bits("zl_adam_update", what, pg, param, n, 2);
+    free(master), free(m), free(v), free(param), free(mg), free(mmg), free(vg), free(pg);
+    zl_dev_free(md), zl_dev_free(mmd), zl_dev_free(vd), zl_dev_free(pd), zl_dev_free(gd);
+}
+
+/* ---- backend sanity (one rank: collectives are identities) ------------------------------------ */
+
+static void test_backend(void) {
+    size_t used = 0, total = 0;
+    int known = zl_dev_mem_used(&used, &total);
+    check(known == 1 && total > 0 && used <= total, "%-22s used %.2f GiB of %.2f GiB", "zl_dev_mem_used",
+          used / 1073741824.0, total / 1073741824.0);
+
+    const size_t n = 1000;
+    float *h = xmalloc(n * 4);
+    for (size_t i = 0; i < n; i++) h[i] = (float)i * 0.5f;
+    float *d = upload(h, n * 4), *d2 = dalloc(n * 4);
+    zl_event e0 = zl_event_create(), e1 = zl_event_create();
+    zl_event_record(e0, g_s);
+    zl_backend_allreduce(d, n, ZL_F32, g_s);
+    zl_backend_reduce_scatter(d, d2, n, ZL_F32, g_s);
+    zl_backend_allgather(d2, d, n, ZL_F32, g_s);
+    zl_event_record(e1, g_s);
+    float *g = download(d, n * 4);
+    float ms = zl_event_elapsed_ms(e0, e1);
+    check(memcmp(g, h, n * 4) == 0 && ms >= 0.0f,
+          "%-22s allreduce/reduce_scatter/allgather on 1 rank leave data unchanged (%.3f ms)", "nccl collectives", ms);
+    zl_memset_async(d, 0, n * 4, g_s);
+    free(g);
+    g = download(d, n * 4);
+    size_t nz = 0;
+    for (size_t i = 0; i < n; i++) nz += g[i] != 0.0f;
+    check(nz == 0, "%-22s zeroes the buffer", "zl_memset_async");
+    zl_event_destroy(e0), zl_event_destroy(e1);
+    free(h), free(g);
+    zl_dev_free(d), zl_dev_free(d2);
+}
+
+/* ---- benchmark ---------------------------------------------------------------------------------- */
+
+static void bench(int R, int D, int iters) {
+    size_t F = 4 * (size_t)D, RD = (size_t)R * D, RF = (size_t)R * F, DF = (size_t)D * F;
+    zl_half *x = dalloc(RD * 2), *t = dalloc(RD * 2), *W1 = dalloc(DF * 2), *b1 = dalloc(F * 2);
+    zl_half *W2 = dalloc(DF * 2), *b2 = dalloc((size_t)D * 2), *h = dalloc(RF * 2), *a = dalloc(RF * 2);
+    zl_half *y = dalloc(RD * 2), *dy = dalloc(RD * 2), *dh = dalloc(RF * 2), *dW1 = dalloc(DF * 2);
+    zl_half *db1 = dalloc(F * 2), *dW2 = dalloc(DF * 2), *db2 = dalloc((size_t)D * 2), *dx = dalloc(RD * 2);
+    float *loss = dalloc(4);
+    zl_data_generate(x, t, 1, 0, R, D, g_s);
+    zl_init_uniform(W1, DF, 2, 0, log2_ceil_sqrt(D), g_s);
+    zl_init_uniform(W2, DF, 3, 0, log2_ceil_sqrt((int)F), g_s);
+    zl_init_uniform(b1, F, 4, 0, 4, g_s);
+    zl_init_uniform(b2, (size_t)D, 5, 0, 4, g_s);
+    zl_event e[3];
+    for (int i = 0; i < 3; i++) e[i] = zl_event_create();
+    for (int pass = 0; pass < 2; pass++) { /* pass 0 warms up (plans, clocks) */
+        int n = pass ? iters : 3;
+        float fwd = 0, bwd = 0;
+        for (int it = 0; it < n; it++) {
+            zl_event_record(e[0], g_s);
+            zl_block_forward(x, W1, b1, W2, b2, h, a, y, R, D, g_s);
+            zl_event_record(e[1], g_s);
+            zl_mse_loss_backward(y, t, dy, loss, R, D, 1024.0f, g_s);
+            zl_block_backward(x, h, a, W1, W2, dy, dh, dW1, db1, dW2, db2, dx, R, D, g_s);
+            zl_event_record(e[2], g_s);
+            zl_stream_sync(g_s);
+            fwd += zl_event_elapsed_ms(e[0], e[1]);
+            bwd += zl_event_elapsed_ms(e[1], e[2]);
+        }
+        if (pass) {
+            double f_flops = 16.0 * R * (double)D * D, b_flops = 32.0 * R * (double)D * D;
+            printf("bench rows=%d dim=%d (%s): forward %.3f ms = %.1f TFLOP/s, loss+backward %.3f ms = %.1f TFLOP/s, "
+                   "total %.1f TFLOP/s\n",
+                   R, D, getenv("ZL_CUBLASLT_EPILOGUES") ? getenv("ZL_CUBLASLT_EPILOGUES") : "fused", fwd / n,
+                   f_flops / (fwd / n * 1e-3) / 1e12, bwd / n, b_flops / (bwd / n * 1e-3) / 1e12,
+                   (f_flops + b_flops) / ((fwd + bwd) / n * 1e-3) / 1e12);
+        }
+    }
+    for (int i = 0; i < 3; i++) zl_event_destroy(e[i]);
+    void *all[] = {x, t, W1, b1, W2, b2, h, a, y, dy, dh, dW1, db1, dW2, db2, dx, loss};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) zl_dev_free(all[i]);
+}
+
+/* ---- main --------------------------------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    zl_backend_init(0, 1, 0, 1);
+    g_s = zl_stream_create();
+    printf("backend %s on %s\n", zl_backend_name(), zl_backend_device_name());
+
+    size_t ws_bytes = zl_kernels_workspace_bytes(8192, 4096);
+    void *ws = dalloc(ws_bytes);
+    zl_kernels_set_workspace(ws, ws_bytes);
+
+    if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
+        int R = argc > 2 ? atoi(argv[2]) : 8192, D = argc > 3 ? atoi(argv[3]) : 4096;
+        int iters = argc > 4 ? atoi(argv[4]) : 20;
+        bench(R, D, iters);
+    } else {
+        static const int shapes[][2] = {{64, 256}, {33, 40}, {128, 512}, {17, 36}, {5, 6}};
+        const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
+        int maxr = 0, maxd = 0;
+        for (int i = 0; i < nshapes; i++) {
+            if (shapes[i][0] > maxr) maxr = shapes[i][0];
+            if (shapes[i][1] > maxd) maxd = shapes[i][1];
+        }
+        size_t cpu_ws_bytes = zl_cpu_workspace_bytes(maxr, maxd);
+        void *cpu_ws = xmalloc(cpu_ws_bytes);
+        zl_cpu_set_workspace(cpu_ws, cpu_ws_bytes);
+
+        test_backend();
+        test_half_to_float();
+        test_init_uniform(4 * 256 * 256 + 3, 0, 4);
+        test_init_uniform(100003, 123456789, 7);
+        for (int i = 0; i < nshapes; i++) test_data_generate(shapes[i][0], shapes[i][1]);
+        for (int fused = 1; fused >= 0; fused--) {
+            test_gelu_flavour(fused);
+            for (int i = 0; i < nshapes; i++) test_block(shapes[i][0], shapes[i][1], fused);
+        }
+        for (int i = 0; i < nshapes; i++) {
+            test_mse(shapes[i][0], shapes[i][1], 0);
+            test_mse(shapes[i][0], shapes[i][1], 1);
+        }
+        test_adam(100003, 0);
+        test_adam(100003, 1);
+        test_adam(100003, 3);
+        test_adam(3, 0);
+        free(cpu_ws);
+        printf("%s: %d of %d checks failed\n", g_failures ? "FAILED" : "ALL PASSED", g_failures, g_checks);
+    }
+
+    zl_dev_free(ws);
+    zl_stream_destroy(g_s);
+    zl_backend_finalize();
+    MPI_Finalize();
+    return g_failures ? 1 : 0;
+}

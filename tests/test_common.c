@@ -1,0 +1,340 @@
+/* test_common.c — unit tests for the common layer: partition math, memory and traffic
+ * formulas (against hand-computed numbers and the paper's Table 1), the tracked
+ * allocator and the argument parser. References are computed independently here:
+ * brute-force loops and numbers worked out by hand, never the function under test. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/args.h"
+#include "common/formulas.h"
+#include "common/model.h"
+
+/* ---- partition ---------------------------------------------------------------- */
+
+/* Smallest multiple of N that is >= n, found by counting (no division). */
+static size_t brute_pad(size_t n, size_t N) {
+    size_t p = 0;
+    while (p < n) p += N;
+    return p;
+}
+
+static void check_partition(const size_t *sizes, int n_units, int N) {
+    zl_partition p;
+    cr_assert_eq(zl_partition_init(&p, sizes, n_units, N), 0);
+    size_t psi = 0, psi_pad = 0, shard_total = 0, max_pad = 0;
+    for (int u = 0; u < n_units; u++) {
+        size_t want = brute_pad(sizes[u], (size_t)N);
+        cr_assert_eq(p.n[u], sizes[u]);
+        cr_assert_eq(p.n_pad[u], want, "unit %d n=%zu N=%d: n_pad %zu, want %zu", u, sizes[u], N, p.n_pad[u], want);
+        cr_assert_eq(p.shard[u] * (size_t)N, p.n_pad[u]);
+        cr_assert_eq(p.off[u], psi);
+        cr_assert_eq(p.off_pad[u], psi_pad);
+        cr_assert_eq(p.shard_off[u], shard_total);
+        /* The N slices tile [0, n_pad) exactly, in rank order, without gaps or overlap. */
+        size_t expect_begin = 0;
+        for (int r = 0; r < N; r++) {
+            size_t b, e;
+            zl_partition_shard_range(&p, u, r, &b, &e);
+            cr_assert_eq(b, expect_begin);
+            cr_assert_eq(e - b, p.shard[u]);
+            expect_begin = e;
+        }
+        cr_assert_eq(expect_begin, p.n_pad[u]);
+        psi += sizes[u], psi_pad += want, shard_total += want / (size_t)N;
+        if (want > max_pad) max_pad = want;
+    }
+    cr_assert_eq(p.psi, psi);
+    cr_assert_eq(p.psi_pad, psi_pad);
+    cr_assert_eq(p.shard_total * (size_t)N, p.psi_pad);
+    cr_assert_eq(p.max_unit_pad, max_pad);
+    zl_partition_free(&p);
+}
+
+Test(partition, many_sizes_and_world_sizes) {
+    const size_t sizes[] = {1, 2, 3, 5, 7, 8, 13, 64, 100, 1000, 1023, 4097, 65537, 87, 16704 / 2};
+    const int worlds[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 63, 64, 1000, 4096};
+    int n = (int)(sizeof sizes / sizeof sizes[0]);
+    for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++) {
+        check_partition(sizes, n, worlds[w]);
+        for (int k = 0; k < n; k++) check_partition(&sizes[k], 1, worlds[w]); /* single units, incl. N > n */
+    }
+}
+
+Test(partition, world_larger_than_unit_pads_to_world) {
+    size_t sizes[] = {3};
+    zl_partition p;
+    cr_assert_eq(zl_partition_init(&p, sizes, 1, 8), 0);
+    cr_assert_eq(p.n_pad[0], 8); /* five ranks own only padding */
+    cr_assert_eq(p.shard[0], 1);
+    zl_partition_free(&p);
+}
+
+Test(partition, model_units_hand_computed) {
+    /* D = 3: a block has 8·9 + 5·3 = 87 params; N = 4 pads it to 88. */
+    zl_partition p;
+    cr_assert_eq(zl_model_partition(&p, (zl_model_shape){2, 3}, 4), 0);
+    cr_assert_eq(p.psi, 174);
+    cr_assert_eq(p.psi_pad, 176);
+    cr_assert_eq(p.shard[0], 22);
+    cr_assert_eq(p.off_pad[1], 88);
+    cr_assert_eq(p.off[1], 87);
+    zl_partition_free(&p);
+}
+
+Test(partition, overflow_is_reported) {
+    size_t sizes[] = {SIZE_MAX / 8, SIZE_MAX / 8};
+    zl_partition p;
+    cr_assert_eq(zl_partition_init(&p, sizes, 2, 3), -1);
+    zl_partition_free(&p);
+}
+
+Test(model, lab_1b_param_count) {
+    /* The lab-1b preset: D = 4096, L = 8 gives Psi = 1,073,905,664 (issue text). */
+    zl_partition p;
+    cr_assert_eq(zl_model_partition(&p, (zl_model_shape){8, 4096}, 2), 0);
+    cr_assert_eq(p.psi, 1073905664u);
+    zl_partition_free(&p);
+}
+
+/* ---- formulas: the paper's Table 1 --------------------------------------------- */
+
+/* Round to the paper's printed digits (3 significant figures, as Table 1 prints). */
+static double paper_round(double gb) {
+    if (gb >= 100) return round(gb);
+    if (gb >= 10) return round(gb * 10) / 10;
+    if (gb >= 1) return round(gb * 100) / 100;
+    return round(gb * 100) / 100;
+}
+
+Test(formulas, paper_table1_7_5B_N4_and_N64) {
+    double psi = 7.5e9;
+    /* Hand-computed (bytes): N=4: P_os 4Ψ+12Ψ/4 = 52.5e9, P_os+g 2Ψ+14Ψ/4 = 41.25e9,
+     * P_os+g+p 16Ψ/4 = 30e9; N=64: 31.40625e9, 16.640625e9, 1.875e9; DDP 120e9. */
+    cr_assert_float_eq(zl_paper_model_states(psi, 4, 0, NULL), 120e9, 1);
+    cr_assert_float_eq(zl_paper_model_states(psi, 4, 1, NULL), 52.5e9, 1);
+    cr_assert_float_eq(zl_paper_model_states(psi, 4, 2, NULL), 41.25e9, 1);
+    cr_assert_float_eq(zl_paper_model_states(psi, 4, 3, NULL), 30e9, 1);
+    cr_assert_float_eq(zl_paper_model_states(psi, 64, 1, NULL), 31.40625e9, 1);
+    cr_assert_float_eq(zl_paper_model_states(psi, 64, 2, NULL), 16.640625e9, 1);
+    cr_assert_float_eq(zl_paper_model_states(psi, 64, 3, NULL), 1.875e9, 1);
+    /* And the digits the paper prints in Table 1 (GB = 1e9 bytes). */
+    cr_assert_float_eq(paper_round(zl_paper_model_states(psi, 4, 2, NULL) / 1e9), 41.3, 1e-9);
+    cr_assert_float_eq(paper_round(zl_paper_model_states(psi, 64, 1, NULL) / 1e9), 31.4, 1e-9);
+    cr_assert_float_eq(paper_round(zl_paper_model_states(psi, 64, 2, NULL) / 1e9), 16.6, 1e-9);
+    cr_assert_float_eq(paper_round(zl_paper_model_states(psi, 64, 3, NULL) / 1e9), 1.88, 1e-9);
+}
+
+Test(formulas, paper_components_sum_and_shard) {
+    double b[5];
+    double total = zl_paper_model_states(1000, 8, 1, b);
+    cr_assert_float_eq(b[0], 2000, 1e-9); /* params replicated */
+    cr_assert_float_eq(b[1], 2000, 1e-9); /* grads replicated */
+    cr_assert_float_eq(b[2], 500, 1e-9);  /* 4Ψ/8 */
+    cr_assert_float_eq(total, 2000 + 2000 + 3 * 500, 1e-9);
+}
+
+static zl_formula_config cfg_for(int stage, int L, int D, int B) {
+    return (zl_formula_config){.stage = stage, .rows = B, .dim = D, .layers = L, .prefetch = 1, .workspace_bytes = 100};
+}
+
+Test(formulas, exact_memory_hand_computed) {
+    /* L = 2, D = 3, N = 4: Psi_pad = 176, shard = 44 elements. B = 5 rows. */
+    zl_partition p;
+    zl_model_partition(&p, (zl_model_shape){2, 3}, 4);
+    zl_mem_formula f;
+    zl_formula_config c = cfg_for(0, 2, 3, 5);
+    zl_formula_memory(&p, &c, &f);
+    cr_assert_eq(f.bytes[ZL_MEM_PARAMS_FP16], 352);
+    cr_assert_eq(f.bytes[ZL_MEM_GRADS_FP16], 352);
+    cr_assert_eq(f.bytes[ZL_MEM_MASTER_FP32], 704);
+    cr_assert_eq(f.model_states, 352 * 2 + 704 * 3);
+    /* activations: 2·[(L+1)·B·D + 8·L·B·D] = 2·(45 + 240) = 570; scratch 14·15 + 4 = 214 */
+    cr_assert_eq(f.bytes[ZL_MEM_ACTIVATIONS], 570);
+    cr_assert_eq(f.bytes[ZL_MEM_SCRATCH], 214);
+    cr_assert_eq(f.bytes[ZL_MEM_GRAD_BUCKET], 0);
+    cr_assert_eq(f.peak_total, f.model_states + 570 + 214 + 100);
+
+    c.stage = 1;
+    zl_formula_memory(&p, &c, &f);
+    cr_assert_eq(f.bytes[ZL_MEM_MASTER_FP32], 176); /* 4 · 44 */
+    cr_assert_eq(f.model_states, 352 + 352 + 3 * 176);
+    c.stage = 2;
+    zl_formula_memory(&p, &c, &f);
+    cr_assert_eq(f.bytes[ZL_MEM_GRADS_FP16], 88);
+    cr_assert_eq(f.bytes[ZL_MEM_GRAD_BUCKET], 2 * 2 * 88); /* two buckets of the largest padded unit */
+    c.stage = 3;
+    c.prefetch = 2;
+    zl_formula_memory(&p, &c, &f);
+    cr_assert_eq(f.bytes[ZL_MEM_PARAMS_FP16], 88);
+    cr_assert_eq(f.model_states, 16 * 44); /* 16·Psi_pad/N exactly */
+    cr_assert_eq(f.bytes[ZL_MEM_PARAM_GATHER], 3 * 2 * 88);
+    zl_partition_free(&p);
+}
+
+Test(formulas, traffic_ratios_to_ddp) {
+    zl_partition p;
+    zl_model_partition(&p, (zl_model_shape){3, 5}, 3);
+    zl_comm_formula ddp, s1, s1ar, s2, s3;
+    zl_formula_config c = cfg_for(0, 3, 5, 2);
+    zl_formula_comm(&p, &c, &ddp);
+    c.stage = 1, zl_formula_comm(&p, &c, &s1);
+    c.grad_sync_allreduce = 1, zl_formula_comm(&p, &c, &s1ar), c.grad_sync_allreduce = 0;
+    c.stage = 2, zl_formula_comm(&p, &c, &s2);
+    c.stage = 3, zl_formula_comm(&p, &c, &s3);
+    /* DDP per step: 2(N-1)/N · 2Ψ_pad bytes, by hand: n = 8·25+25 = 225 -> 225 (divisible by 3), Ψ_pad = 675 */
+    cr_assert_eq(p.psi_pad, 675);
+    cr_assert_float_eq(ddp.total, 2.0 * 2 / 3 * 2 * 675, 1e-9);
+    cr_assert_float_eq(s1.total / ddp.total, 1.0, 1e-12);
+    cr_assert_float_eq(s2.total / ddp.total, 1.0, 1e-12);
+    cr_assert_float_eq(s3.total / ddp.total, 1.5, 1e-12);
+    cr_assert_float_eq(s1ar.total / ddp.total, 1.5, 1e-12);
+    cr_assert_float_eq(ddp.calls[ZL_P_GRAD_SYNC], 3, 1e-12);
+    cr_assert_float_eq(s3.calls[ZL_P_GATHER_BWD], 3, 1e-12);
+    cr_assert_float_eq(zl_paper_wire_bytes(675, 3, 3) / zl_paper_wire_bytes(675, 3, 0), 1.5, 1e-12);
+    zl_partition_free(&p);
+}
+
+Test(formulas, wire_bytes_convention) {
+    /* nccl-tests: all-reduce 2(N-1)/N·S, reduce-scatter/all-gather (N-1)/N·S */
+    cr_assert_float_eq(zl_wire_bytes(ZL_OP_ALLREDUCE, 1000, 4), 1500, 1e-9);
+    cr_assert_float_eq(zl_wire_bytes(ZL_OP_REDUCE_SCATTER, 1000, 4), 750, 1e-9);
+    cr_assert_float_eq(zl_wire_bytes(ZL_OP_ALLGATHER, 1000, 1), 0, 1e-9);
+}
+
+/* ---- tracked allocator -------------------------------------------------------- */
+
+Test(alloc, accounting_current_peak_and_total) {
+    zl_mem_reset();
+    zl_mem_init(malloc, free);
+    void *a = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 100, "a");
+    void *b = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 50, "b");
+    void *c = zl_mem_alloc(ZL_MEM_ADAM_M, 30, "c");
+    void *h = zl_mem_alloc(ZL_MEM_HOST_STAGING, 1000, "host");
+    const zl_mem_stats *s = zl_mem_get_stats();
+    cr_assert_eq(s->current[ZL_MEM_PARAMS_FP16], 150);
+    cr_assert_eq(s->peak_total, 180); /* host staging is not device memory */
+    zl_mem_free(a);
+    cr_assert_eq(s->current[ZL_MEM_PARAMS_FP16], 50);
+    cr_assert_eq(s->peak[ZL_MEM_PARAMS_FP16], 150);
+    cr_assert_eq(s->current_total, 80);
+    void *d = zl_mem_alloc(ZL_MEM_SCRATCH, 60, "d");
+    cr_assert_eq(s->peak_total, 180); /* 140 now, the peak stays */
+    void *e = zl_mem_alloc(ZL_MEM_SCRATCH, 100, "e");
+    cr_assert_eq(s->peak_total, 240);
+    cr_assert_eq(s->current[ZL_MEM_HOST_STAGING], 1000);
+    zl_mem_free(b), zl_mem_free(c), zl_mem_free(d), zl_mem_free(e), zl_mem_free(h);
+    cr_assert_eq(s->current_total, 0);
+    zl_mem_reset();
+}
+
+Test(alloc, allocation_after_freeze_is_counted) {
+    zl_mem_reset();
+    zl_mem_init(malloc, free);
+    void *a = zl_mem_alloc(ZL_MEM_SCRATCH, 8, "before");
+    zl_mem_freeze();
+    cr_assert_eq(zl_mem_get_stats()->allocations_after_freeze, 0);
+    void *b = zl_mem_alloc(ZL_MEM_SCRATCH, 8, "inside the step loop");
+    cr_assert_eq(zl_mem_get_stats()->allocations_after_freeze, 1);
+    zl_mem_unfreeze();
+    zl_mem_free_all();
+    (void)a, (void)b;
+    cr_assert_eq(zl_mem_get_stats()->current_total, 0);
+    zl_mem_reset();
+}
+
+Test(alloc, freeing_a_foreign_pointer_is_fatal, .exit_code = 1) {
+    zl_mem_reset();
+    int x;
+    zl_mem_free(&x);
+}
+
+Test(alloc, out_of_memory_is_fatal_with_message, .exit_code = 1) {
+    zl_mem_reset();
+    zl_mem_init(malloc, free);
+    zl_mem_alloc(ZL_MEM_PARAMS_FP16, SIZE_MAX / 2, "absurd");
+}
+
+/* ---- arguments ---------------------------------------------------------------- */
+
+static int parse(int stage, char *err, zl_config *c, const char *line) {
+    char buf[512], *argv[32];
+    int argc = 0;
+    snprintf(buf, sizeof buf, "prog %s", line);
+    for (char *tok = strtok(buf, " "); tok && argc < 32; tok = strtok(NULL, " ")) argv[argc++] = tok;
+    return zl_args_parse(c, stage, argc, argv, err, 256);
+}
+
+Test(args, presets_and_overrides) {
+    zl_config c;
+    char err[256];
+    cr_assert_eq(parse(0, err, &c, "--preset demo"), ZL_ARGS_OK, "%s", err);
+    cr_assert_eq(c.dim, 256);
+    cr_assert_eq(parse(0, err, &c, "--dim 64 --preset demo"), ZL_ARGS_OK, "%s", err);
+    cr_assert_eq(c.dim, 64, "an explicit flag overrides the preset wherever it appears");
+    cr_assert_eq(c.layers, 4);
+    cr_assert_eq(parse(0, err, &c, "--preset lab-1b"), ZL_ARGS_OK, "%s", err);
+    cr_assert_eq(c.dim, 4096);
+    cr_assert_eq(c.layers, 8);
+    cr_assert_eq(c.batch, 8192);
+    cr_assert_eq(parse(0, err, &c, "--seed 18446744073709551615 --lr 0.01 --quiet"), ZL_ARGS_OK, "%s", err);
+    cr_assert_eq(c.seed, UINT64_MAX);
+    cr_assert_eq(parse(0, err, &c, "--help"), ZL_ARGS_HELP);
+}
+
+Test(args, every_bad_value_names_its_flag) {
+    struct {
+        int stage;
+        const char *line, *expect;
+    } cases[] = {
+        {0, "--dim abc", "--dim: expected an integer in [1, 16777216]"},
+        {0, "--dim 0", "--dim"},
+        {0, "--dim -5", "--dim"},
+        {0, "--dim 12x", "--dim"},
+        {0, "--dim 99999999999999999999", "--dim"},
+        {0, "--layers 0", "--layers: expected an integer in [1, 1000000]"},
+        {0, "--batch 0", "--batch"},
+        {0, "--steps 0", "--steps"},
+        {0, "--steps", "--steps: missing value"},
+        {0, "--seed -1", "--seed"},
+        {0, "--seed 1.5", "--seed"},
+        {0, "--loss-scale 0", "--loss-scale: expected a number in (0, 65536]"},
+        {0, "--loss-scale nan", "--loss-scale"},
+        {0, "--lr -1", "--lr"},
+        {0, "--beta1 1", "--beta1"},
+        {0, "--beta2 1.5", "--beta2"},
+        {0, "--eps 0", "--eps"},
+        {0, "--weight-decay -0.1", "--weight-decay"},
+        {0, "--preset huge", "--preset: expected one of tiny, demo, lab-1b"},
+        {0, "--frobnicate 3", "unknown flag '--frobnicate'"},
+        {0, "--prefetch 1", "--prefetch: only stage3 takes this flag"},
+        {0, "--grad-sync allreduce", "--grad-sync: only stage1 takes this flag"},
+        {1, "--grad-sync ring", "--grad-sync: expected reducescatter or allreduce"},
+        {3, "--prefetch -1", "--prefetch"},
+        {3, "--layers 2 --prefetch 2", "--prefetch: expected an integer in [0, 1]"},
+        {0, "--dim 65536 --batch 8192", "--batch: rows*4*dim must be below 2^31"},
+        {0, "--dim 16777216 --layers 100000 --batch 1", "--layers/--dim"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        zl_config c;
+        char err[256];
+        int rc = parse(cases[i].stage, err, &c, cases[i].line);
+        cr_expect_eq(rc, ZL_ARGS_ERROR, "'%s' was accepted", cases[i].line);
+        cr_expect(strstr(err, cases[i].expect) != NULL, "'%s' -> '%s', expected '%s'", cases[i].line, err,
+                  cases[i].expect);
+        cr_expect(strchr(err, '\n') == NULL, "one line only");
+    }
+}
+
+Test(args, hash_differs_when_a_value_differs) {
+    zl_config a, b;
+    char err[256];
+    parse(0, err, &a, "--seed 1");
+    parse(0, err, &b, "--seed 2");
+    cr_assert_neq(zl_args_hash(&a), zl_args_hash(&b));
+    parse(0, err, &b, "--seed 1");
+    cr_assert_eq(zl_args_hash(&a), zl_args_hash(&b));
+}

@@ -1,0 +1,151 @@
+/* zl_test_util.h — helpers for integration tests: run `mpiexec -n N build/<backend>/<prog> ...`
+ * as a child process (posix_spawn; a Criterion test binary must never itself run under
+ * mpiexec), capture its exit status, stdout and stderr, and load its JSON report.
+ *
+ * Environment: ZL_BUILD (default build/cpu) picks the programs; ZL_MPIEXEC (default
+ * "mpiexec") is the launcher and may carry options, e.g. "mpirun --oversubscribe". */
+#ifndef ZL_TEST_UTIL_H
+#define ZL_TEST_UTIL_H
+
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+typedef struct {
+    int exit_code; /* -1 if killed by a signal */
+    char out[1 << 16];
+    char err[1 << 14];
+} zl_run_result;
+
+static inline const char *zl_build_dir(void) {
+    const char *b = getenv("ZL_BUILD");
+    return b && *b ? b : "build/cpu";
+}
+
+static inline void zl_read_file(const char *path, char *buf, size_t cap) {
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+/* Run a launcher command line. `segments` is the part after "mpiexec": e.g.
+ * "-n 2 {prog} --preset tiny"; every {P} is replaced by ZL_BUILD/P. Words are separated
+ * by single spaces (test arguments contain no spaces). A timeout (timeout(1)) guards
+ * against hangs. */
+static inline void zl_run(zl_run_result *r, const char *fmt, ...) {
+    char line[4096], expanded[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    /* expand {prog} */
+    char *o = expanded;
+    for (const char *p = line; *p;) {
+        if (*p == '{') {
+            const char *close = strchr(p, '}');
+            o += sprintf(o, "%s/%.*s", zl_build_dir(), (int)(close - p - 1), p + 1);
+            p = close + 1;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = '\0';
+    const char *launcher = getenv("ZL_MPIEXEC");
+    if (!launcher || !*launcher) launcher = "mpiexec";
+    char cmd[8192 + 512];
+    snprintf(cmd, sizeof cmd, "timeout 300 %s %s", launcher, expanded);
+
+    char *argv[256];
+    int argc = 0;
+    for (char *tok = strtok(cmd, " "); tok && argc < 255; tok = strtok(NULL, " ")) argv[argc++] = tok;
+    argv[argc] = NULL;
+
+    char out_path[] = "/tmp/zl_out_XXXXXX", err_path[] = "/tmp/zl_err_XXXXXX";
+    int fo = mkstemp(out_path), fe = mkstemp(err_path);
+    cr_assert(fo >= 0 && fe >= 0, "mkstemp failed");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fo, 1);
+    posix_spawn_file_actions_adddup2(&fa, fe, 2);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    cr_assert_eq(rc, 0, "posix_spawnp(%s) failed: %s", argv[0], strerror(rc));
+    int status = 0;
+    waitpid(pid, &status, 0);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fo), close(fe);
+    r->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    zl_read_file(out_path, r->out, sizeof r->out);
+    zl_read_file(err_path, r->err, sizeof r->err);
+    unlink(out_path), unlink(err_path);
+}
+
+static inline cJSON *zl_load_json(const char *path) {
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "no JSON report at %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    cr_assert(fread(buf, 1, (size_t)n, f) == (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    cJSON *j = cJSON_Parse(buf);
+    cr_assert(j, "JSON report %s does not parse", path);
+    free(buf);
+    return j;
+}
+
+/* j["a"]["b"]... ; fails the test if a key is missing. */
+static inline cJSON *zl_get(cJSON *j, const char *path) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *k = strtok(buf, "."); k; k = strtok(NULL, ".")) {
+        cJSON *next = cJSON_GetObjectItemCaseSensitive(j, k);
+        cr_assert(next, "JSON key '%s' missing (path %s)", k, path);
+        j = next;
+    }
+    return j;
+}
+static inline double zl_num(cJSON *j, const char *path) {
+    cJSON *v = zl_get(j, path);
+    cr_assert(cJSON_IsNumber(v), "JSON %s is not a number", path);
+    return v->valuedouble;
+}
+
+/* Read a raw fp16 dump into doubles. */
+static inline double *zl_load_params(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "no parameter dump at %s", path);
+    fseek(f, 0, SEEK_END);
+    long bytes = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *n = (size_t)bytes / 2;
+    unsigned short *h = malloc((size_t)bytes);
+    cr_assert(fread(h, 2, *n, f) == *n);
+    fclose(f);
+    double *d = malloc(*n * sizeof(double));
+    for (size_t i = 0; i < *n; i++) {
+        unsigned s = h[i] >> 15, e = (h[i] >> 10) & 31, m = h[i] & 1023;
+        double v = e == 0 ? ldexp(m, -24) : e == 31 ? NAN : ldexp(1024 + m, (int)e - 25);
+        d[i] = s ? -v : v;
+    }
+    free(h);
+    return d;
+}
+
+#endif
