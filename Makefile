@@ -96,7 +96,7 @@ test-unit: build/tests/test_unit
 	build/tests/test_unit -j2
 
 test-asan: build/asan/test_unit
-	ASAN_OPTIONS=detect_leaks=0 build/asan/test_unit -j2
+	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 build/asan/test_unit -j2
 
 test-integration: build/tests/test_integration $(CPU_BINS)
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_integration -j1

@@ -291,7 +291,7 @@ void zl_report_final(const zl_report *r) {
         print_minmax(all, N);
     }
     print_comm(r, &all[0]);
-    printf("\nfinal loss %.6f (first %.6f) | %.3f ms/step | %.1f samples/s | %.2f TFLOP/s per %s (6*Psi*rows/step) "
+    printf("\nfinal loss %.6f (first %.6f) | %.3f ms/step | %.1f samples/s | %.4g TFLOP/s per %s (6*Psi*rows/step) "
            "| param_hash %016llx\n",
            r->losses[r->steps - 1], r->losses[0], ms, samples_s, tflops, zl_backend_name()[1] == 'u' ? "GPU" : "rank",
            (unsigned long long)r->param_hash);
