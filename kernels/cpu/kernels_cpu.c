@@ -75,7 +75,7 @@ static ws_panels ws_get(const char *fn, int rows, int dim) {
 
 /* ---- fp16 <-> fp32 panels ---------------------------------------------------------- */
 
-/* dst (rows×cols, ld = cols) = float(src) */
+/* dst[i] = float(src[i]) for a contiguous panel */
 static void h2f(float *restrict dst, const zl_half *restrict src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = zl_half_to_float(src[i]);
 }

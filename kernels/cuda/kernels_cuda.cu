@@ -18,8 +18,8 @@
  *
  * When cuBLASLt offers no algorithm for a fused epilogue (odd shapes, odd alignment), the
  * GEMM runs without it and a small elementwise / reduction kernel below does the rest:
- * slower, same contract. ZL_CUBLASLT_EPILOGUES=0 in the environment forces that path
- * (the GPU test runs both).
+ * slower, same contract. ZL_CUBLASLT_EPILOGUES (a bit mask, see epilogue_mask) switches
+ * epilogues off one by one, 0 = all; the GPU test runs the fused and unfused paths.
  *
  * cuBLASLt descriptors, layouts and the heuristic's algorithm are cached per GEMM
  * configuration (shape, transposes, epilogue, pointer alignment), so after the first step
@@ -47,32 +47,40 @@ __device__ __forceinline__ float h2f(zl_half h) { return __half2float(__ushort_a
 __device__ __forceinline__ zl_half f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
 
 /* ---- workspace -----------------------------------------------------------------------------
- * [ slack to align | cuBLASLt workspace (32 MiB) | loss partial sums (double) ]
- * 32 MiB is what cuBLASLt recommends for Hopper; it is independent of the shape. */
+ * [ slack to align | cuBLASLt workspace 32 MiB | loss partials | column-sum partials ]
+ * 32 MiB is what cuBLASLt recommends for Hopper. The column-sum partials (fp32, up to
+ * ZL_COLSUM_CHUNKS row chunks of a rows×4D matrix) serve the bias gradients when they
+ * are not fused into a GEMM: 16·4D·4 bytes, 1 MiB at D = 4096. */
 #define ZL_LT_WS_BYTES ((size_t)32 << 20)
 #define ZL_LOSS_MAX_BLOCKS 1024
+#define ZL_COLSUM_CHUNKS 16
 #define ZL_WS_ALIGN 256
 
-static char *g_ws_lt;        /* cuBLASLt workspace, ZL_WS_ALIGN-aligned */
-static double *g_ws_partials; /* ZL_LOSS_MAX_BLOCKS per-block partial sums of the loss */
+static char *g_ws_lt;           /* cuBLASLt workspace, ZL_WS_ALIGN-aligned */
+static double *g_ws_partials;   /* ZL_LOSS_MAX_BLOCKS per-block partial sums of the loss */
+static float *g_ws_colsum;      /* column-sum partials */
+static size_t g_ws_colsum_floats;
+
+static size_t colsum_floats(int dim) { return (size_t)ZL_COLSUM_CHUNKS * 4 * (size_t)(dim > 0 ? dim : 0); }
 
 size_t zl_kernels_workspace_bytes(int rows, int dim) {
-    (void)rows; /* nothing here grows with the shape */
-    (void)dim;
-    return ZL_WS_ALIGN + ZL_LT_WS_BYTES + ZL_LOSS_MAX_BLOCKS * sizeof(double);
+    (void)rows; /* nothing here grows with the rows */
+    return ZL_WS_ALIGN + ZL_LT_WS_BYTES + ZL_LOSS_MAX_BLOCKS * sizeof(double) + colsum_floats(dim) * sizeof(float);
 }
 
 void zl_kernels_set_workspace(void *ws, size_t bytes) {
     size_t need = zl_kernels_workspace_bytes(0, 0);
     if (ws == NULL || bytes < need) {
         char msg[160];
-        snprintf(msg, sizeof msg, "workspace %s: have %zu bytes, need %zu", ws ? "too small" : "is NULL", bytes,
-                 need);
+        snprintf(msg, sizeof msg, "workspace %s: have %zu bytes, need at least %zu", ws ? "too small" : "is NULL",
+                 bytes, need);
         zl_cuda_fatal(__FILE__, __LINE__, "zl_kernels_set_workspace", msg);
     }
     uintptr_t base = ((uintptr_t)ws + ZL_WS_ALIGN - 1) & ~(uintptr_t)(ZL_WS_ALIGN - 1);
     g_ws_lt = (char *)base;
     g_ws_partials = (double *)(base + ZL_LT_WS_BYTES);
+    g_ws_colsum = (float *)(base + ZL_LT_WS_BYTES + ZL_LOSS_MAX_BLOCKS * sizeof(double));
+    g_ws_colsum_floats = (bytes - need) / sizeof(float);
 }
 
 static void require_workspace(const char *fn) {
@@ -195,7 +203,7 @@ static int epilogue_has_bias(cublasLtEpilogue_t e) {
            e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_BGRADA;
 }
 static int epilogue_has_aux(cublasLtEpilogue_t e) {
-    return e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    return e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_DGELU;
 }
 
 static void describe_gemm(char *buf, size_t len, const gemm_args *g) {
@@ -264,6 +272,10 @@ static void plan_create(gemm_plan *p, const gemm_args *g) {
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
                                                      sizeof ws_bytes));
+    /* split-K partial sums must stay fp32: no INPLACE / OUTPUT_TYPE reductions (fp16) */
+    uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                                                     sizeof reductions));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
@@ -349,15 +361,26 @@ static gemm_args gemm_make(const char *what, cublasOperation_t ta, cublasOperati
     return g;
 }
 
-/* ZL_CUBLASLT_EPILOGUES=0 turns the fused epilogues off (tests the fallback kernels). */
-static int epilogues_enabled(void) {
+/* Which cuBLASLt epilogues to use, a bit mask (ZL_CUBLASLT_EPILOGUES in the environment,
+ * decimal; 0 = none, which tests the fallback kernels). Where a bit is off, or cuBLASLt
+ * has no algorithm, the GEMM runs plain and the kernels below do the rest. */
+enum {
+    EPI_GELU_AUX_BIAS = 1, /* forward W1 */
+    EPI_BIAS = 2,          /* forward W2 */
+    EPI_DGELU_BGRAD = 4,   /* backward dh and db1 in one */
+    EPI_BGRADA = 8,        /* backward dW2 and db2 in one */
+    EPI_DGELU = 16,        /* backward dh, db1 by colsum (when DGELU_BGRAD is off) */
+    EPI_DEFAULT_MASK = EPI_GELU_AUX_BIAS | EPI_BIAS | EPI_DGELU_BGRAD | EPI_BGRADA | EPI_DGELU
+};
+
+static int epilogue_mask(void) {
     const char *e = getenv("ZL_CUBLASLT_EPILOGUES");
-    return !(e && e[0] == '0');
+    return e && e[0] ? (int)strtol(e, NULL, 10) : EPI_DEFAULT_MASK;
 }
 
 /* ======================================================================================
- * Fallback kernels for the unfused path. The GELU is the tanh approximation, written
- * exactly as zl_cpu_gelu / zl_cpu_gelu_grad.
+ * Fallback kernels for the unfused path. The GELU is the tanh approximation, the same
+ * function as zl_cpu_gelu / zl_cpu_gelu_grad (which evaluate it through a sigmoid).
  * ====================================================================================== */
 #define ZL_SQRT_2_OVER_PI 0.7978845608028654f
 #define ZL_GELU_C 0.044715f
@@ -395,26 +418,71 @@ __global__ void dgelu_kernel(zl_half *dh, const zl_half *h, size_t n) {
         dh[i] = f2h(h2f(dh[i]) * gelu_tanh_grad(h2f(h[i])));
 }
 
-/* out[c] = Σ_r X[r][c] (fp32, fixed order: each of the 8 thread rows sums a strided set of
- * rows, then thread row 0 adds the 8 partials in order). Block = 32 columns × 8. */
-__global__ void colsum_kernel(const zl_half *X, zl_half *out, int rows, int cols) {
-    __shared__ float part[8][33];
-    int c = blockIdx.x * 32 + threadIdx.x;
-    float acc = 0.0f;
-    if (c < cols)
-        for (int r = threadIdx.y; r < rows; r += 8) acc += h2f(X[(size_t)r * cols + c]);
-    part[threadIdx.y][threadIdx.x] = acc;
+/* Column sums out[c] = Σ_r X[r][c] of a row-major rows×cols fp16 matrix, fp32, in a fixed
+ * order. Pass 1: block (x, y) sums 64 columns over row chunk y: each warp reads 128
+ * contiguous bytes of a row (2 columns a thread), the 8 warps take every 8th row, and
+ * warp 0 adds their 8 partials in order into partials[y][c]. Pass 2 adds the chunks in
+ * order. pair = 1 when cols is even and X 4-byte aligned (2 columns in one load). */
+__global__ void colsum_partial_kernel(const zl_half *X, float *partials, int rows, int cols, int rows_per_chunk,
+                                      int pair) {
+    __shared__ float part[8][64];
+    int c = 2 * (blockIdx.x * 32 + threadIdx.x);
+    int r0 = blockIdx.y * rows_per_chunk, r1 = min(rows, r0 + rows_per_chunk);
+    float s0 = 0.0f, s1 = 0.0f;
+    if (c < cols) {
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) {
+            const zl_half *row = X + (size_t)r * cols;
+            if (pair) {
+                float2 v = __half22float2(*reinterpret_cast<const __half2 *>(row + c));
+                s0 += v.x;
+                s1 += v.y;
+            } else {
+                s0 += h2f(row[c]);
+                if (c + 1 < cols) s1 += h2f(row[c + 1]);
+            }
+        }
+    }
+    part[threadIdx.y][2 * threadIdx.x] = s0;
+    part[threadIdx.y][2 * threadIdx.x + 1] = s1;
     __syncthreads();
-    if (threadIdx.y == 0 && c < cols) {
-        float sum = 0.0f;
-        for (int j = 0; j < 8; j++) sum += part[j][threadIdx.x];
-        out[c] = f2h(sum);
+    if (threadIdx.y == 0) {
+        float t0 = 0.0f, t1 = 0.0f;
+        for (int j = 0; j < 8; j++) {
+            t0 += part[j][2 * threadIdx.x];
+            t1 += part[j][2 * threadIdx.x + 1];
+        }
+        float *out = partials + (size_t)blockIdx.y * cols;
+        if (c < cols) out[c] = t0;
+        if (c + 1 < cols) out[c + 1] = t1;
     }
 }
 
+__global__ void colsum_final_kernel(const float *partials, zl_half *out, int chunks, int cols) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    float s = 0.0f;
+    for (int j = 0; j < chunks; j++) s += partials[(size_t)j * cols + c];
+    out[c] = f2h(s);
+}
+
 static void launch_colsum(const zl_half *X, zl_half *out, int rows, int cols, cudaStream_t s) {
-    colsum_kernel<<<(unsigned)((cols + 31) / 32), dim3(32, 8), 0, s>>>(X, out, rows, cols);
-    cudaLaunchCheck("colsum_kernel");
+    /* chunks depend on the shape only, so the summation order is fixed for a shape */
+    int chunks = (rows + 255) / 256;
+    if (chunks > ZL_COLSUM_CHUNKS) chunks = ZL_COLSUM_CHUNKS;
+    if (chunks < 1) chunks = 1;
+    int rows_per_chunk = (rows + chunks - 1) / chunks;
+    if ((size_t)chunks * (size_t)cols > g_ws_colsum_floats) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "workspace too small for a %d-column bias gradient: size it with "
+                 "zl_kernels_workspace_bytes(rows, dim) for the largest dim", cols);
+        zl_cuda_fatal(__FILE__, __LINE__, "launch_colsum", msg);
+    }
+    int pair = cols % 2 == 0 && ((uintptr_t)X & 3u) == 0;
+    dim3 grid((unsigned)((cols + 63) / 64), (unsigned)chunks);
+    colsum_partial_kernel<<<grid, dim3(32, 8), 0, s>>>(X, g_ws_colsum, rows, cols, rows_per_chunk, pair);
+    cudaLaunchCheck("colsum_partial_kernel");
+    colsum_final_kernel<<<(unsigned)((cols + 255) / 256), 256, 0, s>>>(g_ws_colsum, out, chunks, cols);
+    cudaLaunchCheck("colsum_final_kernel");
 }
 
 /* ======================================================================================
@@ -427,7 +495,7 @@ void zl_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, co
     cudaStream_t st = as_stream(s);
     const int R = rows, D = dim, F = 4 * dim;
     const size_t RF = (size_t)R * F, RD = (size_t)R * D;
-    const int fused = epilogues_enabled();
+    const int epi = epilogue_mask();
 
     /* aᵀ[F×R] = gelu(W1ᵀ[F×D]·xᵀ[D×R] + b1), hᵀ (the GELU input) as the aux output.
      * W1 row-major D×F is W1ᵀ column-major with ld F; x row-major is xᵀ with ld D. */
@@ -438,7 +506,7 @@ void zl_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, co
     g1.aux = h;
     g1.ldaux = F;
     /* the aux leading dimension must be a multiple of 8 (cublasLt.h) */
-    if (!(fused && F % 8 == 0 && gemm(&g1, 0, st))) {
+    if (!((epi & EPI_GELU_AUX_BIAS) && F % 8 == 0 && gemm(&g1, 0, st))) {
         gemm_args p = gemm_make("forward x·W1 (unfused)", CUBLAS_OP_N, CUBLAS_OP_N, F, R, D, W1, F, x, D, 0.0f, NULL,
                                 h, F);
         gemm(&p, 1, st);
@@ -451,7 +519,7 @@ void zl_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, co
                              y, D);
     g2.epilogue = CUBLASLT_EPILOGUE_BIAS;
     g2.bias = (void *)b2;
-    if (!(fused && gemm(&g2, 0, st))) {
+    if (!((epi & EPI_BIAS) && gemm(&g2, 0, st))) {
         g2.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
         g2.what = "forward x + a·W2 (unfused)";
         gemm(&g2, 1, st);
@@ -460,31 +528,50 @@ void zl_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, co
     }
 }
 
+/* dh = (dy·W2ᵀ) ⊙ gelu'(h) and db1 = Σ_rows dh, fused as far as cuBLASLt allows:
+ * DGELU_BGRAD, else DGELU + colsum, else plain GEMM + dgelu_kernel + colsum. */
+static void backward_dh(const zl_half *h, const zl_half *W2, const zl_half *dy, zl_half *dh, zl_half *db1, int R,
+                        int D, int epi, cudaStream_t st) {
+    const int F = 4 * D;
+    /* dhᵀ[F×R] = gelu'(hᵀ) ⊙ (W2[F×D]·dyᵀ[D×R]); W2 row-major F×D is column-major D×F
+     * (ld D), so op(A) = T. DGELU_BGRAD also reduces dhᵀ over its R columns into db1. */
+    gemm_args g = gemm_make("backward dh = (dy·W2ᵀ) ⊙ gelu'(h), db1", CUBLAS_OP_T, CUBLAS_OP_N, F, R, D, W2, D, dy,
+                            D, 0.0f, NULL, dh, F);
+    g.aux = (void *)h;
+    g.ldaux = F;
+    if (F % 8 == 0 && (epi & EPI_DGELU_BGRAD)) {
+        g.epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD;
+        g.bias = db1;
+        if (gemm(&g, 0, st)) return;
+    }
+    g.bias = NULL;
+    if (F % 8 == 0 && (epi & EPI_DGELU)) {
+        g.epilogue = CUBLASLT_EPILOGUE_DGELU;
+        g.what = "backward dh = (dy·W2ᵀ) ⊙ gelu'(h)";
+        if (gemm(&g, 0, st)) {
+            launch_colsum(dh, db1, R, F, st);
+            return;
+        }
+    }
+    g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    g.aux = NULL;
+    g.what = "backward da = dy·W2ᵀ (unfused)";
+    gemm(&g, 1, st);
+    const size_t RF = (size_t)R * F;
+    dgelu_kernel<<<grid_for(RF, 256), 256, 0, st>>>(dh, h, RF);
+    cudaLaunchCheck("dgelu_kernel");
+    launch_colsum(dh, db1, R, F, st);
+}
+
 void zl_block_backward(const zl_half *x, const zl_half *h, const zl_half *a, const zl_half *W1,
                        const zl_half *W2, const zl_half *dy, zl_half *dh, zl_half *dW1, zl_half *db1,
                        zl_half *dW2, zl_half *db2, zl_half *dx, int rows, int dim, zl_stream s) {
     if (rows <= 0 || dim <= 0) return;
     cudaStream_t st = as_stream(s);
     const int R = rows, D = dim, F = 4 * dim;
-    const size_t RF = (size_t)R * F;
-    const int fused = epilogues_enabled();
+    const int epi = epilogue_mask();
 
-    /* dhᵀ[F×R] = gelu'(hᵀ) ⊙ (W2[F×D]·dyᵀ[D×R]); W2 row-major F×D is column-major D×F
-     * (ld D), so op(A) = T. DGELU_BGRAD also reduces dhᵀ over its R columns into db1. */
-    gemm_args g1 = gemm_make("backward dh = (dy·W2ᵀ) ⊙ gelu'(h), db1", CUBLAS_OP_T, CUBLAS_OP_N, F, R, D, W2, D, dy,
-                             D, 0.0f, NULL, dh, F);
-    g1.epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD;
-    g1.bias = db1;
-    g1.aux = (void *)h;
-    g1.ldaux = F;
-    if (!(fused && F % 8 == 0 && gemm(&g1, 0, st))) {
-        gemm_args p = gemm_make("backward da = dy·W2ᵀ (unfused)", CUBLAS_OP_T, CUBLAS_OP_N, F, R, D, W2, D, dy, D,
-                                0.0f, NULL, dh, F);
-        gemm(&p, 1, st);
-        dgelu_kernel<<<grid_for(RF, 256), 256, 0, st>>>(dh, h, RF);
-        cudaLaunchCheck("dgelu_kernel");
-        launch_colsum(dh, db1, R, F, st);
-    }
+    backward_dh(h, W2, dy, dh, db1, R, D, epi, st);
 
     /* dW2ᵀ[D×F] = dyᵀ[D×R]·a[R×F]; a row-major R×F is column-major F×R, so op(B) = T.
      * BGRADA reduces op(A) = dyᵀ over k = R: db2 = Σ_rows dy. */
@@ -492,8 +579,9 @@ void zl_block_backward(const zl_half *x, const zl_half *h, const zl_half *a, con
                              dW2, D);
     g2.epilogue = CUBLASLT_EPILOGUE_BGRADA;
     g2.bias = db2;
-    if (!(fused && gemm(&g2, 0, st))) {
+    if (!((epi & EPI_BGRADA) && gemm(&g2, 0, st))) {
         g2.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+        g2.bias = NULL;
         g2.what = "backward dW2 = aᵀ·dy (unfused)";
         gemm(&g2, 1, st);
         launch_colsum(dy, db2, R, D, st);

@@ -6,12 +6,13 @@
  *                   arrays; the CUDA Adam mirrors the CPU's float operations)
  *   ‖gpu−cpu‖/‖cpu‖ ≤ 1e-2: GEMM outputs (fp16 storage, different summation order)
  *   ≤ 1e-5 relative: the loss
- * The block kernels run twice: with cuBLASLt's fused epilogues and with them disabled
- * (ZL_CUBLASLT_EPILOGUES=0), so the fallback kernels are tested too.
+ * The block kernels run three times: with cuBLASLt's fused epilogues (default), with
+ * DGELU instead of DGELU_BGRAD (ZL_CUBLASLT_EPILOGUES=27: db1 by the column-sum kernel)
+ * and with no epilogues at all (ZL_CUBLASLT_EPILOGUES=0: every fallback kernel).
  *
  *   mpirun -np 1 ./test_kernels_gpu              the checks
  *   mpirun -np 1 ./test_kernels_gpu --bench [rows dim iters]   block fwd/bwd TFLOP/s
- *                                                (default 8192 4096 20) */
+ *                                                (default 8192 4096 20; honours ZL_CUBLASLT_EPILOGUES) */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <mpi.h>
@@ -255,9 +256,22 @@ static void run_block_gpu(const block_case *c, zl_half *out[9]) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) zl_dev_free(all[i]);
 }
 
-static void test_block(int rows, int dim, int fused) {
-    const char *mode = fused ? "fused" : "unfused";
-    setenv("ZL_CUBLASLT_EPILOGUES", fused ? "1" : "0", 1);
+/* Epilogue modes the block tests run in (the ZL_CUBLASLT_EPILOGUES mask; NULL = default). */
+typedef struct {
+    const char *name, *mask;
+} epi_mode;
+static const epi_mode k_modes[] = {{"fused", NULL}, {"dgelu", "27"}, {"unfused", "0"}};
+
+static void set_mode(const epi_mode *m) {
+    if (m->mask)
+        setenv("ZL_CUBLASLT_EPILOGUES", m->mask, 1);
+    else
+        unsetenv("ZL_CUBLASLT_EPILOGUES");
+}
+
+static void test_block(int rows, int dim, const epi_mode *em) {
+    const char *mode = em->name;
+    set_mode(em);
     block_case c = block_case_make(rows, dim, 0x1000 + (uint64_t)rows * 7 + (uint64_t)dim);
     zl_half *g[9];
     run_block_gpu(&c, g);
@@ -292,9 +306,9 @@ static void test_block(int rows, int dim, int fused) {
  * fp16(gelu(h)) for the tanh approximation (the model's) and for the erf form. */
 static float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 
-static void test_gelu_flavour(int fused) {
-    const char *mode = fused ? "fused" : "unfused";
-    setenv("ZL_CUBLASLT_EPILOGUES", fused ? "1" : "0", 1);
+static void test_gelu_flavour(const epi_mode *em) {
+    const char *mode = em->name;
+    set_mode(em);
     const int D = 64, R = 64;
     size_t F = 4 * D, DF = (size_t)D * F;
     zl_half *x = xmalloc((size_t)R * D * 2), *W1 = xmalloc(DF * 2), *zeros = xmalloc(F * 2);
@@ -464,9 +478,9 @@ static void bench(int R, int D, int iters) {
         }
         if (pass) {
             double f_flops = 16.0 * R * (double)D * D, b_flops = 32.0 * R * (double)D * D;
-            printf("bench rows=%d dim=%d (%s): forward %.3f ms = %.1f TFLOP/s, loss+backward %.3f ms = %.1f TFLOP/s, "
+            printf("bench rows=%d dim=%d (epilogues %s): forward %.3f ms = %.1f TFLOP/s, loss+backward %.3f ms = %.1f TFLOP/s, "
                    "total %.1f TFLOP/s\n",
-                   R, D, getenv("ZL_CUBLASLT_EPILOGUES") ? getenv("ZL_CUBLASLT_EPILOGUES") : "fused", fwd / n,
+                   R, D, getenv("ZL_CUBLASLT_EPILOGUES") ? getenv("ZL_CUBLASLT_EPILOGUES") : "default", fwd / n,
                    f_flops / (fwd / n * 1e-3) / 1e12, bwd / n, b_flops / (bwd / n * 1e-3) / 1e12,
                    (f_flops + b_flops) / ((fwd + bwd) / n * 1e-3) / 1e12);
         }
@@ -509,9 +523,9 @@ int main(int argc, char **argv) {
         test_init_uniform(4 * 256 * 256 + 3, 0, 4);
         test_init_uniform(100003, 123456789, 7);
         for (int i = 0; i < nshapes; i++) test_data_generate(shapes[i][0], shapes[i][1]);
-        for (int fused = 1; fused >= 0; fused--) {
-            test_gelu_flavour(fused);
-            for (int i = 0; i < nshapes; i++) test_block(shapes[i][0], shapes[i][1], fused);
+        for (size_t m = 0; m < sizeof k_modes / sizeof k_modes[0]; m++) {
+            if (m != 1) test_gelu_flavour(&k_modes[m]); /* mode 1 has the same forward as 0 */
+            for (int i = 0; i < nshapes; i++) test_block(shapes[i][0], shapes[i][1], &k_modes[m]);
         }
         for (int i = 0; i < nshapes; i++) {
             test_mse(shapes[i][0], shapes[i][1], 0);
