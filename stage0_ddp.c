@@ -49,11 +49,8 @@ typedef struct {
     zl_event loss_ready, comm_done;
 } Trainer;
 
-/* Pointers to the four tensors of unit u inside a full padded buffer. */
-static zl_half *W1(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u] + zl_off_W1(t->D); }
-static zl_half *b1(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u] + zl_off_b1(t->D); }
-static zl_half *W2(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u] + zl_off_W2(t->D); }
-static zl_half *b2(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u] + zl_off_b2(t->D); }
+/* Unit u inside a full padded buffer (params or grads). */
+static zl_half *unit(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u]; }
 static zl_half *x_of(Trainer *t, int u) { return t->act_x + (size_t)u * t->B * t->D; }
 static zl_half *h_of(Trainer *t, int u) { return t->act_h + (size_t)u * t->B * 4 * t->D; }
 static zl_half *a_of(Trainer *t, int u) { return t->act_a + (size_t)u * t->B * 4 * t->D; }
@@ -85,7 +82,7 @@ static void allocate(Trainer *t) {
  * moments and gradient padding start at zero. */
 static void initialise(Trainer *t) {
     for (int u = 0; u < t->L; u++)
-        zl_model_init_range(t->params + t->part.off_pad[u], &t->part, t->shape, u, 0, t->part.n_pad[u],
+        zl_model_init_range(unit(t, t->params, u), &t->part, t->shape, u, 0, t->part.n_pad[u],
                             t->rt.cfg.seed, t->compute);
     zl_half_to_float_array(t->master, t->params, t->part.psi_pad, t->compute);
     zl_memset_async(t->adam_m, 0, 4 * t->part.psi_pad, t->compute);
@@ -94,10 +91,23 @@ static void initialise(Trainer *t) {
     zl_stream_sync(t->compute);
 }
 
+/* Block u's forward, reading its parameters from the unit at p (W1, b1, W2, b2). */
+static void forward_block(Trainer *t, int u, const zl_half *p) {
+    size_t D = (size_t)t->D;
+    zl_block_forward(x_of(t, u), p + zl_off_W1(D), p + zl_off_b1(D), p + zl_off_W2(D), p + zl_off_b2(D), h_of(t, u),
+                     a_of(t, u), x_of(t, u + 1), t->B, t->D, t->compute);
+}
+
+/* Block u's backward: parameters from unit p, gradients written into unit g, dy -> dx. */
+static void backward_block(Trainer *t, int u, const zl_half *p, zl_half *g, const zl_half *dy, zl_half *dx) {
+    size_t D = (size_t)t->D;
+    zl_block_backward(x_of(t, u), h_of(t, u), a_of(t, u), p + zl_off_W1(D), p + zl_off_W2(D), dy, t->dh,
+                      g + zl_off_W1(D), g + zl_off_b1(D), g + zl_off_W2(D), g + zl_off_b2(D), dx, t->B, t->D,
+                      t->compute);
+}
+
 static void forward(Trainer *t) {
-    for (int u = 0; u < t->L; u++)
-        zl_block_forward(x_of(t, u), W1(t, t->params, u), b1(t, t->params, u), W2(t, t->params, u),
-                         b2(t, t->params, u), h_of(t, u), a_of(t, u), x_of(t, u + 1), t->B, t->D, t->compute);
+    for (int u = 0; u < t->L; u++) forward_block(t, u, unit(t, t->params, u));
 }
 
 /* Backward from the last block to the first. The moment block u's gradients are
@@ -106,14 +116,12 @@ static void forward(Trainer *t) {
 static void backward_and_allreduce(Trainer *t) {
     int cur = 0; /* dx[cur] holds dL/d(output of block u) */
     for (int u = t->L - 1; u >= 0; u--) {
-        zl_block_backward(x_of(t, u), h_of(t, u), a_of(t, u), W1(t, t->params, u), W2(t, t->params, u), t->dx[cur],
-                          t->dh, W1(t, t->grads, u), b1(t, t->grads, u), W2(t, t->grads, u), b2(t, t->grads, u),
-                          t->dx[cur ^ 1], t->B, t->D, t->compute);
+        backward_block(t, u, unit(t, t->params, u), unit(t, t->grads, u), t->dx[cur], t->dx[cur ^ 1]);
         cur ^= 1;
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
         /* The whole padded unit: padding is zero on every rank, so the sum keeps it zero. */
-        zl_allreduce(t->grads + t->part.off_pad[u], t->part.n_pad[u], ZL_F16, ZL_P_GRAD_SYNC, t->comm);
+        zl_allreduce(unit(t, t->grads, u), t->part.n_pad[u], ZL_F16, ZL_P_GRAD_SYNC, t->comm);
     }
     zl_event_record(t->comm_done, t->comm);
 }
@@ -153,7 +161,7 @@ static uint64_t param_hash(Trainer *t) {
     zl_param_digest d;
     zl_digest_begin(&d, &t->rt);
     for (int u = 0; u < t->L; u++)
-        zl_digest_unit(&d, t->params + t->part.off_pad[u], t->part.n[u], t->staging, t->compute);
+        zl_digest_unit(&d, unit(t, t->params, u), t->part.n[u], t->staging, t->compute);
     return zl_digest_end(&d);
 }
 

@@ -59,11 +59,8 @@ typedef struct {
     zl_event loss_ready;
 } Trainer;
 
-/* Pointers to the four tensors of unit u inside a full padded buffer. */
-static zl_half *W1(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u] + zl_off_W1(t->D); }
-static zl_half *b1(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u] + zl_off_b1(t->D); }
-static zl_half *W2(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u] + zl_off_W2(t->D); }
-static zl_half *b2(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u] + zl_off_b2(t->D); }
+/* Unit u inside a full padded buffer (params or grads). */
+static zl_half *unit(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u]; }
 static zl_half *x_of(Trainer *t, int u) { return t->act_x + (size_t)u * t->B * t->D; }
 static zl_half *h_of(Trainer *t, int u) { return t->act_h + (size_t)u * t->B * 4 * t->D; }
 static zl_half *a_of(Trainer *t, int u) { return t->act_a + (size_t)u * t->B * 4 * t->D; }
@@ -99,7 +96,7 @@ static void allocate(Trainer *t) {
  * of this rank's fp16 slices; Adam moments and gradient padding start at zero. */
 static void initialise(Trainer *t) {
     for (int u = 0; u < t->L; u++) {
-        zl_model_init_range(t->params + t->part.off_pad[u], &t->part, t->shape, u, 0, t->part.n_pad[u],
+        zl_model_init_range(unit(t, t->params, u), &t->part, t->shape, u, 0, t->part.n_pad[u],
                             t->rt.cfg.seed, t->compute);
         zl_half_to_float_array(t->master + t->part.shard_off[u], my_slice(t, t->params, u), t->part.shard[u],
                                t->compute);
@@ -111,13 +108,27 @@ static void initialise(Trainer *t) {
     zl_stream_sync(t->compute);
 }
 
+/* Block u's forward, reading its parameters from the unit at p (W1, b1, W2, b2). */
+static void forward_block(Trainer *t, int u, const zl_half *p) {
+    size_t D = (size_t)t->D;
+    zl_block_forward(x_of(t, u), p + zl_off_W1(D), p + zl_off_b1(D), p + zl_off_W2(D), p + zl_off_b2(D), h_of(t, u),
+                     a_of(t, u), x_of(t, u + 1), t->B, t->D, t->compute);
+}
+
+/* Block u's backward: parameters from unit p, gradients written into unit g, dy -> dx. */
+static void backward_block(Trainer *t, int u, const zl_half *p, zl_half *g, const zl_half *dy, zl_half *dx) {
+    size_t D = (size_t)t->D;
+    zl_block_backward(x_of(t, u), h_of(t, u), a_of(t, u), p + zl_off_W1(D), p + zl_off_W2(D), dy, t->dh,
+                      g + zl_off_W1(D), g + zl_off_b1(D), g + zl_off_W2(D), g + zl_off_b2(D), dx, t->B, t->D,
+                      t->compute);
+}
+
 /* Block u may start once the previous step's all-gather of unit u has landed: the
  * gathers of later units overlap the forward of earlier ones. */
 static void forward(Trainer *t) {
     for (int u = 0; u < t->L; u++) {
         zl_stream_wait_event(t->compute, t->params_gathered[u]);
-        zl_block_forward(x_of(t, u), W1(t, t->params, u), b1(t, t->params, u), W2(t, t->params, u),
-                         b2(t, t->params, u), h_of(t, u), a_of(t, u), x_of(t, u + 1), t->B, t->D, t->compute);
+        forward_block(t, u, unit(t, t->params, u));
     }
 }
 
@@ -128,16 +139,14 @@ static void forward(Trainer *t) {
 static void backward_and_reduce_scatter(Trainer *t) {
     int cur = 0; /* dx[cur] holds dL/d(output of block u) */
     for (int u = t->L - 1; u >= 0; u--) {
-        zl_block_backward(x_of(t, u), h_of(t, u), a_of(t, u), W1(t, t->params, u), W2(t, t->params, u), t->dx[cur],
-                          t->dh, W1(t, t->grads, u), b1(t, t->grads, u), W2(t, t->grads, u), b2(t, t->grads, u),
-                          t->dx[cur ^ 1], t->B, t->D, t->compute);
+        backward_block(t, u, unit(t, t->params, u), unit(t, t->grads, u), t->dx[cur], t->dx[cur ^ 1]);
         cur ^= 1;
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
         if (t->rt.cfg.grad_sync_allreduce) /* seed 002's variant: the full sum, of which we use 1/N */
-            zl_allreduce(t->grads + t->part.off_pad[u], t->part.n_pad[u], ZL_F16, ZL_P_GRAD_SYNC, t->comm);
+            zl_allreduce(unit(t, t->grads, u), t->part.n_pad[u], ZL_F16, ZL_P_GRAD_SYNC, t->comm);
         else
-            zl_reduce_scatter(t->grads + t->part.off_pad[u], my_slice(t, t->grads, u), t->part.shard[u], ZL_F16,
+            zl_reduce_scatter(unit(t, t->grads, u), my_slice(t, t->grads, u), t->part.shard[u], ZL_F16,
                               ZL_P_GRAD_SYNC, t->comm);
         zl_event_record(t->grads_synced[u], t->comm);
     }
@@ -158,7 +167,7 @@ static void optimizer_step_and_allgather(Trainer *t, int step) {
                        step, hp, t->compute);
         zl_event_record(t->slice_updated[u], t->compute);
         zl_stream_wait_event(t->comm, t->slice_updated[u]);
-        zl_allgather(my_slice(t, t->params, u), t->params + t->part.off_pad[u], t->part.shard[u], ZL_F16,
+        zl_allgather(my_slice(t, t->params, u), unit(t, t->params, u), t->part.shard[u], ZL_F16,
                      ZL_P_GATHER_STEP, t->comm);
         zl_event_record(t->params_gathered[u], t->comm);
     }
@@ -189,7 +198,7 @@ static uint64_t param_hash(Trainer *t) {
     zl_param_digest d;
     zl_digest_begin(&d, &t->rt);
     for (int u = 0; u < t->L; u++)
-        zl_digest_unit(&d, t->params + t->part.off_pad[u], t->part.n[u], t->staging, t->compute);
+        zl_digest_unit(&d, unit(t, t->params, u), t->part.n[u], t->staging, t->compute);
     return zl_digest_end(&d);
 }
 

@@ -55,12 +55,14 @@ ZL_HD zl_half zl_float_to_half(float f) {
         uint32_t h = man >> shift;
         uint32_t rem = man & ((1u << shift) - 1u);
         uint32_t half_ulp = 1u << (shift - 1);
-        if (rem > half_ulp || (rem == half_ulp && (h & 1u))) h++;
+        h += (uint32_t)(rem > half_ulp) | ((uint32_t)(rem == half_ulp) & h & 1u); /* branch-free RNE */
         return (zl_half)(sign | h);
     }
     uint32_t h = ((uint32_t)e << 10) | (man >> 13);
     uint32_t rem = man & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* may carry into inf: correct */
+    /* round to nearest even, branch-free (unpredictable branches cost ~15% of a CPU step);
+     * a carry into the exponent, up to inf, is the correct result */
+    h += (uint32_t)(rem > 0x1000u) | ((uint32_t)(rem == 0x1000u) & h & 1u);
     return (zl_half)(sign | h);
 }
 
