@@ -22,7 +22,7 @@ void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem
     b[ZL_MEM_MASTER_FP32] = 4 * (c->stage >= 1 ? shard : full);
     b[ZL_MEM_ADAM_M] = 4 * (c->stage >= 1 ? shard : full);
     b[ZL_MEM_ADAM_V] = 4 * (c->stage >= 1 ? shard : full);
-    b[ZL_MEM_GRAD_BUCKET] = c->stage == 2 ? 2 * 2 * p->max_unit_pad : 0; /* two fp16 buckets */
+    b[ZL_MEM_GRAD_BUCKET] = c->stage >= 2 ? 2 * 2 * p->max_unit_pad : 0; /* two fp16 buckets */
     b[ZL_MEM_PARAM_GATHER] = c->stage == 3 ? (size_t)(1 + c->prefetch) * 2 * p->max_unit_pad : 0;
     b[ZL_MEM_ACTIVATIONS] = zl_formula_activation_bytes(c->layers, c->dim, c->rows);
     b[ZL_MEM_SCRATCH] = zl_formula_scratch_bytes(c->dim, c->rows);

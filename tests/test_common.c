@@ -172,6 +172,7 @@ Test(formulas, exact_memory_hand_computed) {
     cr_assert_eq(f.bytes[ZL_MEM_PARAMS_FP16], 88);
     cr_assert_eq(f.model_states, 16 * 44); /* 16·Psi_pad/N exactly */
     cr_assert_eq(f.bytes[ZL_MEM_PARAM_GATHER], 3 * 2 * 88);
+    cr_assert_eq(f.bytes[ZL_MEM_GRAD_BUCKET], 2 * 2 * 88);
     zl_partition_free(&p);
 }
 

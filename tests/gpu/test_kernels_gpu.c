@@ -6,8 +6,8 @@
  *                   arrays; the CUDA Adam mirrors the CPU's float operations)
  *   ‖gpu−cpu‖/‖cpu‖ ≤ 1e-2: GEMM outputs (fp16 storage, different summation order)
  *   ≤ 1e-5 relative: the loss
- * The block kernels run three times: with cuBLASLt's fused epilogues (default), with
- * DGELU instead of DGELU_BGRAD (ZL_CUBLASLT_EPILOGUES=27: db1 by the column-sum kernel)
+ * The block kernels run three times: with the default cuBLASLt epilogues (db1 by the
+ * column-sum kernel), with DGELU_BGRAD too (ZL_CUBLASLT_EPILOGUES=31: db1 from the GEMM)
  * and with no epilogues at all (ZL_CUBLASLT_EPILOGUES=0: every fallback kernel).
  *
  *   mpirun -np 1 ./test_kernels_gpu              the checks
@@ -260,7 +260,7 @@ static void run_block_gpu(const block_case *c, zl_half *out[9]) {
 typedef struct {
     const char *name, *mask;
 } epi_mode;
-static const epi_mode k_modes[] = {{"fused", NULL}, {"dgelu", "27"}, {"unfused", "0"}};
+static const epi_mode k_modes[] = {{"fused", NULL}, {"bgrad", "31"}, {"unfused", "0"}};
 
 static void set_mode(const epi_mode *m) {
     if (m->mask)

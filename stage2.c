@@ -1,0 +1,272 @@
+/* stage2.c — ZeRO-2, P_os+g: optimizer-state and gradient partitioning (paper §5.2).
+ *
+ * ZeRO-1 still keeps the full fp16 gradient (2Ψ) although, after the reduce-scatter,
+ * each rank reads only its 1/N slice of it. Here the full gradient never exists: backward
+ * writes each unit's gradients into a bucket, the bucket is reduce-scattered into this
+ * rank's persistent fp16 gradient shard (2Ψ_pad/N), and the bucket is reused. Two buckets
+ * alternate, so the reduce-scatter of unit u (communication stream) overlaps the backward
+ * of unit u-1 (compute stream) — the paper's bucketization, with constant-size buffers:
+ *     fp16 params 2Ψ + (fp16 grads 2Ψ + 12Ψ)/N  =  2Ψ + 14Ψ/N bytes, plus 2 buckets
+ * The optimizer step and the all-gather of the new fp16 params are those of stage 1.
+ *
+ * Traffic per step and rank: reduce-scatter (N-1)/N·2Ψ_pad + all-gather (N-1)/N·2Ψ_pad =
+ * 2(N-1)/N·2Ψ_pad, the same as DDP.
+ *
+ * Run: mpiexec -n N build/cpu/stage2 --preset demo   (or build/cuda/stage2). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/alloc.h"
+#include "common/comm.h"
+#include "common/formulas.h"
+#include "common/model.h"
+#include "common/report.h"
+#include "common/runtime.h"
+#include "common/util.h"
+#include "kernels/kernels.h"
+
+enum { STAGE = 2 };
+
+typedef struct {
+    zl_runtime rt;
+    zl_model_shape shape;
+    zl_partition part; /* L shard units, padded to multiples of N (DDP uses the same layout) */
+    int B, D, L;
+
+    /* model states. Full fp16 params (padded layout, unit u at part.off_pad[u]); fp16 grads
+     * and fp32 master, m, v only for this rank's slices (unit u at part.shard_off[u]). */
+    zl_half *params;
+    zl_half *grads;
+    float *master, *adam_m, *adam_v;
+    zl_half *bucket[2]; /* one full padded unit of gradients each, alternating */
+
+    /* activations saved for backward: x[u] is block u's input (x[L] = output), h and a per block */
+    zl_half *act_x, *act_h, *act_a;
+    /* scratch: targets, two activation-gradient buffers, dh, the loss */
+    zl_half *target, *dx[2], *dh;
+    float *loss;
+    void *workspace;
+    zl_half *staging; /* host */
+
+    zl_stream compute, comm;
+    zl_event *grads_ready;  /* one per unit: its gradients are written */
+    zl_event *grads_synced; /* one per unit: its reduce-scatter is done */
+    zl_event *slice_updated; /* one per unit: Adam has written this rank's fp16 slice */
+    zl_event *params_gathered; /* one per unit: its all-gather is done */
+    zl_event bucket_free[2]; /* the reduce-scatter that last read bucket b is done */
+    zl_event loss_ready;
+} Trainer;
+
+/* Unit u inside a full padded buffer (params or grads). */
+static zl_half *unit(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u]; }
+static zl_half *x_of(Trainer *t, int u) { return t->act_x + (size_t)u * t->B * t->D; }
+static zl_half *h_of(Trainer *t, int u) { return t->act_h + (size_t)u * t->B * 4 * t->D; }
+static zl_half *a_of(Trainer *t, int u) { return t->act_a + (size_t)u * t->B * 4 * t->D; }
+/* This rank's slice of unit u inside a full padded buffer. */
+static zl_half *my_slice(Trainer *t, zl_half *buf, int u) {
+    return buf + t->part.off_pad[u] + (size_t)t->rt.rank * t->part.shard[u];
+}
+/* This rank's gradient slice of unit u in the gradient shard. */
+static zl_half *my_grads(Trainer *t, int u) { return t->grads + t->part.shard_off[u]; }
+
+/* Every buffer the run will ever use, allocated once before step 1 (ZeRO-R's
+ * constant-size buffers): the step loop itself allocates nothing. */
+static void allocate(Trainer *t) {
+    size_t psi_pad = t->part.psi_pad, shard = t->part.shard_total, BD = (size_t)t->B * t->D, L = (size_t)t->L;
+    t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * psi_pad, "fp16 params");
+    t->grads = zl_mem_alloc(ZL_MEM_GRADS_FP16, 2 * shard, "fp16 grads (this rank's slices)");
+    t->master = zl_mem_alloc(ZL_MEM_MASTER_FP32, 4 * shard, "fp32 master params (this rank's slices)");
+    t->adam_m = zl_mem_alloc(ZL_MEM_ADAM_M, 4 * shard, "Adam m (this rank's slices)");
+    t->adam_v = zl_mem_alloc(ZL_MEM_ADAM_V, 4 * shard, "Adam v (this rank's slices)");
+    for (int b = 0; b < 2; b++) /* sized for the largest unit: constant, whatever the model's depth */
+        t->bucket[b] = zl_mem_alloc(ZL_MEM_GRAD_BUCKET, 2 * t->part.max_unit_pad, "gradient bucket");
+    t->act_x = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * (L + 1) * BD, "block inputs x");
+    t->act_h = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * L * 4 * BD, "pre-activations h");
+    t->act_a = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * L * 4 * BD, "activations a = gelu(h)");
+    t->target = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "targets");
+    t->dx[0] = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "activation grad 0");
+    t->dx[1] = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "activation grad 1");
+    t->dh = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * 4 * BD, "dh");
+    t->loss = zl_mem_alloc(ZL_MEM_SCRATCH, sizeof(float), "loss");
+    size_t ws = zl_kernels_workspace_bytes(t->B, t->D);
+    t->workspace = zl_mem_alloc(ZL_MEM_WORKSPACE, ws, "kernel workspace");
+    zl_kernels_set_workspace(t->workspace, ws);
+    t->staging = zl_mem_alloc(ZL_MEM_HOST_STAGING, 2 * t->part.max_unit, "host staging for param_hash");
+}
+
+/* Parameters from the seed alone (the same full vector as DDP); fp32 master = exact copy
+ * of this rank's fp16 slices; Adam moments and the buckets' padding start at zero. */
+static void initialise(Trainer *t) {
+    for (int u = 0; u < t->L; u++) {
+        zl_model_init_range(unit(t, t->params, u), &t->part, t->shape, u, 0, t->part.n_pad[u],
+                            t->rt.cfg.seed, t->compute);
+        zl_half_to_float_array(t->master + t->part.shard_off[u], my_slice(t, t->params, u), t->part.shard[u],
+                               t->compute);
+        zl_event_record(t->params_gathered[u], t->comm); /* nothing to wait for at step 1 */
+    }
+    zl_memset_async(t->adam_m, 0, 4 * t->part.shard_total, t->compute);
+    zl_memset_async(t->adam_v, 0, 4 * t->part.shard_total, t->compute);
+    for (int b = 0; b < 2; b++) {
+        zl_memset_async(t->bucket[b], 0, 2 * t->part.max_unit_pad, t->compute); /* padding stays zero */
+        zl_event_record(t->bucket_free[b], t->comm);
+    }
+    zl_stream_sync(t->compute);
+}
+
+/* Block u's forward, reading its parameters from the unit at p (W1, b1, W2, b2). */
+static void forward_block(Trainer *t, int u, const zl_half *p) {
+    size_t D = (size_t)t->D;
+    zl_block_forward(x_of(t, u), p + zl_off_W1(D), p + zl_off_b1(D), p + zl_off_W2(D), p + zl_off_b2(D), h_of(t, u),
+                     a_of(t, u), x_of(t, u + 1), t->B, t->D, t->compute);
+}
+
+/* Block u's backward: parameters from unit p, gradients written into unit g, dy -> dx. */
+static void backward_block(Trainer *t, int u, const zl_half *p, zl_half *g, const zl_half *dy, zl_half *dx) {
+    size_t D = (size_t)t->D;
+    zl_block_backward(x_of(t, u), h_of(t, u), a_of(t, u), p + zl_off_W1(D), p + zl_off_W2(D), dy, t->dh,
+                      g + zl_off_W1(D), g + zl_off_b1(D), g + zl_off_W2(D), g + zl_off_b2(D), dx, t->B, t->D,
+                      t->compute);
+}
+
+/* Block u may start once the previous step's all-gather of unit u has landed: the
+ * gathers of later units overlap the forward of earlier ones. */
+static void forward(Trainer *t) {
+    for (int u = 0; u < t->L; u++) {
+        zl_stream_wait_event(t->compute, t->params_gathered[u]);
+        forward_block(t, u, unit(t, t->params, u));
+    }
+}
+
+/* Backward from the last block to the first, into alternating buckets. Before block u
+ * writes bucket b, the reduce-scatter that last read b must be done (event); the moment
+ * the bucket is full, the communication stream reduce-scatters it into this rank's
+ * gradient shard while backward goes on with block u-1 in the other bucket. */
+static void backward_and_reduce_scatter(Trainer *t) {
+    int cur = 0; /* dx[cur] holds dL/d(output of block u) */
+    for (int u = t->L - 1; u >= 0; u--) {
+        int b = u % 2;
+        zl_stream_wait_event(t->compute, t->bucket_free[b]);
+        backward_block(t, u, unit(t, t->params, u), t->bucket[b], t->dx[cur], t->dx[cur ^ 1]);
+        cur ^= 1;
+        zl_event_record(t->grads_ready[u], t->compute);
+        zl_stream_wait_event(t->comm, t->grads_ready[u]);
+        zl_reduce_scatter(t->bucket[b], my_grads(t, u), t->part.shard[u], ZL_F16, ZL_P_GRAD_SYNC, t->comm);
+        zl_event_record(t->grads_synced[u], t->comm);
+        zl_event_record(t->bucket_free[b], t->comm);
+    }
+}
+
+/* Each rank updates only its slice of each unit — 1/N of DDP's optimizer work and state —
+ * and writes the new fp16 values into that slice of the full param buffer. Then the unit
+ * is all-gathered in place, so every rank holds every new fp16 param again; the gather of
+ * unit u overlaps the update of unit u+1. 1/(loss_scale·N): unscale, and sum -> mean. */
+static void optimizer_step_and_allgather(Trainer *t, int step) {
+    const zl_config *c = &t->rt.cfg;
+    zl_adam_hparams hp = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay};
+    for (int u = 0; u < t->L; u++) {
+        size_t off = t->part.shard_off[u];
+        zl_stream_wait_event(t->compute, t->grads_synced[u]);
+        zl_adam_update(t->master + off, t->adam_m + off, t->adam_v + off, my_slice(t, t->params, u),
+                       my_grads(t, u), t->part.shard[u], 1.0f / (c->loss_scale * (float)t->rt.world),
+                       step, hp, t->compute);
+        zl_event_record(t->slice_updated[u], t->compute);
+        zl_stream_wait_event(t->comm, t->slice_updated[u]);
+        zl_allgather(my_slice(t, t->params, u), unit(t, t->params, u), t->part.shard[u], ZL_F16,
+                     ZL_P_GATHER_STEP, t->comm);
+        zl_event_record(t->params_gathered[u], t->comm);
+    }
+}
+
+/* One training step; returns the mean loss over all N·B rows. */
+static float train_step(Trainer *t, int step) {
+    const zl_config *c = &t->rt.cfg;
+    /* Step s uses global rows [s·N·B, (s+1)·N·B); this rank takes its B of them. */
+    uint64_t row0 = ((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * (uint64_t)t->B;
+    zl_comm_step_begin();
+    zl_data_generate(x_of(t, 0), t->target, c->seed, row0, t->B, t->D, t->compute);
+    forward(t);
+    zl_mse_loss_backward(x_of(t, t->L), t->target, t->dx[0], t->loss, t->B, t->D, c->loss_scale, t->compute);
+    zl_event_record(t->loss_ready, t->compute);
+    zl_stream_wait_event(t->comm, t->loss_ready);
+    zl_allreduce(t->loss, 1, ZL_F32, ZL_P_CONTROL, t->comm); /* sum of per-rank means */
+    backward_and_reduce_scatter(t);
+    optimizer_step_and_allgather(t, step);
+    float loss_sum;
+    zl_stream_sync(t->comm);
+    zl_memcpy_d2h(&loss_sum, t->loss, sizeof loss_sum, t->compute); /* also waits for Adam */
+    zl_comm_step_end(step > 1 || c->steps == 1);                  /* step 1 is warm-up for timing */
+    return loss_sum / (float)t->rt.world;
+}
+
+static uint64_t param_hash(Trainer *t) {
+    zl_param_digest d;
+    zl_digest_begin(&d, &t->rt);
+    for (int u = 0; u < t->L; u++)
+        zl_digest_unit(&d, unit(t, t->params, u), t->part.n[u], t->staging, t->compute);
+    return zl_digest_end(&d);
+}
+
+int main(int argc, char **argv) {
+    Trainer t = {0};
+    zl_runtime_start(&t.rt, STAGE, argc, argv); /* exits on bad flags, before any allocation */
+    const zl_config *c = &t.rt.cfg;
+    t.L = c->layers, t.D = c->dim, t.B = c->batch;
+    t.shape = (zl_model_shape){c->layers, c->dim};
+    if (zl_model_partition(&t.part, t.shape, t.rt.world)) zl_fatal("model too large: byte counts overflow");
+
+    t.compute = zl_stream_create();
+    t.comm = zl_stream_create();
+    zl_event **per_unit[] = {&t.grads_ready, &t.grads_synced, &t.slice_updated, &t.params_gathered};
+    for (int k = 0; k < 4; k++) {
+        *per_unit[k] = malloc((size_t)t.L * sizeof(zl_event));
+        if (!*per_unit[k]) zl_fatal("out of host memory");
+        for (int u = 0; u < t.L; u++) (*per_unit[k])[u] = zl_event_create();
+    }
+    for (int b = 0; b < 2; b++) t.bucket_free[b] = zl_event_create();
+    t.loss_ready = zl_event_create();
+    zl_comm_init(t.rt.world, t.rt.rank, 2 * t.L + 4);
+
+    zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
+    rep.device_known = zl_dev_mem_used(&rep.device_baseline, &rep.device_total);
+    zl_mem_init(zl_dev_alloc, zl_dev_free);
+    allocate(&t);
+    zl_dev_mem_used(&rep.device_after_alloc, &rep.device_total);
+    initialise(&t);
+
+    float *losses = malloc((size_t)c->steps * sizeof(float));
+    if (!losses) zl_fatal("out of host memory");
+    double timed_ms = 0;
+    zl_mem_freeze(); /* from here to the end of training, no allocation */
+    for (int step = 1; step <= c->steps; step++) {
+        double t0 = zl_wall_seconds();
+        losses[step - 1] = train_step(&t, step);
+        double ms = (zl_wall_seconds() - t0) * 1e3;
+        if (step > 1 || c->steps == 1) timed_ms += ms;
+        zl_report_step(&t.rt, step, c->steps, losses[step - 1], ms);
+    }
+    zl_mem_unfreeze();
+    zl_dev_mem_used(&rep.device_end, &rep.device_total);
+
+    rep.fc = (zl_formula_config){.stage = STAGE, .rows = t.B, .dim = t.D, .layers = t.L,
+                                 .workspace_bytes = zl_kernels_workspace_bytes(t.B, t.D)};
+    rep.variant = "reduce-scatter from 2 buckets into the gradient shard + all-gather";
+    rep.losses = losses;
+    rep.ms_per_step = timed_ms / (c->steps > 1 ? c->steps - 1 : 1);
+    rep.param_hash = param_hash(&t);
+    zl_report_final(&rep);
+
+    free(losses);
+    zl_mem_free_all();
+    zl_comm_finalize();
+    for (int k = 0; k < 4; k++) {
+        for (int u = 0; u < t.L; u++) zl_event_destroy((*per_unit[k])[u]);
+        free(*per_unit[k]);
+    }
+    for (int b = 0; b < 2; b++) zl_event_destroy(t.bucket_free[b]);
+    zl_event_destroy(t.loss_ready);
+    zl_stream_destroy(t.compute);
+    zl_stream_destroy(t.comm);
+    zl_partition_free(&t.part);
+    zl_runtime_finish(&t.rt);
+    return 0;
+}
