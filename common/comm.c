@@ -85,7 +85,15 @@ void zl_allgather(const void *send, void *recv, size_t send_count, zl_dtype t, z
 
 void zl_comm_step_begin(void) { g_n = 0; }
 
+static void fold(int timed);
 void zl_comm_step_end(int timed) {
+    fold(timed);
+    g_steps++;
+    if (timed) g_timed_steps++;
+}
+void zl_comm_end_extra(void) { fold(0); }
+
+static void fold(int timed) {
     for (int i = 0; i < g_n; i++) {
         log_entry *e = &g_log[i];
         zl_comm_stat *st = &g_stat[e->op][e->why][e->dtype];
@@ -99,8 +107,6 @@ void zl_comm_step_end(int timed) {
         }
     }
     g_n = 0;
-    g_steps++;
-    if (timed) g_timed_steps++;
 }
 
 const zl_comm_stat *zl_comm_get(zl_op op, zl_purpose why, zl_dtype t) { return &g_stat[op][why][t]; }

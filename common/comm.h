@@ -59,6 +59,9 @@ void zl_allgather(const void *send, void *recv, size_t send_count, zl_dtype t, z
  * into the totals. `timed` = 0 for the warm-up step (bytes counted, time not). */
 void zl_comm_step_begin(void);
 void zl_comm_step_end(int timed);
+/* Fold collectives issued outside the training steps (stage 3's final gather for the
+ * hash) into the totals without counting a step or their time. */
+void zl_comm_end_extra(void);
 
 /* Totals. stat[op][purpose][dtype] */
 const zl_comm_stat *zl_comm_get(zl_op op, zl_purpose why, zl_dtype t);

@@ -64,6 +64,7 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
             out->bytes[ZL_P_GATHER_FWD] += ring, out->calls[ZL_P_GATHER_FWD] += 1;
             out->bytes[ZL_P_GATHER_BWD] += ring, out->calls[ZL_P_GATHER_BWD] += 1;
             out->bytes[ZL_P_GRAD_SYNC] += ring, out->calls[ZL_P_GRAD_SYNC] += 1;
+            out->bytes[ZL_P_GATHER_FINAL] += ring, out->calls[ZL_P_GATHER_FINAL] += 1; /* once, for the hash */
         }
     }
     out->bytes[ZL_P_CONTROL] = 2 * (N - 1) / N * 4.0; /* one fp32 loss, all-reduced */
