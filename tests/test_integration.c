@@ -24,11 +24,25 @@ static void expected_sizes(int L, int D, int N, double *psi, double *psi_pad) {
     *psi_pad = L * ceil(n / N) * N;
 }
 
-static void check_memory_and_traffic(const char *prog, int stage, int N, int L, int D, int B) {
+static const char *const progs[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
+
+/* Model states per rank, computed here from Ψ (or Ψ_pad), N and the stage alone. */
+static double states_for(int stage, double psi, int N) {
+    switch (stage) {
+    case 0: return 16 * psi;
+    case 1: return 4 * psi + 12 * psi / N;
+    case 2: return 2 * psi + 14 * psi / N;
+    default: return 16 * psi / N;
+    }
+}
+
+static void check_memory_and_traffic_with(int stage, int N, int L, int D, int B, const char *extra) {
+    const char *prog = progs[stage];
     char json[128];
     snprintf(json, sizeof json, "/tmp/zl_it_%s_%d_%d.json", prog, N, getpid());
     zl_run_result r;
-    zl_run(&r, "-n %d {%s} --layers %d --dim %d --batch %d --steps 3 --quiet --json %s", N, prog, L, D, B, json);
+    zl_run(&r, "-n %d {%s} --layers %d --dim %d --batch %d --steps 3 --quiet --json %s%s", N, prog, L, D, B, json,
+           extra);
     cr_assert_eq(r.exit_code, 0, "%s N=%d failed (exit %d):\n%s\n%s", prog, N, r.exit_code, r.out, r.err);
     cJSON *j = zl_load_json(json);
     double psi, psi_pad;
@@ -52,31 +66,54 @@ static void check_memory_and_traffic(const char *prog, int stage, int N, int L, 
                          rank, categories[c], zl_num(rk, m), zl_num(rk, f));
         }
         /* The formula itself, checked against an independent count for the model states. */
-        double states = stage == 0 ? 16 * psi_pad : 0;
-        if (stage == 0) cr_expect_eq(zl_num(rk, "memory.formula.model_states"), states);
-        cr_expect_float_eq(zl_num(rk, "memory.paper.model_states"), stage == 0 ? 16 * psi : 0, 1e-6);
+        cr_expect_float_eq(zl_num(rk, "memory.formula.model_states"), states_for(stage, psi_pad, N), 1e-6);
+        cr_expect_float_eq(zl_num(rk, "memory.paper.model_states"), states_for(stage, psi, N), 1e-3);
+        double unit_pad = psi_pad / L;
+        cr_expect_eq(zl_num(rk, "memory.formula.grad_bucket"), stage >= 2 ? 2 * 2 * unit_pad : 0);
+        int prefetch = strstr(extra, "--prefetch 2") ? 2 : strstr(extra, "--prefetch 0") ? 0 : 1;
+        cr_expect_eq(zl_num(rk, "memory.formula.param_gather"), stage == 3 ? (1 + prefetch) * 2 * unit_pad : 0);
         cr_expect_eq(zl_num(rk, "memory.allocations_in_step"), 0, "the step loop allocated");
         double wm = zl_num(rk, "comm.measured.wire_bytes_per_step");
         double wf = zl_num(rk, "comm.formula.wire_bytes_per_step");
         cr_expect_float_eq(wm, wf, 1e-9 * (1 + wf), "%s N=%d rank %d wire bytes %.0f vs formula %.0f", prog, N, rank,
                            wm, wf);
-        if (stage == 0) cr_expect_float_eq(wf, 2.0 * (N - 1) / N * 2 * psi_pad, 1e-6);
+        cr_expect_float_eq(wf, (stage == 3 || strstr(extra, "allreduce") ? 3.0 : 2.0) * (N - 1) / N * 2 * psi_pad, 1e-6);
+        static const char *const purposes[] = {"grad_sync", "param_gather_fwd", "param_gather_bwd",
+                                               "param_gather_step", "control", "param_gather_final"};
+        for (size_t p = 0; p < sizeof purposes / sizeof purposes[0]; p++) {
+            char m[96], f[96];
+            snprintf(m, sizeof m, "comm.measured.by_purpose.%s", purposes[p]);
+            snprintf(f, sizeof f, "comm.formula.by_purpose.%s", purposes[p]);
+            cr_expect_float_eq(zl_num(rk, m), zl_num(rk, f), 1e-9 * (1 + zl_num(rk, f)), "%s N=%d %s: %.0f vs %.0f",
+                               prog, N, purposes[p], zl_num(rk, m), zl_num(rk, f));
+        }
     }
     cJSON_Delete(j);
     unlink(json);
 }
 
+static void check_memory_and_traffic(int stage, int N, int L, int D, int B) {
+    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    check_memory_and_traffic_with(stage, N, L, D, B, "");
+}
+
 /* D = 31 makes a block 7843 elements: padded differently for N = 2, 3, 4. */
-Test(stage0, memory_and_traffic_exact_N1) { check_memory_and_traffic("stage0_ddp", 0, 1, 2, 31, 3); }
-Test(stage0, memory_and_traffic_exact_N2) { check_memory_and_traffic("stage0_ddp", 0, 2, 2, 31, 3); }
-Test(stage0, memory_and_traffic_exact_N3) {
+#define EXACT_TESTS(stage)                                                                                       \
+    Test(exact, stage##stage##_N1) { check_memory_and_traffic(stage, 1, 2, 31, 3); }                           \
+    Test(exact, stage##stage##_N2) { check_memory_and_traffic(stage, 2, 2, 31, 3); }                           \
+    Test(exact, stage##stage##_N3) { check_memory_and_traffic(stage, 3, 3, 31, 2); }                           \
+    Test(exact, stage##stage##_N4) { check_memory_and_traffic(stage, 4, 2, 31, 2); }
+EXACT_TESTS(0)
+EXACT_TESTS(1)
+EXACT_TESTS(2)
+EXACT_TESTS(3)
+
+Test(exact, stage1_allreduce_variant_N3) {
     if (max_world() < 3) cr_skip_test("ZL_MAX_WORLD < 3");
-    check_memory_and_traffic("stage0_ddp", 0, 3, 3, 31, 2);
+    check_memory_and_traffic_with(1, 3, 2, 31, 2, " --grad-sync allreduce");
 }
-Test(stage0, memory_and_traffic_exact_N4) {
-    if (max_world() < 4) cr_skip_test("ZL_MAX_WORLD < 4");
-    check_memory_and_traffic("stage0_ddp", 0, 4, 2, 31, 2);
-}
+Test(exact, stage3_prefetch_2_N2) { check_memory_and_traffic_with(3, 2, 3, 31, 2, " --prefetch 2"); }
+Test(exact, stage3_prefetch_0_N2) { check_memory_and_traffic_with(3, 2, 3, 31, 2, " --prefetch 0"); }
 
 Test(stage0, loss_falls) {
     char json[128];
@@ -195,4 +232,92 @@ Test(bad_input, help_exits_0) {
     zl_run(&r, "-n 1 {stage0_ddp} --help");
     cr_expect_eq(r.exit_code, 0);
     cr_expect(strstr(r.out, "--preset tiny|demo|lab-1b") != NULL, "%s", r.out);
+}
+
+/* ---- the four stages are the same training run ---------------------------------------- */
+
+typedef struct {
+    cJSON *json[5];
+    double *params[5];
+    size_t n;
+} stage_runs;
+
+/* Runs stage 0..3 (and stage 1 --grad-sync allreduce as index 4) on N ranks, tiny preset. */
+static void run_all_stages(stage_runs *sr, int N, int steps) {
+    for (int i = 0; i < 5; i++) {
+        int stage = i < 4 ? i : 1;
+        char json[128], dump[128];
+        snprintf(json, sizeof json, "/tmp/zl_st%d_%d_%d.json", i, N, getpid());
+        snprintf(dump, sizeof dump, "/tmp/zl_st%d_%d_%d.bin", i, N, getpid());
+        zl_run_result r;
+        zl_run(&r, "-n %d {%s} --preset tiny --steps %d --quiet --json %s --dump-params %s%s", N, progs[stage], steps,
+               json, dump, i == 4 ? " --grad-sync allreduce" : "");
+        cr_assert_eq(r.exit_code, 0, "%s N=%d: %s", progs[stage], N, r.err);
+        sr->json[i] = zl_load_json(json);
+        sr->params[i] = zl_load_params(dump, &sr->n);
+        unlink(json), unlink(dump);
+    }
+}
+
+static void free_stage_runs(stage_runs *sr) {
+    for (int i = 0; i < 5; i++) cJSON_Delete(sr->json[i]), free(sr->params[i]);
+}
+
+static double wire_of(cJSON *j) {
+    return zl_num(cJSON_GetArrayItem(zl_get(j, "ranks"), 0), "comm.measured.wire_bytes_per_step");
+}
+
+/* With one or two ranks every sum has one order, so all stages must agree bit for bit. */
+static void check_bitwise(int N) {
+    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    stage_runs sr;
+    run_all_stages(&sr, N, 10);
+    const char *ddp = zl_get(sr.json[0], "param_hash")->valuestring;
+    for (int i = 1; i < 5; i++)
+        cr_expect_str_eq(zl_get(sr.json[i], "param_hash")->valuestring, ddp, "run %d (stage %d) at N=%d", i,
+                         i < 4 ? i : 1, N);
+    if (N > 1) { /* measured traffic ratio to DDP */
+        double base = wire_of(sr.json[0]);
+        cr_expect_float_eq(wire_of(sr.json[1]) / base, 1.0, 1e-12);
+        cr_expect_float_eq(wire_of(sr.json[2]) / base, 1.0, 1e-12);
+        cr_expect_float_eq(wire_of(sr.json[3]) / base, 1.5, 1e-12);
+        cr_expect_float_eq(wire_of(sr.json[4]) / base, 1.5, 1e-12);
+    }
+    free_stage_runs(&sr);
+}
+Test(equivalence, all_stages_bitwise_equal_N1) { check_bitwise(1); }
+Test(equivalence, all_stages_bitwise_equal_N2) { check_bitwise(2); }
+
+/* With 3 or 4 ranks the reduction order may differ between all-reduce and
+ * reduce-scatter: parameters within 1e-3 (relative norm), losses within 1e-3. */
+static void check_close(int N) {
+    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    stage_runs sr;
+    run_all_stages(&sr, N, 10);
+    for (int i = 1; i < 5; i++) {
+        double diff = 0, norm = 0;
+        for (size_t k = 0; k < sr.n; k++) {
+            double d = sr.params[i][k] - sr.params[0][k];
+            diff += d * d, norm += sr.params[0][k] * sr.params[0][k];
+        }
+        cr_expect(sqrt(diff / norm) <= 1e-3, "run %d at N=%d: |p - p_DDP|/|p_DDP| = %.3g", i, N, sqrt(diff / norm));
+        for (int t = 0; t < 10; t++) {
+            double a = cJSON_GetArrayItem(zl_get(sr.json[0], "loss"), t)->valuedouble;
+            double b = cJSON_GetArrayItem(zl_get(sr.json[i], "loss"), t)->valuedouble;
+            cr_expect(fabs(a - b) <= 1e-3 * fabs(a), "run %d N=%d step %d: loss %.7f vs DDP %.7f", i, N, t + 1, b, a);
+        }
+    }
+    free_stage_runs(&sr);
+}
+Test(equivalence, all_stages_close_to_ddp_N3) { check_close(3); }
+Test(equivalence, all_stages_close_to_ddp_N4) { check_close(4); }
+
+Test(bad_input, stage_specific_flags) {
+    expect_refused("-n 1 {stage3} --layers 2 --prefetch 2", "--prefetch: expected an integer in [0, 1] (layers - 1)");
+    expect_refused("-n 1 {stage3} --prefetch -1", "--prefetch: expected an integer in [0, 64]");
+    expect_refused("-n 2 {stage1} --grad-sync ring", "--grad-sync: expected reducescatter or allreduce, got 'ring'");
+    expect_refused("-n 1 {stage2} --prefetch 1", "--prefetch: only stage3 takes this flag; stage2 does not");
+    expect_refused("-n 1 {stage3} --grad-sync allreduce", "--grad-sync: only stage1 takes this flag; stage3 does not");
+    expect_refused("-n 1 {stage2} --grad-sync allreduce", "--grad-sync: only stage1 takes this flag");
+    expect_refused("-n 1 {stage1} --prefetch 0", "--prefetch: only stage3 takes this flag");
 }

@@ -24,9 +24,10 @@
  * cuBLASLt descriptors, layouts and the heuristic's algorithm are cached per GEMM
  * configuration (shape, transposes, epilogue, pointer alignment), so after the first step
  * a GEMM costs one attribute update and one launch. Nothing here allocates device memory:
- * the cuBLASLt workspace and the loss partial sums live in the workspace the stage hands
- * over (zl_kernels_set_workspace). All reductions run in a fixed order: bit-identical
- * results from run to run. */
+ * the cuBLASLt workspace and the partial sums of the loss and of the bias gradients live
+ * in the workspace the stage hands over (zl_kernels_set_workspace). That workspace is
+ * shared by all calls, so the kernels must not run on two streams at the same time. All
+ * reductions run in a fixed order: bit-identical results from run to run. */
 #include <cublasLt.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -208,7 +209,8 @@ static int epilogue_has_aux(cublasLtEpilogue_t e) {
 }
 
 static void describe_gemm(char *buf, size_t len, const gemm_args *g) {
-    snprintf(buf, len, "%s: m=%d n=%d k=%d op(A)=%c op(B)=%c lda=%d ldb=%d ldd=%d epilogue=%d, align A/B/C/D=%d/%d/%d/%d",
+    snprintf(buf, len,
+             "%s: m=%d n=%d k=%d op(A)=%c op(B)=%c lda=%d ldb=%d ldd=%d epilogue=%d, align A/B/C/D=%d/%d/%d/%d",
              g->what, g->m, g->n, g->k, g->transa == CUBLAS_OP_T ? 'T' : 'N', g->transb == CUBLAS_OP_T ? 'T' : 'N',
              g->lda, g->ldb, g->ldd, (int)g->epilogue, align_class(g->A), align_class(g->B),
              align_class(g->C ? g->C : g->D), align_class(g->D));
@@ -218,7 +220,8 @@ static void describe_gemm(char *buf, size_t len, const gemm_args *g) {
  * host-side attribute write); the heuristic also reads them, for their alignment. */
 static void set_epilogue_pointers(cublasLtMatmulDesc_t desc, const gemm_args *g) {
     if (epilogue_has_bias(g->epilogue))
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias));
+        cublasCheck(
+            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias));
     if (epilogue_has_aux(g->epilogue)) {
         int64_t ld = g->ldaux;
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
@@ -255,8 +258,10 @@ static void plan_create(gemm_plan *p, const gemm_args *g) {
     cublasLtHandle_t lt = lt_handle();
     uint32_t epi = (uint32_t)g->epilogue;
     cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &g->transa, sizeof g->transa));
-    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &g->transb, sizeof g->transb));
+    cublasCheck(
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &g->transa, sizeof g->transa));
+    cublasCheck(
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &g->transb, sizeof g->transb));
     cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     set_epilogue_pointers(p->desc, g);
 
@@ -277,10 +282,14 @@ static void plan_create(gemm_plan *p, const gemm_args *g) {
     uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
                                                      sizeof reductions));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
 
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
@@ -327,8 +336,8 @@ static int gemm(const gemm_args *g, int required, cudaStream_t s) {
     set_epilogue_pointers(p->desc, g);
     float alpha = 1.0f, beta = g->beta;
     const void *C = g->C ? g->C : g->D;
-    cublasStatus_t st = cublasLtMatmul(lt_handle(), p->desc, &alpha, g->A, p->la, g->B, p->lb, &beta, C, p->lcd, g->D,
-                                       p->lcd, &p->algo, g_ws_lt, ZL_LT_WS_BYTES, s);
+    cublasStatus_t st = cublasLtMatmul(lt_handle(), p->desc, &alpha, g->A, p->la, g->B, p->lb, &beta, C, p->lcd,
+                                       g->D, p->lcd, &p->algo, g_ws_lt, ZL_LT_WS_BYTES, s);
     if (st != CUBLAS_STATUS_SUCCESS) {
         char buf[512];
         describe_gemm(buf, sizeof buf, g);
@@ -624,11 +633,10 @@ __device__ double block_sum(double v) {
     return v;
 }
 
-__device__ __forceinline__ float mse_one(zl_half y, zl_half t, float scale, zl_half *dy, double *acc) {
+__device__ __forceinline__ void mse_one(zl_half y, zl_half t, float scale, zl_half *dy, double *acc) {
     float d = __fsub_rn(h2f(y), h2f(t));
     *dy = f2h(__fmul_rn(scale, d));
     *acc += (double)d * (double)d;
-    return d;
 }
 
 /* vec = 1: y, t, dy are 16-byte aligned and handled 8 elements at a time over

@@ -478,8 +478,8 @@ static void bench(int R, int D, int iters) {
         }
         if (pass) {
             double f_flops = 16.0 * R * (double)D * D, b_flops = 32.0 * R * (double)D * D;
-            printf("bench rows=%d dim=%d (epilogues %s): forward %.3f ms = %.1f TFLOP/s, loss+backward %.3f ms = %.1f TFLOP/s, "
-                   "total %.1f TFLOP/s\n",
+            printf("bench rows=%d dim=%d (epilogues %s): forward %.3f ms = %.1f TFLOP/s, "
+                   "loss+backward %.3f ms = %.1f TFLOP/s, total %.1f TFLOP/s\n",
                    R, D, getenv("ZL_CUBLASLT_EPILOGUES") ? getenv("ZL_CUBLASLT_EPILOGUES") : "default", fwd / n,
                    f_flops / (fwd / n * 1e-3) / 1e12, bwd / n, b_flops / (bwd / n * 1e-3) / 1e12,
                    (f_flops + b_flops) / ((fwd + bwd) / n * 1e-3) / 1e12);
@@ -488,6 +488,30 @@ static void bench(int R, int D, int iters) {
     for (int i = 0; i < 3; i++) zl_event_destroy(e[i]);
     void *all[] = {x, t, W1, b1, W2, b2, h, a, y, dy, dh, dW1, db1, dW2, db2, dx, loss};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) zl_dev_free(all[i]);
+}
+
+/* AdamW over one block's parameters (8D² + 5D): effective bandwidth, counting 28 bytes an
+ * element (fp16 grad and param, fp32 master, m, v: read and write). */
+static void bench_adam(int D, int iters) {
+    size_t n = 8 * (size_t)D * D + 5 * (size_t)D;
+    float *master = dalloc(n * 4), *m = dalloc(n * 4), *v = dalloc(n * 4);
+    zl_half *param = dalloc(n * 2), *grad = dalloc(n * 2);
+    zl_init_uniform(param, n, 7, 0, 6, g_s);
+    zl_init_uniform(grad, n, 8, 0, 0, g_s);
+    zl_half_to_float_array(master, param, n, g_s);
+    zl_memset_async(m, 0, n * 4, g_s);
+    zl_memset_async(v, 0, n * 4, g_s);
+    zl_adam_hparams hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f};
+    zl_event e0 = zl_event_create(), e1 = zl_event_create();
+    zl_adam_update(master, m, v, param, grad, n, 1.0f / 1024.0f, 1, hp, g_s); /* warm-up */
+    zl_event_record(e0, g_s);
+    for (int t = 2; t < 2 + iters; t++) zl_adam_update(master, m, v, param, grad, n, 1.0f / 1024.0f, t, hp, g_s);
+    zl_event_record(e1, g_s);
+    zl_stream_sync(g_s);
+    double ms = zl_event_elapsed_ms(e0, e1) / iters;
+    printf("bench adam n=%zu: %.3f ms = %.0f GB/s\n", n, ms, 28.0 * (double)n / (ms * 1e-3) / 1e9);
+    zl_event_destroy(e0), zl_event_destroy(e1);
+    zl_dev_free(master), zl_dev_free(m), zl_dev_free(v), zl_dev_free(param), zl_dev_free(grad);
 }
 
 /* ---- main --------------------------------------------------------------------------------------- */
@@ -506,6 +530,7 @@ int main(int argc, char **argv) {
         int R = argc > 2 ? atoi(argv[2]) : 8192, D = argc > 3 ? atoi(argv[3]) : 4096;
         int iters = argc > 4 ? atoi(argv[4]) : 20;
         bench(R, D, iters);
+        bench_adam(D, iters);
     } else {
         static const int shapes[][2] = {{64, 256}, {33, 40}, {128, 512}, {17, 36}, {5, 6}};
         const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
