@@ -295,6 +295,12 @@ void zl_report_final(const zl_report *r) {
            "| param_hash %016llx\n",
            r->losses[r->steps - 1], r->losses[0], ms, samples_s, tflops, zl_backend_name()[1] == 'u' ? "GPU" : "rank",
            (unsigned long long)r->param_hash);
+    /* One machine-readable line for scripts (make demo's comparison table). */
+    double paper_states = zl_paper_model_states((double)r->part->psi, N, c->stage, NULL);
+    printf("summary: stage=%d world=%d states_measured=%.0f states_formula=%.0f states_paper=%.0f peak=%.0f "
+           "wire=%.0f ms=%.3f tflops=%.4g loss=%.6f hash=%016llx\n",
+           c->stage, N, all[0].states_measured, all[0].states_formula, paper_states, all[0].peak_measured,
+           all[0].wire_measured, ms, tflops, r->losses[r->steps - 1], (unsigned long long)r->param_hash);
     fflush(stdout);
     if (c->json_path[0]) write_json(r, all, ms, samples_s, tflops);
     free(all);

@@ -1,12 +1,32 @@
 #!/bin/sh
-# demo.sh BACKEND N — run the demo preset on N ranks with the given backend (cpu|cuda).
+# demo.sh BACKEND N — run the four programs (DDP, ZeRO-1, ZeRO-2, ZeRO-3) on N ranks with
+# the same model (--preset demo, or $DEMO_FLAGS) and print one comparison table.
 set -eu
 backend=${1:-cpu}; n=${2:-4}
+flags=${DEMO_FLAGS:---preset demo}
 MPIEXEC=${MPIEXEC:-mpiexec}
-if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then
-    MPIEXEC="$MPIEXEC --allow-run-as-root --oversubscribe"; export NCCL_NVLS_ENABLE=0
-fi
-[ "$backend" = cuda ] && export NCCL_NVLS_ENABLE=0
-echo "== zerolab demo: $n ranks, backend $backend, preset demo =="
-$MPIEXEC -n "$n" "build/$backend/stage0_ddp" --preset demo --json "build/$backend/demo_stage0.json"
-echo "(JSON report: build/$backend/demo_stage0.json)"
+if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then MPIEXEC="$MPIEXEC --allow-run-as-root --oversubscribe"; fi
+export NCCL_NVLS_ENABLE=0   # NVLink multicast off (harmless without NCCL)
+out=build/$backend/demo
+mkdir -p "$out"
+: > "$out/summary.txt"
+for prog in stage0_ddp stage1 stage2 stage3; do
+    echo "== $prog: $MPIEXEC -n $n build/$backend/$prog $flags"
+    $MPIEXEC -n "$n" "build/$backend/$prog" $flags --json "$out/$prog.json" | tee "$out/$prog.txt" |
+        grep -v '^step ' | grep -v '^summary:'
+    grep '^summary:' "$out/$prog.txt" >> "$out/summary.txt"
+done
+echo
+echo "== all four stages, N = $n, backend $backend ($flags); bytes per rank =="
+awk '
+function field(name,   i, kv) { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == name) return kv[2] } }
+BEGIN { split("DDP ZeRO-1 ZeRO-2 ZeRO-3", names, " ")
+        printf "%-7s | %14s | %14s | %14s | %14s | %14s | %6s | %10s\n", "stage", "states meas.", "states formula",
+               "states paper", "peak", "wire B/step", "xDDP", "ms/step"
+        print "--------+----------------+----------------+----------------+----------------+----------------+--------+-----------" }
+{ s = field("stage"); w = field("wire"); if (s == 0) ddp = w
+  ratio = (ddp > 0) ? sprintf("%.2f", w / ddp) : "-"
+  printf "%-7s | %14s | %14s | %14.0f | %14s | %14s | %6s | %10s\n", names[s + 1], field("states_measured"),
+         field("states_formula"), field("states_paper"), field("peak"), w, ratio, field("ms") }
+' "$out/summary.txt"
+echo "(JSON reports and full tables: $out/)"
