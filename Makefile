@@ -83,6 +83,13 @@ build/tests/test_integration: tests/test_integration.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) tests/test_integration.c -lcriterion -lcjson -lm -o $@
 
+# The integration tests for a GPU machine that has no Criterion/cJSON: built here, with
+# their shared libraries next to them (found through an rpath of $ORIGIN/lib).
+build/gpu-tests/test_integration: tests/test_integration.c tests/zl_test_util.h
+	@mkdir -p $(dir $@)lib
+	$(MPICC) $(CFLAGS) tests/test_integration.c -lcriterion -lcjson -lm -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/lib' -o $@
+	ldd $@ | awk '/=> \// {print $$3}' | grep -v -E 'lib(c|m|pthread|dl|rt|resolv)\.so' | xargs -I{} cp -L {} $(dir $@)lib/
+
 deps:
 	@command -v $(MPICC) >/dev/null 2>&1 && command -v $(MPIEXEC) >/dev/null 2>&1 \
 	  && test -f /usr/include/criterion/criterion.h && test -f /usr/include/cjson/cJSON.h \

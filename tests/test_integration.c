@@ -321,3 +321,40 @@ Test(bad_input, stage_specific_flags) {
     expect_refused("-n 1 {stage2} --grad-sync allreduce", "--grad-sync: only stage1 takes this flag");
     expect_refused("-n 1 {stage1} --prefetch 0", "--prefetch: only stage3 takes this flag");
 }
+
+/* ---- backends agree (make test-gpu: ZL_BUILD=build/cuda, ZL_REFERENCE_BUILD=build/cpu) ---- */
+
+Test(backends, cuda_matches_cpu_on_tiny) {
+    const char *ref = getenv("ZL_REFERENCE_BUILD");
+    if (!ref || !*ref) cr_skip_test("set ZL_REFERENCE_BUILD to compare two builds");
+    for (int stage = 0; stage < 4; stage++) {
+        char ja[128], jb[128], da[128], db[128];
+        snprintf(ja, sizeof ja, "/tmp/zl_be_a%d_%d.json", stage, getpid());
+        snprintf(jb, sizeof jb, "/tmp/zl_be_b%d_%d.json", stage, getpid());
+        snprintf(da, sizeof da, "/tmp/zl_be_a%d_%d.bin", stage, getpid());
+        snprintf(db, sizeof db, "/tmp/zl_be_b%d_%d.bin", stage, getpid());
+        zl_run_result r;
+        zl_run(&r, "-n 1 {%s} --preset tiny --steps 10 --quiet --json %s --dump-params %s", progs[stage], ja, da);
+        cr_assert_eq(r.exit_code, 0, "%s", r.err);
+        zl_run(&r, "-n 1 %s/%s --preset tiny --steps 10 --quiet --json %s --dump-params %s", ref, progs[stage], jb, db);
+        cr_assert_eq(r.exit_code, 0, "%s", r.err);
+        cJSON *a = zl_load_json(ja), *b = zl_load_json(jb);
+        cr_expect_str_neq(zl_get(a, "backend")->valuestring, zl_get(b, "backend")->valuestring);
+        for (int t = 0; t < 10; t++) {
+            double la = cJSON_GetArrayItem(zl_get(a, "loss"), t)->valuedouble;
+            double lb = cJSON_GetArrayItem(zl_get(b, "loss"), t)->valuedouble;
+            /* fp16 storage of every activation: agree to ~1%, not to the bit */
+            cr_expect(fabs(la - lb) <= 1e-2 * fabs(lb), "%s step %d: loss %.6f vs reference %.6f", progs[stage],
+                      t + 1, la, lb);
+        }
+        size_t na, nb;
+        double *pa = zl_load_params(da, &na), *pb = zl_load_params(db, &nb);
+        cr_assert_eq(na, nb);
+        double diff = 0, norm = 0;
+        for (size_t k = 0; k < na; k++) diff += (pa[k] - pb[k]) * (pa[k] - pb[k]), norm += pb[k] * pb[k];
+        cr_expect(sqrt(diff / norm) <= 1e-2, "%s: |p - p_ref|/|p_ref| = %.3g", progs[stage], sqrt(diff / norm));
+        free(pa), free(pb);
+        cJSON_Delete(a), cJSON_Delete(b);
+        unlink(ja), unlink(jb), unlink(da), unlink(db);
+    }
+}

@@ -1,0 +1,42 @@
+#!/bin/bash
+# test-gpu.sh — the GPU test suite, for a machine with NVIDIA GPUs (make test-gpu).
+#   1. each CUDA kernel against the CPU reference kernel (build/cuda/test_kernels_gpu)
+#   2. the integration tests against build/cuda for N = 1 .. min(2, GPUs)
+#   3. CUDA vs CPU stage0 on the tiny preset for 10 steps (inside the integration tests)
+#   4. compute-sanitizer (memcheck, racecheck-free synccheck) over short runs of every stage
+# The integration-test binary needs Criterion and cJSON; where the machine has neither,
+# build it elsewhere with `make build/gpu-tests/test_integration` (it carries its libraries).
+set -u
+export NCCL_NVLS_ENABLE=0
+MPIEXEC=${MPIEXEC:-mpiexec}
+if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    MPIEXEC="$MPIEXEC --oversubscribe"
+fi
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$gpus" -gt 0 ] || { echo "test-gpu: no GPU listed by nvidia-smi -L" >&2; exit 1; }
+maxw=$(( gpus < 2 ? gpus : 2 ))
+fail=0
+step() { echo; echo "=== $*"; }
+
+step "CUDA kernels vs CPU reference"
+build/cuda/test_kernels_gpu || fail=1
+
+it=build/tests/test_integration
+[ -x build/gpu-tests/test_integration ] && it=build/gpu-tests/test_integration
+step "integration tests on build/cuda, N <= $maxw ($it)"
+ZL_BUILD=build/cuda ZL_REFERENCE_BUILD=build/cpu ZL_MPIEXEC="$MPIEXEC" ZL_MAX_WORLD=$maxw "$it" -j1 || fail=1
+
+step "compute-sanitizer"
+for prog in stage0_ddp stage1 stage2 stage3; do
+    for tool in memcheck synccheck; do
+        out=$(compute-sanitizer --tool $tool --error-exitcode 9 "build/cuda/$prog" --preset tiny --steps 2 --quiet 2>&1)
+        rc=$?
+        echo "$prog $tool: rc=$rc $(echo "$out" | grep -E 'ERROR SUMMARY' | tail -1)"
+        [ $rc -eq 0 ] || { echo "$out" | tail -30; fail=1; }
+    done
+done
+
+echo
+[ $fail -eq 0 ] && echo "test-gpu: ALL PASSED" || echo "test-gpu: FAILURES"
+exit $fail
