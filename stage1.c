@@ -139,7 +139,8 @@ static void forward(Trainer *t) {
 static void backward_and_reduce_scatter(Trainer *t) {
     int cur = 0; /* dx[cur] holds dL/d(output of block u) */
     for (int u = t->L - 1; u >= 0; u--) {
-        backward_block(t, u, unit(t, t->params, u), unit(t, t->grads, u), t->dx[cur], t->dx[cur ^ 1]);
+        zl_half *dx = u > 0 ? t->dx[cur ^ 1] : NULL; /* block 0: the input needs no gradient */
+        backward_block(t, u, unit(t, t->params, u), unit(t, t->grads, u), t->dx[cur], dx);
         cur ^= 1;
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);

@@ -146,7 +146,8 @@ static void backward_and_reduce_scatter(Trainer *t) {
     for (int u = t->L - 1; u >= 0; u--) {
         int b = u % 2;
         zl_stream_wait_event(t->compute, t->bucket_free[b]);
-        backward_block(t, u, unit(t, t->params, u), t->bucket[b], t->dx[cur], t->dx[cur ^ 1]);
+        zl_half *dx = u > 0 ? t->dx[cur ^ 1] : NULL; /* block 0: the input needs no gradient */
+        backward_block(t, u, unit(t, t->params, u), t->bucket[b], t->dx[cur], dx);
         cur ^= 1;
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);

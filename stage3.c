@@ -177,7 +177,8 @@ static void backward_and_reduce_scatter(Trainer *t) {
         int b = u % 2;
         int k = 2 * t->L - 1 - u;
         zl_stream_wait_event(t->compute, t->bucket_free[b]);
-        backward_block(t, u, acquire(t, k), t->bucket[b], t->dx[cur], t->dx[cur ^ 1]);
+        zl_half *dx = u > 0 ? t->dx[cur ^ 1] : NULL; /* block 0: the input needs no gradient */
+        backward_block(t, u, acquire(t, k), t->bucket[b], t->dx[cur], dx);
         release(t, k);
         cur ^= 1;
         zl_event_record(t->grads_ready[u], t->compute);

@@ -40,7 +40,8 @@ void zl_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, co
                       const zl_half *b2, zl_half *h, zl_half *a, zl_half *y, int rows, int dim, zl_stream s);
 
 /* Backward of one block, given dy (rows×D). Writes (overwrites, never accumulates)
- * dW1, db1, dW2, db2 and dx = dy + (dh)·W1ᵀ. dh (rows×4D) is scratch. dx must not alias dy. */
+ * dW1, db1, dW2, db2 and dx = dy + (dh)·W1ᵀ. dh (rows×4D) is scratch. dx must not alias dy;
+ * dx = NULL skips that GEMM (block 0: nobody needs the gradient of the input). */
 void zl_block_backward(const zl_half *x, const zl_half *h, const zl_half *a, const zl_half *W1,
                        const zl_half *W2, const zl_half *dy, zl_half *dh, zl_half *dW1, zl_half *db1,
                        zl_half *dW2, zl_half *db2, zl_half *dx, int rows, int dim, zl_stream s);

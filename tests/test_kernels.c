@@ -817,3 +817,26 @@ Test(init, split_ranges_seeds_and_range) {
     cr_assert(vmin < -0.99 * bound && vmax > 0.99 * bound, "values do not span the range");
     free(full), free(part), free(other);
 }
+
+/* dx = NULL (block 0) skips the input gradient and changes nothing else. */
+Test(block, null_dx_gives_same_weight_gradients) {
+    const int R = 7, D = 12;
+    block16 b1, b2;
+    block16_init(&b1, R, D, 401);
+    block16_init(&b2, R, D, 401);
+    size_t bytes = zl_cpu_workspace_bytes(R, D);
+    void *ws = malloc(bytes);
+    cr_assert(ws);
+    zl_cpu_set_workspace(ws, bytes);
+    block16_forward(&b1);
+    block16_backward(&b1);
+    block16_forward(&b2);
+    zl_cpu_block_backward(b2.x, b2.h, b2.a, b2.W1, b2.W2, b2.dy, b2.dh, b2.dW1, b2.db1, b2.dW2, b2.db2, NULL, R, D);
+    cr_assert(halves_equal(b1.dW1, b2.dW1, (size_t)D * 4 * D));
+    cr_assert(halves_equal(b1.dW2, b2.dW2, (size_t)D * 4 * D));
+    cr_assert(halves_equal(b1.db1, b2.db1, (size_t)4 * D));
+    cr_assert(halves_equal(b1.db2, b2.db2, (size_t)D));
+    free(ws);
+    block16_free(&b1);
+    block16_free(&b2);
+}

@@ -276,7 +276,8 @@ void zl_cpu_block_backward(const zl_half *x, const zl_half *h, const zl_half *a,
     sgemm_acc(D, H, R, p.x, R, p.a, H, p.w, H);
     f2h(dW1, p.w, DH);
 
-    /* 5. dx = dy + dh·W1ᵀ  (P_y still holds dy from step 1) */
+    /* 5. dx = dy + dh·W1ᵀ  (P_y still holds dy from step 1); skipped for the first block */
+    if (!dx) return;
     h2f_transpose(p.w, W1, D, H); /* W1ᵀ: H×D */
     sgemm_acc(R, D, H, p.a, H, p.w, D, p.y, D);
     f2h(dx, p.y, RD);

@@ -607,6 +607,7 @@ void zl_block_backward(const zl_half *x, const zl_half *h, const zl_half *a, con
 
     /* dxᵀ[D×R] = W1[D×F]·dhᵀ[F×R] + dyᵀ; W1 row-major D×F is column-major F×D (ld F),
      * so op(A) = T; the residual's gradient rides in as C with beta = 1. */
+    if (!dx) return; /* the first block: the input's gradient is not needed */
     gemm_args g4 = gemm_make("backward dx = dy + dh·W1ᵀ", CUBLAS_OP_T, CUBLAS_OP_N, D, R, F, W1, F, dh, F, 1.0f, dy,
                              dx, D);
     gemm(&g4, 1, st);
