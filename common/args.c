@@ -78,7 +78,7 @@ static void set_defaults(zl_config *c, int stage) {
     strcpy(c->preset, "tiny");
     c->seed = 1234;
     c->loss_scale = 1024.0f;
-    c->lr = 1e-3f, c->beta1 = 0.9f, c->beta2 = 0.999f, c->eps = 1e-8f, c->weight_decay = 0.0f;
+    c->lr = -1.0f, c->beta1 = 0.9f, c->beta2 = 0.999f, c->eps = 1e-8f, c->weight_decay = 0.0f;
     c->prefetch = 1;
 }
 
@@ -166,6 +166,11 @@ int zl_args_parse(zl_config *c, int stage, int argc, char **argv, char *err, int
         }
         if (rc) return rc;
     }
+    /* Default learning rate: 1e-3, scaled down for wide layers. Adam's first steps move
+     * every weight by about lr in a direction shared across a row (GELU outputs are mostly
+     * positive), so a layer's output moves by ~fan_in·lr·mean(a); at D = 4096 a fixed 1e-3
+     * sends the lab-1b model to inf in one step. */
+    if (c->lr < 0) c->lr = 1e-3f * (c->dim > 256 ? 256.0f / (float)c->dim : 1.0f);
     if (stage == 3 && c->prefetch > c->layers - 1 && c->prefetch > 0)
         return fail(err, len, "--prefetch: expected an integer in [0, %d] (layers - 1), got %d", c->layers - 1,
                     c->prefetch);
@@ -182,7 +187,7 @@ void zl_args_usage(const char *prog, int stage) {
            "  --steps S       training steps, 1..1000000\n"
            "  --seed X        init and data seed (results never depend on N)\n"
            "  --loss-scale K  static loss scale (0, 65536], default 1024\n"
-           "  --lr --beta1 --beta2 --eps --weight-decay   AdamW (1e-3, 0.9, 0.999, 1e-8, 0)\n"
+           "  --lr --beta1 --beta2 --eps --weight-decay   AdamW (1e-3*min(1, 256/D), 0.9, 0.999, 1e-8, 0)\n"
            "  --json PATH     write the full report as JSON (rank 0)\n"
            "  --dump-params PATH  write the final fp16 parameters, unpadded, raw (rank 0)\n"
            "  --quiet         no per-step lines\n",

@@ -239,7 +239,10 @@ static void write_json(const zl_report *r, const rank_summary *all, double ms, d
             c->preset, c->layers, c->dim, c->batch, (unsigned long long)c->seed, c->loss_scale, c->lr, c->beta1,
             c->beta2, c->eps, c->weight_decay, c->stage == 3 ? c->prefetch : 0);
     fprintf(f, "  \"steps\": %d,\n  \"loss\": [", r->steps);
-    for (int i = 0; i < r->steps; i++) fprintf(f, "%s%.9g", i ? ", " : "", r->losses[i]);
+    for (int i = 0; i < r->steps; i++) { /* JSON has no NaN or inf: a diverged loss is null */
+        if (isfinite(r->losses[i])) fprintf(f, "%s%.9g", i ? ", " : "", r->losses[i]);
+        else fprintf(f, "%snull", i ? ", " : "");
+    }
     fprintf(f, "],\n  \"ms_per_step\": %.17g,\n  \"samples_per_s\": %.17g,\n  \"tflops_per_gpu\": %.17g,\n", ms,
             samples_s, tflops);
     fprintf(f, "  \"param_hash\": \"%016llx\",\n  \"ranks\": [\n", (unsigned long long)r->param_hash);
@@ -291,6 +294,8 @@ void zl_report_final(const zl_report *r) {
         print_minmax(all, N);
     }
     print_comm(r, &all[0]);
+    if (!isfinite(r->losses[r->steps - 1]))
+        printf("\nWARNING: the loss is not finite: training diverged (lower --lr or --loss-scale)\n");
     printf("\nfinal loss %.6f (first %.6f) | %.3f ms/step | %.1f samples/s | %.4g TFLOP/s per %s (6*Psi*rows/step) "
            "| param_hash %016llx\n",
            r->losses[r->steps - 1], r->losses[0], ms, samples_s, tflops, zl_backend_name()[1] == 'u' ? "GPU" : "rank",

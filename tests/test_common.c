@@ -284,6 +284,13 @@ Test(args, presets_and_overrides) {
     cr_assert_eq(parse(0, err, &c, "--seed 18446744073709551615 --lr 0.01 --quiet"), ZL_ARGS_OK, "%s", err);
     cr_assert_eq(c.seed, UINT64_MAX);
     cr_assert_eq(parse(0, err, &c, "--help"), ZL_ARGS_HELP);
+    /* default lr: 1e-3 up to D = 256, then 1e-3·256/D; an explicit --lr wins */
+    cr_assert_eq(parse(0, err, &c, "--preset tiny"), ZL_ARGS_OK);
+    cr_assert_float_eq(c.lr, 1e-3f, 1e-9);
+    cr_assert_eq(parse(0, err, &c, "--preset lab-1b"), ZL_ARGS_OK);
+    cr_assert_float_eq(c.lr, 6.25e-5f, 1e-10);
+    cr_assert_eq(parse(0, err, &c, "--preset lab-1b --lr 0.01"), ZL_ARGS_OK);
+    cr_assert_float_eq(c.lr, 0.01f, 1e-9);
 }
 
 Test(args, every_bad_value_names_its_flag) {
