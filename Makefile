@@ -40,7 +40,7 @@ CPU_BINS  := $(addprefix build/cpu/,$(STAGES))
 CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/test_kernels_gpu)
 
 .SECONDARY:
-.PHONY: all cpu cuda demo test test-unit test-asan test-integration test-gpu deps clean
+.PHONY: all cpu cuda demo test test-unit test-asan test-integration test-gpu deps deps-run clean
 all: cpu $(if $(HAVE_NVCC),cuda)
 cpu: $(CPU_BINS)
 cuda: $(CUDA_BINS)
@@ -90,10 +90,11 @@ build/gpu-tests/test_integration: tests/test_integration.c tests/zl_test_util.h
 	$(MPICC) $(CFLAGS) tests/test_integration.c -lcriterion -lcjson -lm -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/lib' -o $@
 	ldd $@ | awk '/=> \// {print $$3}' | grep -v -E 'lib(c|m|pthread|dl|rt|resolv)\.so' | xargs -I{} cp -L {} $(dir $@)lib/
 
-deps:
-	@command -v $(MPICC) >/dev/null 2>&1 && command -v $(MPIEXEC) >/dev/null 2>&1 \
-	  && test -f /usr/include/criterion/criterion.h && test -f /usr/include/cjson/cJSON.h \
-	  || scripts/install-deps.sh
+# Install what is missing: the programs need an MPI; the tests also Criterion and cJSON.
+deps-run:
+	@command -v $(MPICC) >/dev/null 2>&1 && command -v $(MPIEXEC) >/dev/null 2>&1 || scripts/install-deps.sh
+deps: deps-run
+	@test -f /usr/include/criterion/criterion.h && test -f /usr/include/cjson/cJSON.h || scripts/install-deps.sh
 
 test: deps
 	$(MAKE) cpu build/tests/test_unit build/asan/test_unit build/tests/test_integration
@@ -108,11 +109,11 @@ test-asan: build/asan/test_unit
 test-integration: build/tests/test_integration $(CPU_BINS)
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_integration -j1
 
-test-gpu: cuda build/tests/test_integration
+test-gpu: cpu cuda
 	scripts/test-gpu.sh
 
 GPUS = $(shell nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-demo: deps
+demo: deps-run
 	@if [ "$(GPUS)" -gt 0 ] 2>/dev/null && [ -n "$(HAVE_NVCC)" ]; then \
 	  $(MAKE) cuda && scripts/demo.sh cuda $(GPUS); \
 	else \
