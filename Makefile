@@ -24,7 +24,7 @@ HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo yes)
 MPI_INC = $(shell $(MPICC) -showme:compile 2>/dev/null || $(MPICC) -show 2>/dev/null | tr ' ' '\n' | grep '^-I')
 
 STAGES   := stage0_ddp stage1 stage2 stage3
-COMMON   := common/util.c common/alloc.c common/model.c common/formulas.c common/comm.c common/args.c \
+COMMON   := common/util.c common/alloc.c common/partition.c common/model.c common/formulas.c common/comm.c common/args.c \
             common/runtime.c common/report.c
 CPU_SRC  := kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c
 HEADERS  := $(wildcard common/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)

@@ -12,7 +12,6 @@ static const char *const cat_names[ZL_MEM_NCAT] = {
     "param_gather", "activations", "scratch",     "workspace", "host_staging"};
 
 const char *zl_mem_cat_name(zl_mem_cat c) { return (unsigned)c < ZL_MEM_NCAT ? cat_names[c] : "?"; }
-int zl_mem_cat_is_device(zl_mem_cat c) { return c != ZL_MEM_HOST_STAGING; }
 
 typedef struct {
     void *ptr;

@@ -28,7 +28,8 @@ typedef enum {
 #define ZL_MEM_N_MODEL_STATES 5 /* the first five categories are the paper's model states */
 
 const char *zl_mem_cat_name(zl_mem_cat c);
-int zl_mem_cat_is_device(zl_mem_cat c); /* host staging is not counted in peak_total */
+/* host staging is not counted in peak_total */
+static inline int zl_mem_cat_is_device(zl_mem_cat c) { return c != ZL_MEM_HOST_STAGING; }
 
 typedef struct {
     size_t current[ZL_MEM_NCAT];

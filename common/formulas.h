@@ -13,7 +13,7 @@
 
 #include "alloc.h"
 #include "comm.h"
-#include "model.h"
+#include "partition.h"
 
 typedef struct {
     int stage;            /* 0..3 */
