@@ -40,9 +40,9 @@ CPU_BINS  := $(addprefix build/cpu/,$(STAGES))
 CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/test_kernels_gpu)
 
 .SECONDARY:
-.PHONY: all cpu cuda demo test test-unit test-asan test-integration test-gpu deps deps-run clean
+.PHONY: all cpu cuda demo results-cpu test test-unit test-asan test-zerocalc test-integration test-gpu deps deps-run clean
 all: cpu $(if $(HAVE_NVCC),cuda)
-cpu: $(CPU_BINS)
+cpu: $(CPU_BINS) build/zerocalc
 cuda: $(CUDA_BINS)
 
 # ---- CPU backend ----
@@ -52,6 +52,11 @@ build/cpu/obj/%.o: %.c $(HEADERS)
 
 build/cpu/%: build/cpu/obj/%.o $(CPU_OBJ)
 	$(MPICC) $(CFLAGS) $^ -lm -o $@
+
+# zerocalc: no MPI, no GPU — only the formula and partition modules the stages use.
+build/zerocalc: tools/zerocalc.c common/formulas.c common/partition.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) tools/zerocalc.c common/formulas.c common/partition.c -lm -o $@
 
 # ---- CUDA backend (same stage sources) ----
 build/cuda/obj/%.o: %.c $(HEADERS)
@@ -79,6 +84,10 @@ build/asan/test_unit: $(UNIT_SRC) $(COMMON) $(CPU_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS_COMMON) -O1 $(SAN) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion -lm -o $@
 
+build/tests/test_zerocalc: tests/test_zerocalc.c tests/zl_test_util.h common/formulas.c common/partition.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) tests/test_zerocalc.c common/formulas.c common/partition.c -lcriterion -lcjson -lm -o $@
+
 build/tests/test_integration: tests/test_integration.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) tests/test_integration.c -lcriterion -lcjson -lm -o $@
@@ -97,8 +106,8 @@ deps: deps-run
 	@test -f /usr/include/criterion/criterion.h && test -f /usr/include/cjson/cJSON.h || scripts/install-deps.sh
 
 test: deps
-	$(MAKE) cpu build/tests/test_unit build/asan/test_unit build/tests/test_integration
-	$(MAKE) test-unit test-asan test-integration
+	$(MAKE) cpu build/tests/test_unit build/asan/test_unit build/tests/test_integration build/tests/test_zerocalc
+	$(MAKE) test-unit test-asan test-zerocalc test-integration
 
 test-unit: build/tests/test_unit
 	build/tests/test_unit -j2
@@ -106,11 +115,17 @@ test-unit: build/tests/test_unit
 test-asan: build/asan/test_unit
 	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 build/asan/test_unit -j2
 
+test-zerocalc: build/tests/test_zerocalc build/zerocalc
+	build/tests/test_zerocalc -j2
+
 test-integration: build/tests/test_integration $(CPU_BINS)
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_integration -j1
 
 test-gpu: cpu cuda
 	scripts/test-gpu.sh
+
+results-cpu: deps-run cpu
+	scripts/results-cpu.sh
 
 GPUS = $(shell nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 demo: deps-run

@@ -1,6 +1,10 @@
 /* formulas.c — independent per-category memory and per-step traffic formulas. */
 #include "formulas.h"
 
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
 size_t zl_formula_activation_bytes(int layers, int dim, int rows) {
     size_t L = (size_t)layers, BD = (size_t)rows * (size_t)dim;
     return 2 * ((L + 1) * BD + 8 * L * BD);
@@ -33,14 +37,50 @@ void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem
         if (zl_mem_cat_is_device((zl_mem_cat)i)) out->peak_total += b[i];
 }
 
+double zl_state_bytes(double psi, double world, int stage, zl_precision p, double parts[3]) {
+    double local[3];
+    if (!parts) parts = local;
+    parts[0] = p.param_bytes * psi / (stage >= 3 ? world : 1);
+    parts[1] = p.grad_bytes * psi / (stage >= 2 ? world : 1);
+    parts[2] = p.k * psi / (stage >= 1 ? world : 1);
+    return parts[0] + parts[1] + parts[2];
+}
+
 double zl_paper_model_states(double psi, int world, int stage, double bytes[5]) {
-    double N = world;
-    double local[5];
+    double parts[3], local[5];
     if (!bytes) bytes = local;
-    bytes[0] = stage >= 3 ? 2 * psi / N : 2 * psi;
-    bytes[1] = stage >= 2 ? 2 * psi / N : 2 * psi;
-    for (int i = 2; i < 5; i++) bytes[i] = stage >= 1 ? 4 * psi / N : 4 * psi;
-    return bytes[0] + bytes[1] + bytes[2] + bytes[3] + bytes[4];
+    double total = zl_state_bytes(psi, world, stage, ZL_PRECISION_MIXED, parts);
+    bytes[0] = parts[0], bytes[1] = parts[1];
+    bytes[2] = bytes[3] = bytes[4] = parts[2] / 3; /* fp32 master, m, v: 4 bytes each */
+    return total;
+}
+
+double zl_comm_volume_bytes(double psi, int stage, zl_precision p) {
+    if (stage == 0) return 2 * psi * p.grad_bytes;
+    if (stage <= 2) return psi * p.grad_bytes + psi * p.param_bytes;
+    return psi * p.grad_bytes + 2 * psi * p.param_bytes;
+}
+
+double zl_wire_bytes_step(double psi, double world, int stage, zl_precision p) {
+    return (world - 1) / world * zl_comm_volume_bytes(psi, stage, p);
+}
+
+double zl_max_params(double memory, double world, int stage, zl_precision p) {
+    return memory / zl_state_bytes(1.0, world, stage, p, NULL);
+}
+
+void zl_paper_digits(double v, char *buf, size_t n) {
+    if (v >= 100) {
+        snprintf(buf, n, "%.0f", floor(v));
+        return;
+    }
+    double scale = v >= 10 ? 10 : 100;
+    snprintf(buf, n, "%.2f", floor(v * scale + 0.5) / scale);
+    char *dot = strchr(buf, '.'); /* drop trailing zeros, then a bare point */
+    if (!dot) return;
+    char *end = buf + strlen(buf) - 1;
+    while (end > dot && *end == '0') *end-- = '\0';
+    if (end == dot) *end = '\0';
 }
 
 /* Per unit u, per rank: an all-reduce sends 2(N-1)·shard(u) elements, a reduce-scatter
@@ -74,6 +114,5 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
 }
 
 double zl_paper_wire_bytes(double psi, int world, int stage) {
-    double N = world;
-    return (stage == 3 ? 3.0 : 2.0) * (N - 1) / N * 2.0 * psi;
+    return zl_wire_bytes_step(psi, world, stage, ZL_PRECISION_MIXED);
 }

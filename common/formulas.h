@@ -62,4 +62,30 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
  * in this project's units: bytes sent per rank, (N-1)/N · 2 bytes · that volume. */
 double zl_paper_wire_bytes(double psi, int world, int stage);
 
+/* ---- any precision layout (zerocalc, the seeds' worked examples) ----------------------
+ * Bytes per parameter: P for the parameters, G for the gradients, K for optimizer state
+ * (everything Adam keeps, including an fp32 master copy where there is one).
+ *   mixed: P = 2, G = 2, K = 12 (the paper);  fp32: P = 4, G = 4, K = 8 (seed 002). */
+typedef struct {
+    double param_bytes, grad_bytes, k;
+} zl_precision;
+#define ZL_PRECISION_MIXED ((zl_precision){2, 2, 12})
+#define ZL_PRECISION_FP32 ((zl_precision){4, 4, 8})
+
+/* Model states per device for Ψ parameters on N ranks: P·Ψ·(1/N if stage ≥ 3) +
+ * G·Ψ·(1/N if stage ≥ 2) + K·Ψ·(1/N if stage ≥ 1). parts (may be NULL) gets the three terms. */
+double zl_state_bytes(double psi, double world, int stage, zl_precision p, double parts[3]);
+/* Per-step communication volume as the paper counts it (§7), per device: DDP all-reduces the
+ * gradients (2Ψ·G); stages 1-2 reduce-scatter gradients and all-gather parameters (Ψ·G + Ψ·P);
+ * stage 3 gathers parameters twice (Ψ·G + 2Ψ·P). */
+double zl_comm_volume_bytes(double psi, int stage, zl_precision p);
+/* Ring wire bytes per rank per step: (N-1)/N of the volume. */
+double zl_wire_bytes_step(double psi, double world, int stage, zl_precision p);
+/* The largest Ψ whose model states fit in `memory` bytes per device (the paper's Table 2). */
+double zl_max_params(double memory, double world, int stage, zl_precision p);
+/* A value (e.g. in GB) in the digits of the paper's Table 1: below 10 two decimals, below
+ * 100 one decimal (half-up, trailing zeros dropped), from 100 up the integer part — the
+ * paper truncates there (docs/errata.md). */
+void zl_paper_digits(double v, char *buf, size_t n);
+
 #endif

@@ -1,4 +1,5 @@
 /* report.c — gathers per-rank measurements to rank 0, prints the tables, writes JSON. */
+#define _POSIX_C_SOURCE 200809L
 #include "report.h"
 
 #include <math.h>
@@ -6,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "comm.h"
@@ -227,8 +229,13 @@ static void write_json(const zl_report *r, const rank_summary *all, double ms, d
     const zl_config *c = &r->rt->cfg;
     FILE *f = fopen(c->json_path, "w");
     if (!f) zl_fatal("--json: cannot open '%s' for writing", c->json_path);
+    char when[32] = "unknown";
+    time_t now = time(NULL);
+    struct tm utc;
+    if (gmtime_r(&now, &utc)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
     fprintf(f, "{\n  \"stage\": %d,\n  \"world\": %d,\n  \"backend\": \"%s\",\n  \"device\": \"%s\",\n",
             c->stage, r->rt->world, zl_backend_name(), zl_backend_device_name());
+    fprintf(f, "  \"date\": \"%s\",\n", when);
     if (r->variant) fprintf(f, "  \"variant\": \"%s\",\n", r->variant);
     fprintf(f, "  \"params\": %zu,\n  \"params_padded\": %zu,\n  \"units\": %d,\n", r->part->psi, r->part->psi_pad,
             r->part->n_units);

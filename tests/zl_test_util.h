@@ -46,12 +46,8 @@ static inline void zl_read_file(const char *path, char *buf, size_t cap) {
  * "-n 2 {prog} --preset tiny"; every {P} is replaced by ZL_BUILD/P. Words are separated
  * by single spaces (test arguments contain no spaces). A timeout (timeout(1)) guards
  * against hangs. */
-static inline void zl_run(zl_run_result *r, const char *fmt, ...) {
-    char line[4096], expanded[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
+static inline void zl_run_line(zl_run_result *r, int use_launcher, const char *line) {
+    char expanded[8192];
     /* expand {prog} */
     char *o = expanded;
     for (const char *p = line; *p;) {
@@ -66,6 +62,7 @@ static inline void zl_run(zl_run_result *r, const char *fmt, ...) {
     *o = '\0';
     const char *launcher = getenv("ZL_MPIEXEC");
     if (!launcher || !*launcher) launcher = "mpiexec";
+    if (!use_launcher) launcher = "";
     char cmd[8192 + 512];
     snprintf(cmd, sizeof cmd, "timeout 300 %s %s", launcher, expanded);
 
@@ -92,6 +89,25 @@ static inline void zl_run(zl_run_result *r, const char *fmt, ...) {
     zl_read_file(out_path, r->out, sizeof r->out);
     zl_read_file(err_path, r->err, sizeof r->err);
     unlink(out_path), unlink(err_path);
+}
+
+static inline void zl_run(zl_run_result *r, const char *fmt, ...) {
+    char line[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    zl_run_line(r, 1, line);
+}
+
+/* Run a program without the MPI launcher: "{zerocalc} --params 1e9" (relative to build/). */
+static inline void zl_run_plain(zl_run_result *r, const char *fmt, ...) {
+    char line[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    zl_run_line(r, 0, line);
 }
 
 static inline cJSON *zl_load_json(const char *path) {

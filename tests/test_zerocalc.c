@@ -1,0 +1,225 @@
+/* test_zerocalc.c — the calculator against the paper and the seeds.
+ *
+ * Every cell of the paper's Table 1 and Table 2 (copied into tests/data/ as printed) is
+ * recomputed from the shared formula module; every worked example of the seeds
+ * (tests/data/seed_examples.tsv) is recomputed by `zerocalc --check-seeds`, and the printed
+ * numbers that disagree with their own formula must be exactly the ones docs/errata.md
+ * lists (tests/data/seed_errata.tsv). Plus the command line: output, JSON, bad input.
+ * Run from the repository root (make test does). */
+#include "zl_test_util.h" /* first: it sets _GNU_SOURCE */
+
+#include "common/formulas.h"
+
+#define ZEROCALC "build/zerocalc"
+
+typedef struct {
+    char col[10][256];
+    int n;
+} tsv_row;
+
+/* Read the non-comment rows of a TSV file. Returns the number of rows (<= cap). */
+static int read_tsv(const char *path, tsv_row *rows, int cap) {
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "missing %s (run the tests from the repository root)", path);
+    char line[4096];
+    int n = 0;
+    while (n < cap && fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        line[strcspn(line, "\r\n")] = '\0';
+        tsv_row *r = &rows[n++];
+        r->n = 0;
+        for (char *p = line; r->n < 10;) {
+            char *tab = strchr(p, '\t');
+            if (tab) *tab = '\0';
+            snprintf(r->col[r->n++], sizeof r->col[0], "%.255s", p);
+            if (!tab) break;
+            p = tab + 1;
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+/* ---- Table 1: all 54 cells, to the paper's printed digits ------------------------------ */
+
+Test(paper, table1_every_cell) {
+    static tsv_row rows[64];
+    int n = read_tsv("tests/data/paper_table1.tsv", rows, 64);
+    cr_assert_eq(n, 54, "Table 1 has 3 models x 6 N_d x 3 stages");
+    for (int i = 0; i < n; i++) {
+        double psi = atof(rows[i].col[0]), nd = atof(rows[i].col[1]);
+        int stage = atoi(rows[i].col[2]);
+        char cell[32];
+        zl_paper_digits(zl_state_bytes(psi, nd, stage, ZL_PRECISION_MIXED, NULL) / 1e9, cell, sizeof cell);
+        cr_expect_str_eq(cell, rows[i].col[3], "Psi=%s N_d=%s stage %d", rows[i].col[0], rows[i].col[1], stage);
+    }
+}
+
+/* The same cells, rounded properly instead of truncated: exactly eight differ (errata). */
+Test(paper, table1_truncated_cells) {
+    static tsv_row rows[64];
+    int n = read_tsv("tests/data/paper_table1.tsv", rows, 64), truncated = 0;
+    for (int i = 0; i < n; i++) {
+        double gb = zl_state_bytes(atof(rows[i].col[0]), atof(rows[i].col[1]), atoi(rows[i].col[2]),
+                                   ZL_PRECISION_MIXED, NULL) / 1e9;
+        if (gb >= 100 && floor(gb + 0.5) != atof(rows[i].col[3])) truncated++;
+    }
+    cr_expect_eq(truncated, 8);
+}
+
+/* ---- Table 2: 20 cells; the paper scales its rounded MP = 1 row, so 7 cells disagree ---- */
+
+static double size_value(const char *s) { /* "7.6B" -> 7.6e9, "0.5T" -> 5e11 */
+    double v = atof(s);
+    return strchr(s, 'T') ? v * 1e12 : v * 1e9;
+}
+static double size_tolerance(const char *s) {
+    const char *dot = strchr(s, '.');
+    int decimals = dot ? (int)(strcspn(dot + 1, "BT")) : 0;
+    return 0.5 * pow(10, -decimals) * (strchr(s, 'T') ? 1e12 : 1e9);
+}
+
+Test(paper, table2_every_cell) {
+    static tsv_row rows[32];
+    int n = read_tsv("tests/data/paper_table2.tsv", rows, 32);
+    cr_assert_eq(n, 20);
+    /* Hand-checked: 32e9·MP / (4 + 12/64) for P_os is 7.64B·MP, which the paper prints as
+     * 7.6B·MP (15.2, 30.4, 60.8, 121.6 instead of 15.3, 30.6, 61.1, 122.3); P_os+g likewise
+     * from MP = 4 on (57.6, 115.2, 230.4 instead of 57.7, 115.4, 230.8). */
+    const char *expected_wrong[] = {"15.2B", "30.4B", "60.8B", "121.6B", "57.6B", "115.2B", "230.4B"};
+    int wrong = 0;
+    for (int i = 0; i < n; i++) {
+        double mp = atof(rows[i].col[0]), gpus = atof(rows[i].col[1]);
+        int stage = atoi(rows[i].col[2]);
+        double psi = zl_max_params(32e9 * mp, gpus / mp, stage, ZL_PRECISION_MIXED);
+        int agrees = fabs(psi - size_value(rows[i].col[3])) <= size_tolerance(rows[i].col[3]) * (1 + 1e-9);
+        int listed = 0;
+        for (size_t k = 0; k < sizeof expected_wrong / sizeof expected_wrong[0]; k++)
+            listed |= !strcmp(rows[i].col[3], expected_wrong[k]);
+        cr_expect_eq(!agrees, listed, "MP=%s stage %d: computed %.4g, printed %s", rows[i].col[0], stage, psi,
+                     rows[i].col[3]);
+        wrong += !agrees;
+    }
+    cr_expect_eq(wrong, 7);
+}
+
+/* ---- the seeds ------------------------------------------------------------------------- */
+
+Test(seeds, check_seeds_lists_exactly_the_errata) {
+    static tsv_row examples[512], errata[128];
+    int n_examples = read_tsv("tests/data/seed_examples.tsv", examples, 512);
+    int n_errata = read_tsv("tests/data/seed_errata.tsv", errata, 128);
+    cr_assert(n_examples > 50, "the seeds hold more worked numbers than %d", n_examples);
+    zl_run_result r;
+    zl_run_plain(&r, ZEROCALC " --check-seeds --data tests/data/seed_examples.tsv");
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    char summary[128];
+    snprintf(summary, sizeof summary, "%d of %d printed numbers disagree", n_errata, n_examples);
+    cr_expect(strstr(r.out, summary) != NULL, "expected '%s' in:\n%s", summary, r.out);
+    /* Each erratum (seed, where, printed) appears in the output. */
+    for (int i = 0; i < n_errata; i++) {
+        char where[45];
+        snprintf(where, sizeof where, "%.44s", errata[i].col[1]);
+        cr_expect(strstr(r.out, where) != NULL, "erratum '%s' (%s) not reported", errata[i].col[1], errata[i].col[0]);
+    }
+}
+
+Test(seeds, seed002_fp32_worked_example) {
+    /* Seed 002: 7B parameters, 8 GPUs, fp32 training with Adam: 112 / 63 / 38.5 / 14 GB. */
+    const double expect[4] = {112, 63, 38.5, 14};
+    for (int s = 0; s < 4; s++)
+        cr_expect_float_eq(zl_state_bytes(7e9, 8, s, ZL_PRECISION_FP32, NULL) / 1e9, expect[s], 1e-9, "stage %d", s);
+}
+
+/* ---- command line ---------------------------------------------------------------------- */
+
+Test(cli, calculator_json) {
+    zl_run_result r;
+    zl_run_plain(&r, ZEROCALC " --params 7.5e9 --ranks 64 --json");
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert(j, "not JSON: %s", r.out);
+    cr_expect_eq(zl_num(j, "params"), 7.5e9);
+    cr_expect_eq(zl_num(j, "ranks"), 64);
+    cJSON *stages = zl_get(j, "stages");
+    cr_assert_eq(cJSON_GetArraySize(stages), 4);
+    const double expect[4] = {120e9, 31.40625e9, 16.640625e9, 1.875e9}; /* hand-computed, paper §5 */
+    for (int s = 0; s < 4; s++) {
+        cJSON *st = cJSON_GetArrayItem(stages, s);
+        cr_expect_eq(zl_num(st, "stage"), s);
+        cr_expect_float_eq(zl_num(st, "bytes_per_rank"), expect[s], 1);
+    }
+    cJSON_Delete(j);
+}
+
+Test(cli, layers_dim_uses_the_padded_partition) {
+    zl_run_result r;
+    zl_run_plain(&r, ZEROCALC " --layers 2 --dim 31 --ranks 4 --stage 3 --json");
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert(j);
+    /* a block of D = 31 has 7843 params, padded to 7844 for N = 4 */
+    cr_expect_eq(zl_num(j, "params"), 2 * 7843);
+    cr_expect_eq(zl_num(j, "params_padded"), 2 * 7844);
+    cJSON *st = cJSON_GetArrayItem(zl_get(j, "stages"), 0);
+    cr_expect_eq(zl_num(st, "stage"), 3);
+    cr_expect_eq(zl_num(st, "bytes_per_rank_padded"), 16 * 2 * 7844 / 4);
+    cJSON_Delete(j);
+}
+
+Test(cli, precisions) {
+    zl_run_result r;
+    zl_run_plain(&r, ZEROCALC " --params 7e9 --ranks 8 --precision fp32 --stage 2 --json");
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_expect_float_eq(zl_num(cJSON_GetArrayItem(zl_get(j, "stages"), 0), "bytes_per_rank"), 38.5e9, 1);
+    cJSON_Delete(j);
+    zl_run_plain(&r, ZEROCALC " --params 1e9 --ranks 4 --precision custom --param-bytes 2 --grad-bytes 4 --k 16 --json");
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    j = cJSON_Parse(r.out);
+    /* stage 1: 2 + 4 + 16/4 = 10 bytes per parameter */
+    cr_expect_float_eq(zl_num(cJSON_GetArrayItem(zl_get(j, "stages"), 1), "bytes_per_rank"), 10e9, 1);
+    cJSON_Delete(j);
+}
+
+Test(cli, tables_print) {
+    zl_run_result r;
+    zl_run_plain(&r, ZEROCALC " --paper-table1");
+    cr_assert_eq(r.exit_code, 0);
+    cr_expect(strstr(r.out, "31.4") && strstr(r.out, "2218") && strstr(r.out, "15.6"), "%s", r.out);
+    zl_run_plain(&r, ZEROCALC " --max-model --memory 32e9 --ranks 64");
+    cr_assert_eq(r.exit_code, 0);
+    cr_expect(strstr(r.out, "7.6B") && strstr(r.out, "14.4B") && strstr(r.out, "128B"), "%s", r.out);
+}
+
+static void refused(const char *args, const char *expect) {
+    zl_run_result r;
+    char line[512];
+    snprintf(line, sizeof line, ZEROCALC " %s", args);
+    zl_run_plain(&r, "%s", line);
+    cr_expect_eq(r.exit_code, 2, "'%s' exited %d", args, r.exit_code);
+    cr_expect(strstr(r.err, expect) != NULL, "'%s': '%s' lacks '%s'", args, r.err, expect);
+    char *nl = strchr(r.err, '\n');
+    cr_expect(nl && nl[1] == '\0', "'%s': one line expected, got '%s'", args, r.err);
+    cr_expect_str_eq(r.out, "", "'%s' printed output anyway", args);
+}
+
+Test(cli, bad_input_exits_2) {
+    refused("--params -1", "--params: expected a whole number in [1, 1e+18]");
+    refused("--params 0", "--params");
+    refused("--params abc", "--params");
+    refused("--params 1e30", "--params");
+    refused("--params 7.5e9 --ranks 0", "--ranks");
+    refused("--params 7.5e9 --ranks 2.5", "--ranks: expected a whole number");
+    refused("--params 7.5e9 --stage 4", "--stage");
+    refused("--params 7.5e9 --precision bf16", "--precision: expected mixed, fp32 or custom");
+    refused("--params 7.5e9 --precision custom --k 8", "--precision custom: needs");
+    refused("--params 7.5e9 --k 8", "only with --precision custom");
+    refused("--params 7.5e9 --layers 2 --dim 8", "not both");
+    refused("--layers 2", "--layers/--dim: give both");
+    refused("--ranks 8", "--params: required");
+    refused("--max-model --ranks 8", "--memory: required");
+    refused("--max-model --memory -5", "--memory");
+    refused("--frob", "unknown flag '--frob'");
+    refused("--check-seeds --data /nonexistent.tsv", "--data: cannot open");
+}

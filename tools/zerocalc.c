@@ -1,0 +1,319 @@
+/* zerocalc — the ZeRO memory and traffic calculator.
+ *
+ * Per-device model-state memory for DDP and ZeRO-1/2/3 and the per-step traffic, for any
+ * parameter count, number of ranks and precision layout; the paper's Table 1 and Table 2;
+ * and a check of every worked example in the seed documents. No MPI, no GPU: it links only
+ * the formula and partition modules the stage programs use (common/formulas.c,
+ * common/partition.c), so there is one copy of every formula.
+ *
+ *   zerocalc --params 7.5e9 --ranks 64 [--stage S] [--precision mixed|fp32|custom] [--json]
+ *   zerocalc --layers 8 --dim 4096 --ranks 2          (the project's own MLP, with padding)
+ *   zerocalc --paper-table1
+ *   zerocalc --max-model --memory 32e9 --ranks 64 [--mp 1]
+ *   zerocalc --check-seeds [--data tests/data/seed_examples.tsv] */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/formulas.h"
+#include "common/partition.h"
+
+enum { MODE_CALC, MODE_TABLE1, MODE_MAX_MODEL, MODE_CHECK_SEEDS };
+
+typedef struct {
+    int mode;
+    double psi;         /* --params */
+    int layers, dim;    /* --layers/--dim instead of --params */
+    double ranks;       /* N */
+    int stage;          /* -1: all four */
+    zl_precision prec;
+    char prec_name[16];
+    int custom_given;   /* bit 1: --param-bytes, 2: --grad-bytes, 4: --k */
+    double memory, mp;  /* --max-model */
+    const char *data;   /* --check-seeds */
+    int json;
+} opts;
+
+static const char *const stage_names[4] = {"DDP (stage 0)", "ZeRO-1 P_os", "ZeRO-2 P_os+g", "ZeRO-3 P_os+g+p"};
+
+static void usage(void) {
+    printf("usage: zerocalc --params PSI | --layers L --dim D   [--ranks N] [--stage 0-3] [--json]\n"
+           "                [--precision mixed|fp32|custom [--param-bytes P --grad-bytes G --k K]]\n"
+           "       zerocalc --paper-table1\n"
+           "       zerocalc --max-model --memory BYTES --ranks N [--mp K] [--precision ...]\n"
+           "       zerocalc --check-seeds [--data tests/data/seed_examples.tsv]\n"
+           "Model states per device: P·Psi (/N from stage 3) + G·Psi (/N from stage 2) + K·Psi (/N from stage 1);\n"
+           "mixed = the paper's fp16/fp32 Adam (P=2, G=2, K=12), fp32 = seed 002's (P=4, G=4, K=8).\n");
+}
+
+/* One line, exit 2: the calculator's answer to bad input. */
+static void bad(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void bad(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("zerocalc: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(2);
+}
+
+static double number(const char *flag, const char *s, double lo, double hi, int integral) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi || (integral && v != floor(v)))
+        bad("%s: expected %s in [%g, %g], got '%s'", flag, integral ? "a whole number" : "a number", lo, hi, s);
+    return v;
+}
+
+static void parse(opts *o, int argc, char **argv) {
+    *o = (opts){.mode = MODE_CALC, .ranks = 1, .stage = -1, .prec = ZL_PRECISION_MIXED, .mp = 1,
+                .data = "tests/data/seed_examples.tsv"};
+    strcpy(o->prec_name, "mixed");
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) usage(), exit(0);
+        if (!strcmp(f, "--json")) { o->json = 1; continue; }
+        if (!strcmp(f, "--paper-table1")) { o->mode = MODE_TABLE1; continue; }
+        if (!strcmp(f, "--max-model")) { o->mode = MODE_MAX_MODEL; continue; }
+        if (!strcmp(f, "--check-seeds")) { o->mode = MODE_CHECK_SEEDS; continue; }
+        static const char *const valued[] = {"--params", "--layers", "--dim", "--ranks", "--stage", "--precision",
+                                             "--param-bytes", "--grad-bytes", "--k", "--memory", "--mp", "--data"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(f, valued[k]);
+        if (!known) bad("unknown flag '%s' (see --help)", f);
+        if (i + 1 >= argc) bad("%s: missing value", f);
+        const char *v = argv[++i];
+        if (!strcmp(f, "--params")) o->psi = number(f, v, 1, 1e18, 1);
+        else if (!strcmp(f, "--layers")) o->layers = (int)number(f, v, 1, 1000000, 1);
+        else if (!strcmp(f, "--dim")) o->dim = (int)number(f, v, 1, 1 << 24, 1);
+        else if (!strcmp(f, "--ranks")) o->ranks = number(f, v, 1, 1e9, 1);
+        else if (!strcmp(f, "--stage")) o->stage = (int)number(f, v, 0, 3, 1);
+        else if (!strcmp(f, "--memory")) o->memory = number(f, v, 1, 1e18, 0);
+        else if (!strcmp(f, "--mp")) o->mp = number(f, v, 1, 1e6, 1);
+        else if (!strcmp(f, "--data")) o->data = v;
+        else if (!strcmp(f, "--param-bytes")) o->prec.param_bytes = number(f, v, 0, 64, 0), o->custom_given |= 1;
+        else if (!strcmp(f, "--grad-bytes")) o->prec.grad_bytes = number(f, v, 0, 64, 0), o->custom_given |= 2;
+        else if (!strcmp(f, "--k")) o->prec.k = number(f, v, 0, 64, 0), o->custom_given |= 4;
+        else if (!strcmp(f, "--precision")) {
+            if (strcmp(v, "mixed") && strcmp(v, "fp32") && strcmp(v, "custom"))
+                bad("--precision: expected mixed, fp32 or custom, got '%s'", v);
+            snprintf(o->prec_name, sizeof o->prec_name, "%s", v);
+        }
+    }
+    int custom = !strcmp(o->prec_name, "custom");
+    if (o->custom_given && !custom) bad("--param-bytes/--grad-bytes/--k: only with --precision custom");
+    if (custom && o->custom_given != 7) bad("--precision custom: needs --param-bytes, --grad-bytes and --k");
+    if (!strcmp(o->prec_name, "fp32")) o->prec = ZL_PRECISION_FP32;
+    if (o->mode == MODE_CALC) {
+        int by_shape = o->layers || o->dim;
+        if (by_shape && o->psi) bad("--params: give either --params or --layers/--dim, not both");
+        if (by_shape && !(o->layers && o->dim)) bad("--layers/--dim: give both");
+        if (!by_shape && !o->psi) bad("--params: required (or --layers and --dim); see --help");
+        if (by_shape) o->psi = (double)o->layers * (8.0 * o->dim * o->dim + 5.0 * o->dim);
+    }
+    if (o->mode == MODE_MAX_MODEL && !o->memory) bad("--memory: required with --max-model (bytes per device)");
+}
+
+/* ---- plain calculator -------------------------------------------------------------- */
+
+static void calc(const opts *o) {
+    zl_partition part = {0};
+    int padded = o->layers && !strcmp(o->prec_name, "mixed") && o->ranks <= 1e6;
+    if (padded && zl_model_partition(&part, (zl_model_shape){o->layers, o->dim}, (int)o->ranks))
+        bad("--layers/--dim: the model's byte counts overflow");
+    int s0 = o->stage < 0 ? 0 : o->stage, s1 = o->stage < 0 ? 3 : o->stage;
+    if (o->json) {
+        printf("{\"params\": %.17g, \"ranks\": %.17g, ", o->psi, o->ranks);
+        if (padded) printf("\"params_padded\": %zu, ", part.psi_pad);
+        printf("\"precision\": {\"name\": \"%s\", \"param_bytes\": %.17g, \"grad_bytes\": %.17g, \"k\": %.17g},\n"
+               " \"stages\": [",
+               o->prec_name, o->prec.param_bytes, o->prec.grad_bytes, o->prec.k);
+    } else {
+        printf("Psi = %.0f parameters, N = %.0f ranks, precision %s (P = %g, G = %g, K = %g bytes per parameter)\n",
+               o->psi, o->ranks, o->prec_name, o->prec.param_bytes, o->prec.grad_bytes, o->prec.k);
+        if (padded) printf("this MLP pads each of its %d units to a multiple of N: Psi_pad = %zu\n", o->layers,
+                           part.psi_pad);
+        printf("%-16s | %16s | %16s | %16s | %18s | %10s | %18s\n", "stage", "params B/rank", "grads B/rank",
+               "optimizer B/rank", "model states B/rank", "GB (1e9)", "wire B/step/rank");
+    }
+    for (int s = s0; s <= s1; s++) {
+        double parts[3], total = zl_state_bytes(o->psi, o->ranks, s, o->prec, parts);
+        double volume = zl_comm_volume_bytes(o->psi, s, o->prec), wire = zl_wire_bytes_step(o->psi, o->ranks, s, o->prec);
+        size_t exact = 0;
+        if (padded) {
+            zl_formula_config fc = {.stage = s, .rows = 1, .dim = o->dim, .layers = o->layers};
+            zl_mem_formula mf;
+            zl_formula_memory(&part, &fc, &mf);
+            exact = mf.model_states;
+        }
+        if (o->json) {
+            printf("%s\n  {\"stage\": %d, \"bytes_per_rank\": %.17g, \"params_bytes\": %.17g, \"grads_bytes\": %.17g, "
+                   "\"optimizer_bytes\": %.17g, \"comm_volume_bytes\": %.17g, \"wire_bytes_per_step\": %.17g",
+                   s > s0 ? "," : "", s, total, parts[0], parts[1], parts[2], volume, wire);
+            if (padded) printf(", \"bytes_per_rank_padded\": %zu", exact);
+            printf("}");
+        } else {
+            printf("%-16s | %16.0f | %16.0f | %16.0f | %18.0f | %10.4g | %18.0f\n", stage_names[s], parts[0], parts[1],
+                   parts[2], total, total / 1e9, wire);
+            if (padded) printf("%-16s | %16s | %16s | %16s | %18zu |\n", "  with padding", "", "", "", exact);
+        }
+    }
+    if (o->json) printf("\n]}\n");
+    else
+        printf("wire bytes: ring convention, (N-1)/N of the paper's volume (2 Psi for stages 0-2, 3 Psi for stage 3)\n");
+    if (padded) zl_partition_free(&part);
+}
+
+/* ---- the paper's tables ------------------------------------------------------------- */
+
+static void table1(void) {
+    static const double models[3] = {7.5e9, 128e9, 1e12};
+    static const int nd[6] = {1, 4, 16, 64, 256, 1024};
+    printf("Table 1: per-device model-state memory (GB = 1e9 bytes), mixed precision, K = 12,\n"
+           "printed in the paper's digits (from 100 up the paper truncates: see the notes below)\n\n");
+    printf("%-5s | %-22s | %-22s | %-22s\n", "DP", "7.5B Model (GB)", "128B Model (GB)", "1T Model (GB)");
+    printf("%-5s |", "");
+    for (int m = 0; m < 3; m++) printf(" %6s %7s %7s |", "P_os", "P_os+g", "+p");
+    printf("\n");
+    char notes[2048] = "";
+    for (int i = 0; i < 6; i++) {
+        printf("%-5d |", nd[i]);
+        for (int m = 0; m < 3; m++) {
+            for (int s = 1; s <= 3; s++) {
+                double gb = zl_state_bytes(models[m], nd[i], s, ZL_PRECISION_MIXED, NULL) / 1e9;
+                char cell[32];
+                zl_paper_digits(gb, cell, sizeof cell);
+                printf(" %*s", s == 1 ? 6 : 7, cell);
+                if (gb >= 100 && floor(gb + 0.5) != floor(gb)) {
+                    char note[160];
+                    snprintf(note, sizeof note, "  %s, N_d = %d, stage %d: exactly %.6g, printed %s (rounded: %.0f)\n",
+                             m == 0 ? "7.5B" : m == 1 ? "128B" : "1T", nd[i], s, gb, cell, floor(gb + 0.5));
+                    strncat(notes, note, sizeof notes - strlen(notes) - 1);
+                }
+            }
+            printf(" |");
+        }
+        printf("\n");
+    }
+    printf("\nCells the paper truncates rather than rounds:\n%s", notes);
+}
+
+/* "7.6B", "1T", "0.5T": the way Table 2 prints model sizes. */
+static void size_digits(double psi, char *buf, size_t n) {
+    if (psi >= 5e11) snprintf(buf, n, "%gT", floor(psi / 1e12 * 10 + 0.5) / 10);
+    else snprintf(buf, n, "%gB", floor(psi / 1e9 * 10 + 0.5) / 10);
+}
+
+static void max_model(const opts *o) {
+    double mem = o->memory * o->mp; /* model parallelism of degree mp splits the model over mp more devices */
+    printf("largest model whose model states fit %.4g bytes per device, N_d = %.0f data-parallel ranks",
+           o->memory, o->ranks);
+    if (o->mp > 1) printf(", model parallelism %.0f (%.0f GPUs)", o->mp, o->mp * o->ranks);
+    printf(", precision %s\n", o->prec_name);
+    printf("%-16s | %22s | %8s\n", "stage", "max Psi", "paper-style");
+    for (int s = 0; s <= 3; s++) {
+        if (o->stage >= 0 && s != o->stage) continue;
+        double psi = zl_max_params(mem, o->ranks, s, o->prec);
+        char c[32];
+        size_digits(psi, c, sizeof c);
+        printf("%-16s | %22.0f | %8s\n", stage_names[s], floor(psi), c);
+    }
+}
+
+/* ---- the seeds' worked examples ----------------------------------------------------- */
+
+static double unit_bytes(const char *unit) {
+    if (!strcmp(unit, "GB")) return 1e9;
+    if (!strcmp(unit, "GiB")) return 1073741824.0;
+    if (!strcmp(unit, "TB")) return 1e12;
+    if (!strcmp(unit, "MB")) return 1e6;
+    return 1; /* B, params, x */
+}
+
+/* Half a unit in the last printed digit of s ("41.3" -> 0.05, "7.6e9" -> 0.05e9, "2218" -> 0.5). */
+static double printed_tolerance(const char *s) {
+    const char *dot = strchr(s, '.'), *e = strpbrk(s, "eE");
+    int decimals = 0;
+    if (dot) decimals = (int)((e ? e : s + strlen(s)) - dot - 1);
+    double t = 0.5 * pow(10, -decimals);
+    if (e) t *= pow(10, atof(e + 1));
+    return t;
+}
+
+static int parse_precision(const char *s, zl_precision *p) {
+    if (!strcmp(s, "mixed")) { *p = ZL_PRECISION_MIXED; return 0; }
+    if (!strcmp(s, "fp32")) { *p = ZL_PRECISION_FP32; return 0; }
+    return sscanf(s, "custom:%lf,%lf,%lf", &p->param_bytes, &p->grad_bytes, &p->k) == 3 ? 0 : -1;
+}
+
+/* The value a row's own formula gives, in the row's unit; NAN if the kind is unknown. */
+static double seed_value(const char *kind, double psi, double n, int stage, zl_precision p, const char *unit) {
+    double parts[3], total = zl_state_bytes(psi, n, stage, p, parts), u = unit_bytes(unit);
+    if (!strcmp(kind, "states")) return total / u;
+    if (!strcmp(kind, "params")) return parts[0] / u;
+    if (!strcmp(kind, "grads")) return parts[1] / u;
+    if (!strcmp(kind, "optim")) return parts[2] / u;
+    if (!strcmp(kind, "comm_volume")) return zl_comm_volume_bytes(psi, stage, p) / u;
+    if (!strcmp(kind, "comm_ring")) return zl_wire_bytes_step(psi, n, stage, p) / u;
+    if (!strcmp(kind, "max_params")) return zl_max_params(psi, n, stage, p) / u;
+    /* ratio of stage S's per-device model states (kind ratio) to DDP's: the "4x, 8x, N_d" claims */
+    if (!strcmp(kind, "ratio_states")) return zl_state_bytes(1, n, 0, p, NULL) / zl_state_bytes(1, n, stage, p, NULL);
+    /* ratio of stage S's per-step communication volume to DDP's: "1x", "1.5x" */
+    if (!strcmp(kind, "ratio_comm")) return zl_comm_volume_bytes(1, stage, p) / zl_comm_volume_bytes(1, 0, p);
+    return NAN;
+}
+
+static int check_seeds(const opts *o) {
+    FILE *f = fopen(o->data, "r");
+    if (!f) bad("--data: cannot open '%s' (run from the repository root, or pass --data)", o->data);
+    char line[4096];
+    int rows = 0, disagree = 0, lineno = 0;
+    printf("%-28s | %-44s | %10s | %14s | %s\n", "seed", "where", "printed", "formula gives", "unit");
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        if (line[0] == '#' || line[0] == '\n') continue;
+        line[strcspn(line, "\r\n")] = '\0';
+        char *col[10] = {0};
+        int nc = 0;
+        for (char *p = line; nc < 10; nc++) {
+            col[nc] = p;
+            char *tab = strchr(p, '\t');
+            if (!tab) { nc++; break; }
+            *tab = '\0';
+            p = tab + 1;
+        }
+        if (nc < 9) bad("--data: %s:%d: expected at least 9 tab-separated columns, found %d", o->data, lineno, nc);
+        zl_precision p;
+        if (parse_precision(col[6], &p)) bad("--data: %s:%d: unknown precision '%s'", o->data, lineno, col[6]);
+        double psi = atof(col[3]), n = atof(col[4]), printed = atof(col[7]);
+        int stage = atoi(col[5]);
+        double v = seed_value(col[2], psi, n, stage, p, col[8]);
+        if (isnan(v)) bad("--data: %s:%d: unknown kind '%s'", o->data, lineno, col[2]);
+        rows++;
+        double tol = printed_tolerance(col[7]) * (1 + 1e-9);
+        if (fabs(v - printed) > tol) {
+            disagree++;
+            printf("%-28.28s | %-44.44s | %10s | %14.6g | %s\n", col[0], col[1], col[7], v, col[8]);
+        }
+    }
+    fclose(f);
+    printf("%d of %d printed numbers disagree with their own formula (at the printed digits)\n", disagree, rows);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    opts o;
+    parse(&o, argc, argv);
+    switch (o.mode) {
+    case MODE_TABLE1: table1(); break;
+    case MODE_MAX_MODEL: max_model(&o); break;
+    case MODE_CHECK_SEEDS: return check_seeds(&o);
+    default: calc(&o);
+    }
+    return 0;
+}
