@@ -116,11 +116,17 @@ Test(seeds, check_seeds_lists_exactly_the_errata) {
     char summary[128];
     snprintf(summary, sizeof summary, "%d of %d printed numbers disagree", n_errata, n_examples);
     cr_expect(strstr(r.out, summary) != NULL, "expected '%s' in:\n%s", summary, r.out);
-    /* Each erratum (seed, where, printed) appears in the output. */
+    /* Each erratum appears in the output: its locator (the first 60 bytes, as zerocalc prints
+     * it) and its printed value on one line. */
     for (int i = 0; i < n_errata; i++) {
-        char where[45];
-        snprintf(where, sizeof where, "%.44s", errata[i].col[1]);
-        cr_expect(strstr(r.out, where) != NULL, "erratum '%s' (%s) not reported", errata[i].col[1], errata[i].col[0]);
+        char where[61];
+        snprintf(where, sizeof where, "%.60s", errata[i].col[1]);
+        const char *hit = strstr(r.out, where);
+        cr_expect(hit != NULL, "erratum '%s' (%s) not reported", errata[i].col[1], errata[i].col[0]);
+        if (!hit) continue;
+        const char *eol = strchr(hit, '\n'), *val = strstr(hit, errata[i].col[2]);
+        cr_expect(val && (!eol || val < eol), "erratum '%s': printed value %s not on its line", errata[i].col[1],
+                  errata[i].col[2]);
     }
 }
 

@@ -235,37 +235,84 @@ static double unit_bytes(const char *unit) {
     return 1; /* B, params, x */
 }
 
-/* Half a unit in the last printed digit of s ("41.3" -> 0.05, "7.6e9" -> 0.05e9, "2218" -> 0.5). */
-static double printed_tolerance(const char *s) {
-    const char *dot = strchr(s, '.'), *e = strpbrk(s, "eE");
-    int decimals = 0;
-    if (dot) decimals = (int)((e ? e : s + strlen(s)) - dot - 1);
-    double t = 0.5 * pow(10, -decimals);
-    if (e) t *= pow(10, atof(e + 1));
-    return t;
-}
-
 static int parse_precision(const char *s, zl_precision *p) {
     if (!strcmp(s, "mixed")) { *p = ZL_PRECISION_MIXED; return 0; }
     if (!strcmp(s, "fp32")) { *p = ZL_PRECISION_FP32; return 0; }
     return sscanf(s, "custom:%lf,%lf,%lf", &p->param_bytes, &p->grad_bytes, &p->k) == 3 ? 0 : -1;
 }
 
-/* The value a row's own formula gives, in the row's unit; NAN if the kind is unknown. */
-static double seed_value(const char *kind, double psi, double n, int stage, zl_precision p, const char *unit) {
+/* Per-step volume, with the ZeRO-1 all-reduce variant (seed 002) on request. */
+static double volume(double psi, int stage, zl_precision p, int variant_ar) {
+    if (variant_ar && stage == 1) return 2 * psi * p.grad_bytes + psi * p.param_bytes;
+    return zl_comm_volume_bytes(psi, stage, p);
+}
+
+/* One term of a ratio expression: states(S), comm(S) or comm(1ar). */
+static double term(const char *t, double n, zl_precision p, int *ok) {
+    int s;
+    if (sscanf(t, "states(%d)", &s) == 1) return zl_state_bytes(1, n, s, p, NULL);
+    if (!strncmp(t, "comm(1ar)", 9)) return volume(1, 1, p, 1);
+    if (sscanf(t, "comm(%d)", &s) == 1) return volume(1, s, p, 0);
+    *ok = 0;
+    return NAN;
+}
+
+/* "A/B", "1 - A/B" or "A/B - 1" from the note's "expr: ...;" — the seeds' ratio claims. */
+static double ratio(const char *note, double n, zl_precision p) {
+    const char *e = strstr(note, "expr:");
+    if (!e) return NAN;
+    char expr[128];
+    snprintf(expr, sizeof expr, "%s", e + 5);
+    expr[strcspn(expr, ";")] = '\0';
+    int one_minus = 0, minus_one = 0, ok = 1;
+    char *x = expr;
+    while (*x == ' ') x++;
+    if (!strncmp(x, "1 - ", 4)) one_minus = 1, x += 4;
+    char *tail = strstr(x, " - 1");
+    if (tail) minus_one = 1, *tail = '\0';
+    char *slash = strchr(x, '/');
+    if (!slash) return NAN;
+    *slash = '\0';
+    double v = term(x, n, p, &ok) / term(slash + 1, n, p, &ok);
+    if (!ok) return NAN;
+    return one_minus ? 1 - v : minus_one ? v - 1 : v;
+}
+
+/* The value a row's own formula gives, in the row's unit; NAN if the row cannot be read. */
+static double seed_value(const char *kind, double psi, double n, int stage, zl_precision p, const char *unit,
+                         const char *note) {
     double parts[3], total = zl_state_bytes(psi, n, stage, p, parts), u = unit_bytes(unit);
+    int ar = strstr(note, "[variant:ar]") != NULL;
+    double ring = isinf(n) ? 1 : (n - 1) / n;
     if (!strcmp(kind, "states")) return total / u;
     if (!strcmp(kind, "params")) return parts[0] / u;
     if (!strcmp(kind, "grads")) return parts[1] / u;
     if (!strcmp(kind, "optim")) return parts[2] / u;
-    if (!strcmp(kind, "comm_volume")) return zl_comm_volume_bytes(psi, stage, p) / u;
-    if (!strcmp(kind, "comm_ring")) return zl_wire_bytes_step(psi, n, stage, p) / u;
+    if (!strcmp(kind, "comm_volume")) return volume(psi, stage, p, ar) / u;
+    if (!strcmp(kind, "comm_ring")) return ring * volume(psi, stage, p, ar) / u;
     if (!strcmp(kind, "max_params")) return zl_max_params(psi, n, stage, p) / u;
-    /* ratio of stage S's per-device model states (kind ratio) to DDP's: the "4x, 8x, N_d" claims */
-    if (!strcmp(kind, "ratio_states")) return zl_state_bytes(1, n, 0, p, NULL) / zl_state_bytes(1, n, stage, p, NULL);
-    /* ratio of stage S's per-step communication volume to DDP's: "1x", "1.5x" */
-    if (!strcmp(kind, "ratio_comm")) return zl_comm_volume_bytes(1, stage, p) / zl_comm_volume_bytes(1, 0, p);
+    if (!strcmp(kind, "ratio")) return ratio(note, n, p) * (!strcmp(unit, "%") ? 100 : 1);
     return NAN;
+}
+
+/* Decimals printed in s (of the mantissa for e-notation), and its power-of-ten exponent. */
+static int printed_decimals(const char *s, int *exponent) {
+    const char *dot = strchr(s, '.'), *e = strpbrk(s, "eE");
+    *exponent = e ? atoi(e + 1) : 0;
+    return dot ? (int)((e ? e : s + strlen(s)) - dot - 1) : 0;
+}
+
+/* Does the computed value agree with the printed one? [exact]: to 1e-9 relative; [le]: the
+ * printed value is only a lower bound; otherwise the computed value rounded half-up to the
+ * printed digits must equal the printed number (the seeds round half-up: 41.25 -> 41.3). */
+static int agrees(double v, const char *printed, const char *note) {
+    double pv = atof(printed);
+    if (strstr(note, "[exact]")) return fabs(v - pv) <= 1e-9 * fmax(1, fabs(pv));
+    if (strstr(note, "[le]")) return pv <= v * (1 + 1e-9);
+    int ex, d = printed_decimals(printed, &ex);
+    double scale = pow(10, d - ex);
+    double rounded = floor(v * scale + 0.5 + 1e-9) / scale;
+    return fabs(rounded - pv) <= 1e-9 * fmax(1, fabs(pv));
 }
 
 static int check_seeds(const opts *o) {
@@ -273,7 +320,7 @@ static int check_seeds(const opts *o) {
     if (!f) bad("--data: cannot open '%s' (run from the repository root, or pass --data)", o->data);
     char line[4096];
     int rows = 0, disagree = 0, lineno = 0;
-    printf("%-28s | %-44s | %10s | %14s | %s\n", "seed", "where", "printed", "formula gives", "unit");
+    printf("%-24s | %-60s | %10s | %14s | %s\n", "seed", "where", "printed", "formula gives", "unit");
     while (fgets(line, sizeof line, f)) {
         lineno++;
         if (line[0] == '#' || line[0] == '\n') continue;
@@ -288,17 +335,16 @@ static int check_seeds(const opts *o) {
             p = tab + 1;
         }
         if (nc < 9) bad("--data: %s:%d: expected at least 9 tab-separated columns, found %d", o->data, lineno, nc);
+        const char *note = nc > 9 ? col[9] : "";
         zl_precision p;
         if (parse_precision(col[6], &p)) bad("--data: %s:%d: unknown precision '%s'", o->data, lineno, col[6]);
-        double psi = atof(col[3]), n = atof(col[4]), printed = atof(col[7]);
-        int stage = atoi(col[5]);
-        double v = seed_value(col[2], psi, n, stage, p, col[8]);
-        if (isnan(v)) bad("--data: %s:%d: unknown kind '%s'", o->data, lineno, col[2]);
+        double psi = atof(col[3]), n = !strcmp(col[4], "inf") ? INFINITY : atof(col[4]);
+        double v = seed_value(col[2], psi, n, atoi(col[5]), p, col[8], note);
+        if (isnan(v)) bad("--data: %s:%d: cannot evaluate kind '%s' (note '%.40s')", o->data, lineno, col[2], note);
         rows++;
-        double tol = printed_tolerance(col[7]) * (1 + 1e-9);
-        if (fabs(v - printed) > tol) {
+        if (!agrees(v, col[7], note)) {
             disagree++;
-            printf("%-28.28s | %-44.44s | %10s | %14.6g | %s\n", col[0], col[1], col[7], v, col[8]);
+            printf("%-24.24s | %-60.60s | %10s | %14.6g | %s\n", col[0], col[1], col[7], v, col[8]);
         }
     }
     fclose(f);
