@@ -40,7 +40,7 @@ CPU_BINS  := $(addprefix build/cpu/,$(STAGES))
 CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/test_kernels_gpu)
 
 .SECONDARY:
-.PHONY: all cpu cuda demo results-cpu test test-unit test-asan test-zerocalc test-integration test-gpu deps deps-run clean
+.PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-gpu deps deps-run clean
 all: cpu $(if $(HAVE_NVCC),cuda)
 cpu: $(CPU_BINS) build/zerocalc
 cuda: $(CUDA_BINS)
@@ -123,6 +123,10 @@ test-integration: build/tests/test_integration $(CPU_BINS)
 
 test-gpu: cpu cuda
 	scripts/test-gpu.sh
+
+# Execute every notebook (installs Jupyter from Debian's packages if missing); figures -> docs/img/.
+notebooks: cpu
+	scripts/run-notebooks.sh
 
 results-cpu: deps-run cpu
 	scripts/results-cpu.sh
