@@ -119,7 +119,7 @@ test-zerocalc: build/tests/test_zerocalc build/zerocalc
 	build/tests/test_zerocalc -j2
 
 test-integration: build/tests/test_integration $(CPU_BINS)
-	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_integration -j1
+	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" ZL_MAX_WORLD=9 build/tests/test_integration -j1
 
 test-gpu: cpu cuda
 	scripts/test-gpu.sh

@@ -3,6 +3,7 @@
 #include "report.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,17 +153,33 @@ static int summaries_identical(const rank_summary *all, int n) {
     return 1;
 }
 
+static void print_minmax_row(const char *name, const rank_summary *all, int n, size_t measured_off,
+                             size_t formula_off) {
+    double lo = INFINITY, hi = -INFINITY, flo = INFINITY, fhi = -INFINITY, worst = 0;
+    for (int i = 0; i < n; i++) {
+        double m = *(const double *)((const char *)&all[i] + measured_off);
+        double f = *(const double *)((const char *)&all[i] + formula_off);
+        lo = fmin(lo, m), hi = fmax(hi, m), flo = fmin(flo, f), fhi = fmax(fhi, f);
+        worst = fmax(worst, fabs(m - f));
+    }
+    printf("%-22s | %16.0f | %16.0f | %16.0f | %16.0f | %12.0f\n", name, lo, hi, flo, fhi, worst);
+}
+
+/* N > 8: min and max over ranks of each line, and the largest |measured - formula|. */
 static void print_minmax(const rank_summary *all, int n) {
     printf("\nmemory per rank, bytes — min / max over %d ranks\n", n);
-    printf("%-22s | %16s | %16s | %16s | %16s\n", "component", "measured min", "measured max", "formula min",
-           "formula max");
+    printf("%-22s | %16s | %16s | %16s | %16s | %12s\n", "component", "measured min", "measured max", "formula min",
+           "formula max", "max |diff|");
+    printf("-----------------------+------------------+------------------+------------------+------------------+-------------\n");
     for (int c = 0; c < ZL_MEM_NCAT; c++) {
-        double lo = INFINITY, hi = -INFINITY, flo = INFINITY, fhi = -INFINITY;
-        for (int i = 0; i < n; i++) {
-            lo = fmin(lo, all[i].mem_measured[c]), hi = fmax(hi, all[i].mem_measured[c]);
-            flo = fmin(flo, all[i].mem_formula[c]), fhi = fmax(fhi, all[i].mem_formula[c]);
-        }
-        printf("%-22s | %16.0f | %16.0f | %16.0f | %16.0f\n", zl_mem_cat_name((zl_mem_cat)c), lo, hi, flo, fhi);
+        if (c == ZL_MEM_N_MODEL_STATES)
+            print_minmax_row("= model_states", all, n, offsetof(rank_summary, states_measured),
+                             offsetof(rank_summary, states_formula));
+        if (c == ZL_MEM_HOST_STAGING)
+            print_minmax_row("= peak_total (device)", all, n, offsetof(rank_summary, peak_measured),
+                             offsetof(rank_summary, peak_formula));
+        print_minmax_row(zl_mem_cat_name((zl_mem_cat)c), all, n, offsetof(rank_summary, mem_measured[c]),
+                         offsetof(rank_summary, mem_formula[c]));
     }
 }
 
@@ -287,18 +304,18 @@ void zl_report_final(const zl_report *r) {
     printf("\n== %s | backend %s (%s) | N = %d | Psi = %zu | Psi_pad = %zu | %d units ==\n", stage_names[c->stage],
            zl_backend_name(), zl_backend_device_name(), N, r->part->psi, r->part->psi_pad, r->part->n_units);
     if (r->variant) printf("variant: %s\n", r->variant);
-    if (summaries_identical(all, N)) {
+    if (N > 8) {
+        print_minmax(all, N); /* one column per rank would not fit; the JSON has every rank */
+    } else if (summaries_identical(all, N)) {
         char who[64];
         snprintf(who, sizeof who, N == 1 ? "rank 0" : "every rank (all %d identical)", N);
         print_memory(r, &all[0], who);
-    } else if (N <= 8) {
+    } else {
         for (int i = 0; i < N; i++) {
             char who[32];
             snprintf(who, sizeof who, "rank %d", i);
             print_memory(r, &all[i], who);
         }
-    } else {
-        print_minmax(all, N);
     }
     print_comm(r, &all[0]);
     if (!isfinite(r->losses[r->steps - 1]))

@@ -362,3 +362,13 @@ Test(backends, cuda_matches_cpu_on_tiny) {
         unlink(ja), unlink(jb), unlink(da), unlink(db);
     }
 }
+
+/* N > 8: the printed memory table becomes min / max over ranks (the JSON keeps every rank). */
+Test(exact, stage3_N9_min_max_report) {
+    if (max_world() < 9) cr_skip_test("ZL_MAX_WORLD < 9");
+    check_memory_and_traffic_with(3, 9, 2, 31, 2, "");
+    zl_run_result r;
+    zl_run(&r, "-n 9 {stage3} --layers 2 --dim 31 --batch 2 --steps 1 --quiet");
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "min / max over 9 ranks") != NULL, "%s", r.out);
+}
