@@ -19,7 +19,8 @@ SAN      = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 # NCCL: NCCL_HOME, then CUDA_HOME, then the system paths (they differ between machines).
 NCCL_INC_DIR := $(firstword $(foreach d,$(NCCL_HOME)/include $(CUDA_HOME)/include /usr/include,$(if $(wildcard $(d)/nccl.h),$(d))))
 NCCL_LIB_DIR := $(firstword $(foreach d,$(NCCL_HOME)/lib $(NCCL_HOME)/lib64 $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib /usr/lib/x86_64-linux-gnu /usr/lib64,$(if $(wildcard $(d)/libnccl.so),$(d))))
-HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo yes)
+# The CUDA programs are built when nvcc and NCCL (header and library) are all found.
+HAVE_NVCC := $(if $(and $(NCCL_INC_DIR),$(NCCL_LIB_DIR)),$(shell command -v $(NVCC) >/dev/null 2>&1 && echo yes))
 # MPI include flags for nvcc (mpicc -showme:compile on Open MPI, mpicc -show on MPICH).
 MPI_INC = $(shell $(MPICC) -showme:compile 2>/dev/null || $(MPICC) -show 2>/dev/null | tr ' ' '\n' | grep '^-I')
 
