@@ -85,6 +85,13 @@ build/asan/test_unit: $(UNIT_SRC) $(COMMON) $(CPU_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS_COMMON) -O1 $(SAN) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion -lm -o $@
 
+# The four programs under ASan + UBSan, run end to end by test-asan (MPICH's own allocations
+# are not ours to free, hence detect_leaks=0).
+ASAN_BINS := $(addprefix build/asan/,$(STAGES))
+build/asan/%: %.c $(COMMON) $(CPU_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS_COMMON) -O1 $(SAN) $< $(COMMON) $(CPU_SRC) -lm -o $@
+
 build/tests/test_zerocalc: tests/test_zerocalc.c tests/zl_test_util.h common/formulas.c common/partition.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) tests/test_zerocalc.c common/formulas.c common/partition.c -lcriterion -lcjson -lm -o $@
@@ -107,14 +114,19 @@ deps: deps-run
 	@test -f /usr/include/criterion/criterion.h && test -f /usr/include/cjson/cJSON.h || scripts/install-deps.sh
 
 test: deps
-	$(MAKE) cpu build/tests/test_unit build/asan/test_unit build/tests/test_integration build/tests/test_zerocalc
+	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) build/tests/test_integration build/tests/test_zerocalc
 	$(MAKE) test-unit test-asan test-zerocalc test-integration
 
 test-unit: build/tests/test_unit
 	build/tests/test_unit -j2
 
-test-asan: build/asan/test_unit
+test-asan: build/asan/test_unit $(ASAN_BINS)
 	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 build/asan/test_unit -j2
+	@for p in $(STAGES); do \
+	  ASAN_OPTIONS=detect_leaks=0 $(MPIEXEC) -n 3 build/asan/$$p --layers 3 --dim 31 --steps 3 --quiet \
+	    >build/asan/$$p.log 2>&1 || { cat build/asan/$$p.log; echo "test-asan: $$p failed"; exit 1; }; \
+	  echo "test-asan: $$p at N = 3 clean under ASan + UBSan"; \
+	done
 
 test-zerocalc: build/tests/test_zerocalc build/zerocalc
 	build/tests/test_zerocalc -j2
