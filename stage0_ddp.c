@@ -181,7 +181,7 @@ int main(int argc, char **argv) {
     for (int u = 0; u < t.L; u++) t.grads_ready[u] = zl_event_create();
     t.loss_ready = zl_event_create();
     t.comm_done = zl_event_create();
-    zl_comm_init(t.rt.world, t.rt.rank, t.L + 4);
+    zl_comm_init(t.rt.world, t.L + 4);
 
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
     rep.device_known = zl_dev_mem_used(&rep.device_baseline, &rep.device_total);

@@ -220,7 +220,7 @@ int main(int argc, char **argv) {
         for (int u = 0; u < t.L; u++) (*per_unit[k])[u] = zl_event_create();
     }
     t.loss_ready = zl_event_create();
-    zl_comm_init(t.rt.world, t.rt.rank, 2 * t.L + 4);
+    zl_comm_init(t.rt.world, 2 * t.L + 4);
 
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
     rep.device_known = zl_dev_mem_used(&rep.device_baseline, &rep.device_total);

@@ -265,7 +265,7 @@ int main(int argc, char **argv) {
     for (int b = 0; b < 2; b++) t.bucket_free[b] = zl_event_create();
     t.adam_done = zl_event_create();
     t.loss_ready = zl_event_create();
-    zl_comm_init(t.rt.world, t.rt.rank, 3 * t.L + 4);
+    zl_comm_init(t.rt.world, 3 * t.L + 4);
 
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
     rep.device_known = zl_dev_mem_used(&rep.device_baseline, &rep.device_total);

@@ -26,14 +26,13 @@ typedef struct {
     zl_event start, end;
 } log_entry;
 
-static int g_world, g_rank, g_cap, g_n;
+static int g_world, g_cap, g_n;
 static log_entry *g_log; /* g_cap entries, events created up front */
 static zl_comm_stat g_stat[ZL_NOPS][ZL_NPURPOSES][3];
 static long g_steps, g_timed_steps;
 
-void zl_comm_init(int world, int rank, int max_per_step) {
+void zl_comm_init(int world, int max_per_step) {
     g_world = world;
-    g_rank = rank;
     g_cap = max_per_step;
     g_n = 0;
     g_log = calloc((size_t)g_cap, sizeof(log_entry));

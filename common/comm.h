@@ -26,6 +26,10 @@ typedef enum {
     ZL_NPURPOSES
 } zl_purpose;
 
+/* The per-step totals (wire_bytes_per_step) count gradient and parameter traffic only:
+ * not the tiny control all-reduce, and not stage 3's one-off final gather. */
+static inline int zl_purpose_in_step_total(zl_purpose p) { return p != ZL_P_CONTROL && p != ZL_P_GATHER_FINAL; }
+
 const char *zl_op_name(zl_op op);
 const char *zl_purpose_name(zl_purpose p);
 
@@ -46,7 +50,7 @@ typedef struct {
 
 /* Set up logging: at most max_per_step collectives per step (their events are created
  * now, so logging allocates nothing later). world = N. */
-void zl_comm_init(int world, int rank, int max_per_step);
+void zl_comm_init(int world, int max_per_step);
 void zl_comm_finalize(void);
 
 /* Collectives, issued on stream s. Same in-place rules as backend.h. */

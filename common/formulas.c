@@ -110,7 +110,7 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
     out->bytes[ZL_P_CONTROL] = 2 * (N - 1) / N * 4.0; /* one fp32 loss, all-reduced */
     out->calls[ZL_P_CONTROL] = 1;
     for (int i = 0; i < ZL_NPURPOSES; i++)
-        if (i != ZL_P_CONTROL && i != ZL_P_GATHER_FINAL) out->total += out->bytes[i];
+        if (zl_purpose_in_step_total((zl_purpose)i)) out->total += out->bytes[i];
 }
 
 double zl_paper_wire_bytes(double psi, int world, int stage) {

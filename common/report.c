@@ -54,7 +54,7 @@ static void summarize(const zl_report *r, rank_summary *s) {
                 double *c = s->comm[o][p][t];
                 c[C_CALLS] = (double)st->calls, c[C_S] = st->S_bytes, c[C_WIRE] = st->wire_bytes;
                 c[C_MS] = st->ms, c[C_TIMED_S] = st->timed_S_bytes, c[C_TIMED_CALLS] = (double)st->timed_calls;
-                if (p != ZL_P_CONTROL && p != ZL_P_GATHER_FINAL && steps > 0) s->wire_measured += st->wire_bytes / steps;
+                if (zl_purpose_in_step_total((zl_purpose)p) && steps > 0) s->wire_measured += st->wire_bytes / steps;
             }
     zl_comm_formula cf;
     zl_formula_comm(r->part, &r->fc, &cf);
@@ -121,6 +121,25 @@ static void print_memory(const zl_report *r, const rank_summary *s, const char *
 
 static double per_step(double total, double steps) { return steps > 0 ? total / steps : 0; }
 
+/* Steps a purpose's totals are divided by: the final gather happens once, not per step. */
+static double steps_of(const rank_summary *s, int purpose) {
+    return purpose == ZL_P_GATHER_FINAL ? 1 : s->steps;
+}
+
+/* One collective row (op, purpose, dtype) as both the table and the JSON show it. */
+typedef struct {
+    double calls_per_step, bytes_per_call, wire_per_step, ms_per_step, algbw, busbw; /* GB/s */
+} collective_row;
+
+static collective_row collective_of(const rank_summary *s, int o, int p, int t, int world) {
+    const double *c = s->comm[o][p][t];
+    double steps = steps_of(s, p), secs = c[C_MS] * 1e-3;
+    collective_row row = {per_step(c[C_CALLS], steps), c[C_S] / c[C_CALLS], per_step(c[C_WIRE], steps),
+                          per_step(c[C_MS], s->timed_steps), secs > 0 ? c[C_TIMED_S] / secs / 1e9 : 0, 0};
+    row.busbw = row.algbw * zl_busbw_factor((zl_op)o, world);
+    return row;
+}
+
 static void print_comm(const zl_report *r, const rank_summary *s) {
     int N = r->rt->world;
     printf("\ncollectives per step, rank 0 (ring wire bytes sent per rank; busbw per nccl-tests)\n");
@@ -130,15 +149,12 @@ static void print_comm(const zl_report *r, const rank_summary *s) {
     for (int p = 0; p < ZL_NPURPOSES; p++)
         for (int o = 0; o < ZL_NOPS; o++)
             for (int t = 0; t < 3; t++) {
-                const double *c = s->comm[o][p][t];
-                if (c[C_CALLS] == 0) continue;
-                double steps = p == ZL_P_GATHER_FINAL ? 1 : s->steps;
-                double ms = per_step(c[C_MS], s->timed_steps);
-                double busbw = c[C_MS] > 0 ? c[C_TIMED_S] / (c[C_MS] * 1e-3) * zl_busbw_factor((zl_op)o, N) / 1e9 : 0;
+                if (s->comm[o][p][t][C_CALLS] == 0) continue;
+                collective_row row = collective_of(s, o, p, t, N);
                 printf("%-15s | %-18s | %-5s | %6.0f | %14.0f | %16.0f | %16.0f | %9.3f | %9.2f\n",
                        zl_op_name((zl_op)o), zl_purpose_name((zl_purpose)p), zl_dtype_name((zl_dtype)t),
-                       per_step(c[C_CALLS], steps), c[C_S] / c[C_CALLS], per_step(c[C_WIRE], steps),
-                       s->comm_formula[p], ms, busbw);
+                       row.calls_per_step, row.bytes_per_call, row.wire_per_step, s->comm_formula[p], row.ms_per_step,
+                       row.busbw);
             }
     double paper = zl_paper_wire_bytes((double)r->part->psi, N, r->fc.stage);
     printf("total (grads + params, control excluded): measured %.0f, formula %.0f, paper %.0f bytes/step per rank\n",
@@ -210,7 +226,7 @@ static void json_rank(FILE *f, const zl_report *r, const rank_summary *s, int ra
     fprintf(f, "     \"comm\": {\"measured\": {\"wire_bytes_per_step\": %.17g, \"by_purpose\": {", s->wire_measured);
     int first = 1;
     for (int p = 0; p < ZL_NPURPOSES; p++) {
-        double w = 0, steps = p == ZL_P_GATHER_FINAL ? 1 : s->steps;
+        double w = 0, steps = steps_of(s, p);
         for (int o = 0; o < ZL_NOPS; o++)
             for (int t = 0; t < 3; t++) w += s->comm[o][p][t][C_WIRE];
         fprintf(f, "%s\"%s\": %.17g", first ? "" : ", ", zl_purpose_name((zl_purpose)p), per_step(w, steps));
@@ -225,18 +241,15 @@ static void json_rank(FILE *f, const zl_report *r, const rank_summary *s, int ra
     for (int p = 0; p < ZL_NPURPOSES; p++)
         for (int o = 0; o < ZL_NOPS; o++)
             for (int t = 0; t < 3; t++) {
-                const double *c = s->comm[o][p][t];
-                if (c[C_CALLS] == 0) continue;
-                double steps = p == ZL_P_GATHER_FINAL ? 1 : s->steps;
-                double secs = c[C_MS] * 1e-3, algbw = secs > 0 ? c[C_TIMED_S] / secs / 1e9 : 0;
+                if (s->comm[o][p][t][C_CALLS] == 0) continue;
+                collective_row row = collective_of(s, o, p, t, N);
                 fprintf(f,
                         "%s\n        {\"op\": \"%s\", \"purpose\": \"%s\", \"dtype\": \"%s\", \"calls_per_step\": "
                         "%.17g, \"bytes_per_call\": %.17g, \"wire_bytes_per_step\": %.17g, \"ms_per_step\": %.17g, "
                         "\"algbw_GBps\": %.17g, \"busbw_GBps\": %.17g}",
                         first ? "" : ",", zl_op_name((zl_op)o), zl_purpose_name((zl_purpose)p),
-                        zl_dtype_name((zl_dtype)t), per_step(c[C_CALLS], steps), c[C_S] / c[C_CALLS],
-                        per_step(c[C_WIRE], steps), per_step(c[C_MS], s->timed_steps), algbw,
-                        algbw * zl_busbw_factor((zl_op)o, N));
+                        zl_dtype_name((zl_dtype)t), row.calls_per_step, row.bytes_per_call, row.wire_per_step,
+                        row.ms_per_step, row.algbw, row.busbw);
                 first = 0;
             }
     fprintf(f, "]},\n     \"ms_per_step\": %.17g}", s->ms_per_step);
