@@ -12,7 +12,7 @@ CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 
-CFLAGS_COMMON = -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -I. -Ikernels
+CFLAGS_COMMON = -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -pthread -I. -Ikernels
 CFLAGS  ?= $(CFLAGS_COMMON)
 SAN      = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
@@ -26,7 +26,7 @@ MPI_INC = $(shell $(MPICC) -showme:compile 2>/dev/null || $(MPICC) -show 2>/dev/
 
 STAGES   := stage0_ddp stage1 stage2 stage3
 COMMON   := common/util.c common/alloc.c common/partition.c common/model.c common/formulas.c common/comm.c common/args.c \
-            common/runtime.c common/report.c
+            common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c
 CPU_SRC  := kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c
 HEADERS  := $(wildcard common/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
 
@@ -100,6 +100,10 @@ build/tests/test_integration: tests/test_integration.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) tests/test_integration.c -lcriterion -lcjson -lm -o $@
 
+build/tests/test_loud: tests/test_loud.c tests/zl_test_util.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) tests/test_loud.c -lcriterion -lcjson -lm -o $@
+
 # The integration tests for a GPU machine that has no Criterion/cJSON: built here, with
 # their shared libraries next to them (found through an rpath of $ORIGIN/lib).
 build/gpu-tests/test_integration: tests/test_integration.c tests/zl_test_util.h
@@ -114,7 +118,8 @@ deps: deps-run
 	@test -f /usr/include/criterion/criterion.h && test -f /usr/include/cjson/cJSON.h || scripts/install-deps.sh
 
 test: deps
-	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) build/tests/test_integration build/tests/test_zerocalc
+	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) build/tests/test_integration build/tests/test_loud \
+		build/tests/test_zerocalc
 	$(MAKE) test-unit test-asan test-zerocalc test-integration
 
 test-unit: build/tests/test_unit
@@ -131,8 +136,9 @@ test-asan: build/asan/test_unit $(ASAN_BINS)
 test-zerocalc: build/tests/test_zerocalc build/zerocalc
 	build/tests/test_zerocalc -j2
 
-test-integration: build/tests/test_integration $(CPU_BINS)
+test-integration: build/tests/test_integration build/tests/test_loud $(CPU_BINS)
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" ZL_MAX_WORLD=9 build/tests/test_integration -j1
+	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_loud -j1
 
 test-gpu: cpu cuda
 	scripts/test-gpu.sh

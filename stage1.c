@@ -24,6 +24,7 @@
 #include "common/comm.h"
 #include "common/formulas.h"
 #include "common/model.h"
+#include "common/preflight.h"
 #include "common/report.h"
 #include "common/runtime.h"
 #include "common/util.h"
@@ -145,10 +146,10 @@ static void backward_and_reduce_scatter(Trainer *t) {
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
         if (t->rt.cfg.grad_sync_allreduce) /* seed 002's variant: the full sum, of which we use 1/N */
-            zl_allreduce(unit(t, t->grads, u), t->part.n_pad[u], ZL_F16, ZL_P_GRAD_SYNC, t->comm);
+            zl_allreduce(unit(t, t->grads, u), t->part.n_pad[u], ZL_F16, ZL_P_GRAD_SYNC, u, t->comm);
         else
             zl_reduce_scatter(unit(t, t->grads, u), my_slice(t, t->grads, u), t->part.shard[u], ZL_F16,
-                              ZL_P_GRAD_SYNC, t->comm);
+                              ZL_P_GRAD_SYNC, u, t->comm);
         zl_event_record(t->grads_synced[u], t->comm);
     }
 }
@@ -169,7 +170,7 @@ static void optimizer_step_and_allgather(Trainer *t, int step) {
         zl_event_record(t->slice_updated[u], t->compute);
         zl_stream_wait_event(t->comm, t->slice_updated[u]);
         zl_allgather(my_slice(t, t->params, u), unit(t, t->params, u), t->part.shard[u], ZL_F16,
-                     ZL_P_GATHER_STEP, t->comm);
+                     ZL_P_GATHER_STEP, u, t->comm);
         zl_event_record(t->params_gathered[u], t->comm);
     }
 }
@@ -185,7 +186,7 @@ static float train_step(Trainer *t, int step) {
     zl_mse_loss_backward(x_of(t, t->L), t->target, t->dx[0], t->loss, t->B, t->D, c->loss_scale, t->compute);
     zl_event_record(t->loss_ready, t->compute);
     zl_stream_wait_event(t->comm, t->loss_ready);
-    zl_allreduce(t->loss, 1, ZL_F32, ZL_P_CONTROL, t->comm); /* sum of per-rank means */
+    zl_allreduce(t->loss, 1, ZL_F32, ZL_P_CONTROL, -1, t->comm); /* sum of per-rank means */
     backward_and_reduce_scatter(t);
     optimizer_step_and_allgather(t, step);
     float loss_sum;
@@ -225,6 +226,10 @@ int main(int argc, char **argv) {
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
     rep.device_known = zl_dev_mem_used(&rep.device_baseline, &rep.device_total);
     zl_mem_init(zl_dev_alloc, zl_dev_free);
+    rep.fc = (zl_formula_config){.stage = STAGE, .rows = t.B, .dim = t.D, .layers = t.L,
+                                 .grad_sync_allreduce = c->grad_sync_allreduce,
+                                 .workspace_bytes = zl_kernels_workspace_bytes(t.B, t.D)};
+    zl_preflight(&t.rt, &t.part, &rep.fc, t.shape); /* exits 2, nothing allocated, if it cannot fit */
     allocate(&t);
     zl_dev_mem_used(&rep.device_after_alloc, &rep.device_total);
     initialise(&t);
@@ -243,15 +248,12 @@ int main(int argc, char **argv) {
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
 
-    rep.fc = (zl_formula_config){.stage = STAGE, .rows = t.B, .dim = t.D, .layers = t.L,
-                                 .grad_sync_allreduce = c->grad_sync_allreduce,
-                                 .workspace_bytes = zl_kernels_workspace_bytes(t.B, t.D)};
     rep.variant = c->grad_sync_allreduce ? "all-reduce + all-gather (seed 002; 1.5x DDP traffic)"
                                          : "reduce-scatter + all-gather (in place; DDP traffic)";
     rep.losses = losses;
     rep.ms_per_step = timed_ms / (c->steps > 1 ? c->steps - 1 : 1);
     rep.param_hash = param_hash(&t);
-    zl_report_final(&rep);
+    int status = zl_report_final(&rep);
 
     free(losses);
     zl_mem_free_all();
@@ -264,6 +266,5 @@ int main(int argc, char **argv) {
     zl_stream_destroy(t.compute);
     zl_stream_destroy(t.comm);
     zl_partition_free(&t.part);
-    zl_runtime_finish(&t.rt);
-    return 0;
+    return zl_runtime_finish(&t.rt, status);
 }

@@ -20,6 +20,7 @@
 #include "common/comm.h"
 #include "common/formulas.h"
 #include "common/model.h"
+#include "common/preflight.h"
 #include "common/report.h"
 #include "common/runtime.h"
 #include "common/util.h"
@@ -151,7 +152,7 @@ static void backward_and_reduce_scatter(Trainer *t) {
         cur ^= 1;
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
-        zl_reduce_scatter(t->bucket[b], my_grads(t, u), t->part.shard[u], ZL_F16, ZL_P_GRAD_SYNC, t->comm);
+        zl_reduce_scatter(t->bucket[b], my_grads(t, u), t->part.shard[u], ZL_F16, ZL_P_GRAD_SYNC, u, t->comm);
         zl_event_record(t->grads_synced[u], t->comm);
         zl_event_record(t->bucket_free[b], t->comm);
     }
@@ -173,7 +174,7 @@ static void optimizer_step_and_allgather(Trainer *t, int step) {
         zl_event_record(t->slice_updated[u], t->compute);
         zl_stream_wait_event(t->comm, t->slice_updated[u]);
         zl_allgather(my_slice(t, t->params, u), unit(t, t->params, u), t->part.shard[u], ZL_F16,
-                     ZL_P_GATHER_STEP, t->comm);
+                     ZL_P_GATHER_STEP, u, t->comm);
         zl_event_record(t->params_gathered[u], t->comm);
     }
 }
@@ -189,7 +190,7 @@ static float train_step(Trainer *t, int step) {
     zl_mse_loss_backward(x_of(t, t->L), t->target, t->dx[0], t->loss, t->B, t->D, c->loss_scale, t->compute);
     zl_event_record(t->loss_ready, t->compute);
     zl_stream_wait_event(t->comm, t->loss_ready);
-    zl_allreduce(t->loss, 1, ZL_F32, ZL_P_CONTROL, t->comm); /* sum of per-rank means */
+    zl_allreduce(t->loss, 1, ZL_F32, ZL_P_CONTROL, -1, t->comm); /* sum of per-rank means */
     backward_and_reduce_scatter(t);
     optimizer_step_and_allgather(t, step);
     float loss_sum;
@@ -230,6 +231,9 @@ int main(int argc, char **argv) {
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
     rep.device_known = zl_dev_mem_used(&rep.device_baseline, &rep.device_total);
     zl_mem_init(zl_dev_alloc, zl_dev_free);
+    rep.fc = (zl_formula_config){.stage = STAGE, .rows = t.B, .dim = t.D, .layers = t.L,
+                                 .workspace_bytes = zl_kernels_workspace_bytes(t.B, t.D)};
+    zl_preflight(&t.rt, &t.part, &rep.fc, t.shape); /* exits 2, nothing allocated, if it cannot fit */
     allocate(&t);
     zl_dev_mem_used(&rep.device_after_alloc, &rep.device_total);
     initialise(&t);
@@ -248,13 +252,11 @@ int main(int argc, char **argv) {
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
 
-    rep.fc = (zl_formula_config){.stage = STAGE, .rows = t.B, .dim = t.D, .layers = t.L,
-                                 .workspace_bytes = zl_kernels_workspace_bytes(t.B, t.D)};
     rep.variant = "reduce-scatter from 2 buckets into the gradient shard + all-gather";
     rep.losses = losses;
     rep.ms_per_step = timed_ms / (c->steps > 1 ? c->steps - 1 : 1);
     rep.param_hash = param_hash(&t);
-    zl_report_final(&rep);
+    int status = zl_report_final(&rep);
 
     free(losses);
     zl_mem_free_all();
@@ -268,6 +270,5 @@ int main(int argc, char **argv) {
     zl_stream_destroy(t.compute);
     zl_stream_destroy(t.comm);
     zl_partition_free(&t.part);
-    zl_runtime_finish(&t.rt);
-    return 0;
+    return zl_runtime_finish(&t.rt, status);
 }

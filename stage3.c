@@ -22,6 +22,7 @@
 #include "common/comm.h"
 #include "common/formulas.h"
 #include "common/model.h"
+#include "common/preflight.h"
 #include "common/report.h"
 #include "common/runtime.h"
 #include "common/util.h"
@@ -143,7 +144,7 @@ static void gather_for_use(Trainer *t, int k) {
     int u = unit_of_use(t, k), slot = slot_of_use(t, k);
     zl_stream_wait_event(t->comm, t->slot_free[slot]);
     zl_allgather(my_params(t, u), t->gather[slot], t->part.shard[u], ZL_F16,
-                 k < t->L ? ZL_P_GATHER_FWD : ZL_P_GATHER_BWD, t->comm);
+                 k < t->L ? ZL_P_GATHER_FWD : ZL_P_GATHER_BWD, u, t->comm);
     zl_event_record(t->gathered[slot], t->comm);
 }
 
@@ -183,7 +184,7 @@ static void backward_and_reduce_scatter(Trainer *t) {
         cur ^= 1;
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
-        zl_reduce_scatter(t->bucket[b], my_grads(t, u), t->part.shard[u], ZL_F16, ZL_P_GRAD_SYNC, t->comm);
+        zl_reduce_scatter(t->bucket[b], my_grads(t, u), t->part.shard[u], ZL_F16, ZL_P_GRAD_SYNC, u, t->comm);
         zl_event_record(t->grads_synced[u], t->comm);
         zl_event_record(t->bucket_free[b], t->comm);
     }
@@ -217,7 +218,7 @@ static float train_step(Trainer *t, int step) {
     zl_mse_loss_backward(x_of(t, t->L), t->target, t->dx[0], t->loss, t->B, t->D, c->loss_scale, t->compute);
     zl_event_record(t->loss_ready, t->compute);
     zl_stream_wait_event(t->comm, t->loss_ready);
-    zl_allreduce(t->loss, 1, ZL_F32, ZL_P_CONTROL, t->comm); /* sum of per-rank means */
+    zl_allreduce(t->loss, 1, ZL_F32, ZL_P_CONTROL, -1, t->comm); /* sum of per-rank means */
     backward_and_reduce_scatter(t);
     optimizer_step(t, step);
     float loss_sum;
@@ -235,7 +236,7 @@ static uint64_t param_hash(Trainer *t) {
     zl_comm_step_begin();
     zl_stream_wait_event(t->comm, t->adam_done);
     for (int u = 0; u < t->L; u++) {
-        zl_allgather(my_params(t, u), t->gather[0], t->part.shard[u], ZL_F16, ZL_P_GATHER_FINAL, t->comm);
+        zl_allgather(my_params(t, u), t->gather[0], t->part.shard[u], ZL_F16, ZL_P_GATHER_FINAL, u, t->comm);
         zl_stream_sync(t->comm);
         zl_digest_unit(&d, t->gather[0], t->part.n[u], t->staging, t->comm);
     }
@@ -270,6 +271,9 @@ int main(int argc, char **argv) {
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
     rep.device_known = zl_dev_mem_used(&rep.device_baseline, &rep.device_total);
     zl_mem_init(zl_dev_alloc, zl_dev_free);
+    rep.fc = (zl_formula_config){.stage = STAGE, .rows = t.B, .dim = t.D, .layers = t.L, .prefetch = c->prefetch,
+                                 .workspace_bytes = zl_kernels_workspace_bytes(t.B, t.D)};
+    zl_preflight(&t.rt, &t.part, &rep.fc, t.shape); /* exits 2, nothing allocated, if it cannot fit */
     allocate(&t);
     zl_dev_mem_used(&rep.device_after_alloc, &rep.device_total);
     initialise(&t);
@@ -288,15 +292,13 @@ int main(int argc, char **argv) {
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
 
-    rep.fc = (zl_formula_config){.stage = STAGE, .rows = t.B, .dim = t.D, .layers = t.L, .prefetch = c->prefetch,
-                                 .workspace_bytes = zl_kernels_workspace_bytes(t.B, t.D)};
     char variant[64];
     snprintf(variant, sizeof variant, "gather per unit, prefetch %d (%d gather buffers)", c->prefetch, t.n_slots);
     rep.variant = variant;
     rep.losses = losses;
     rep.ms_per_step = timed_ms / (c->steps > 1 ? c->steps - 1 : 1);
     rep.param_hash = param_hash(&t);
-    zl_report_final(&rep);
+    int status = zl_report_final(&rep);
 
     free(losses);
     zl_mem_free_all();
@@ -312,6 +314,5 @@ int main(int argc, char **argv) {
     zl_stream_destroy(t.compute);
     zl_stream_destroy(t.comm);
     zl_partition_free(&t.part);
-    zl_runtime_finish(&t.rt);
-    return 0;
+    return zl_runtime_finish(&t.rt, status);
 }

@@ -57,18 +57,29 @@ static int parse_u64(const char *flag, const char *s, uint64_t *out, char *err, 
     return ZL_ARGS_OK;
 }
 
-/* lo_open: the lower bound is excluded; hi_open likewise. */
+/* lo_open: the lower bound is excluded; hi_open likewise. The range is checked on the
+ * value as stored (a float), not on the double that was parsed: 0.99999999999 rounds to
+ * 1.0f, and a β of 1 or a scale of 0 would give NaN after one step. A non-zero value
+ * that becomes 0 in a float is refused for the same reason. */
 static int parse_float(const char *flag, const char *s, double lo, int lo_open, double hi, int hi_open, float *out,
                        char *err, int len) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    int ok = !errno && end != s && !*end && isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
-    if (!ok)
-        return fail(err, len, "%s: expected a number in %c%g, %g%c, got '%s'", flag, lo_open ? '(' : '[', lo, hi,
-                    hi_open ? ')' : ']', s);
-    *out = (float)v;
-    return ZL_ARGS_OK;
+    int parsed = end != s && !*end && isfinite(v) && (errno == 0 || errno == ERANGE);
+    float f = (float)v;
+    double stored = (double)f;
+    int ok = parsed && isfinite(f) && (lo_open ? stored > lo : stored >= lo) && (hi_open ? stored < hi : stored <= hi) &&
+             !(v != 0 && f == 0);
+    if (ok) {
+        *out = f;
+        return ZL_ARGS_OK;
+    }
+    if (parsed && stored != v)
+        return fail(err, len, "%s: expected a number in %c%g, %g%c, got '%s' (%.9g as a 32-bit float)", flag,
+                    lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']', s, stored);
+    return fail(err, len, "%s: expected a number in %c%g, %g%c, got '%s'", flag, lo_open ? '(' : '[', lo, hi,
+                hi_open ? ')' : ']', s);
 }
 
 static void set_defaults(zl_config *c, int stage) {
@@ -79,7 +90,8 @@ static void set_defaults(zl_config *c, int stage) {
     c->seed = 1234;
     c->loss_scale = 1024.0f;
     c->lr = -1.0f, c->beta1 = 0.9f, c->beta2 = 0.999f, c->eps = 1e-8f, c->weight_decay = 0.0f;
-    c->prefetch = 1;
+    c->prefetch = -1; /* min(1, L-1) once L is known */
+    c->timeout_s = 300;
 }
 
 static int apply_preset(zl_config *c, const char *name, char *err, int len) {
@@ -115,66 +127,130 @@ static int flag_belongs(const char *flag, int stage) {
     return 1;
 }
 
-int zl_args_parse(zl_config *c, int stage, int argc, char **argv, char *err, int len) {
-    set_defaults(c, stage);
-    err[0] = '\0';
-    /* The preset is applied first so explicit flags override it wherever they appear. */
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--preset")) {
-            if (i + 1 >= argc) return fail(err, len, "--preset: missing value (tiny, demo or lab-1b)");
-            if (apply_preset(c, argv[i + 1], err, len)) return ZL_ARGS_ERROR;
-        }
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return ZL_ARGS_HELP;
+/* Control characters in an echoed value would break the one-line message: escape them. */
+static void escape_controls(char *err, int len) {
+    char out[1024];
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)err; *p && o + 5 < sizeof out; p++) {
+        if (*p >= 0x20 && *p != 0x7f) out[o++] = (char)*p;
+        else o += (size_t)snprintf(out + o, sizeof out - o, *p == '\n' ? "\\n" : *p == '\t' ? "\\t" : "\\x%02x", *p);
     }
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "--quiet")) { c->quiet = 1; continue; }
-        static const char *const valued[] = {"--layers", "--dim", "--batch", "--steps", "--seed", "--loss-scale",
-                                             "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--json",
-                                             "--dump-params", "--preset", "--prefetch", "--grad-sync"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(f, valued[k]);
-        if (!known) return fail(err, len, "unknown flag '%s' (see --help)", f);
-        if (!flag_belongs(f, stage))
-            return fail(err, len, "%s: only %s takes this flag; %s does not", f,
-                        !strcmp(f, "--prefetch") ? "stage3" : "stage1", stage_prog[stage]);
-        if (i + 1 >= argc) return fail(err, len, "%s: missing value", f);
-        const char *v = argv[++i];
-        int rc = ZL_ARGS_OK;
-        if (!strcmp(f, "--layers")) rc = parse_int(f, v, 1, 1000000, &c->layers, err, len);
-        else if (!strcmp(f, "--dim")) rc = parse_int(f, v, 1, 1 << 24, &c->dim, err, len);
-        else if (!strcmp(f, "--batch")) rc = parse_int(f, v, 1, 1 << 20, &c->batch, err, len);
-        else if (!strcmp(f, "--steps")) rc = parse_int(f, v, 1, 1000000, &c->steps, err, len);
-        else if (!strcmp(f, "--seed")) rc = parse_u64(f, v, &c->seed, err, len);
-        else if (!strcmp(f, "--loss-scale")) rc = parse_float(f, v, 0, 1, 65536, 0, &c->loss_scale, err, len);
-        else if (!strcmp(f, "--lr")) rc = parse_float(f, v, 0, 1, 10, 0, &c->lr, err, len);
-        else if (!strcmp(f, "--beta1")) rc = parse_float(f, v, 0, 0, 1, 1, &c->beta1, err, len);
-        else if (!strcmp(f, "--beta2")) rc = parse_float(f, v, 0, 0, 1, 1, &c->beta2, err, len);
-        else if (!strcmp(f, "--eps")) rc = parse_float(f, v, 0, 1, 1, 0, &c->eps, err, len);
-        else if (!strcmp(f, "--weight-decay")) rc = parse_float(f, v, 0, 0, 1, 0, &c->weight_decay, err, len);
-        else if (!strcmp(f, "--preset")) continue; /* applied in the first pass */
-        else if (!strcmp(f, "--prefetch")) rc = parse_int(f, v, 0, 64, &c->prefetch, err, len);
-        else if (!strcmp(f, "--grad-sync")) {
-            if (!strcmp(v, "reducescatter")) c->grad_sync_allreduce = 0;
-            else if (!strcmp(v, "allreduce")) c->grad_sync_allreduce = 1;
-            else rc = fail(err, len, "--grad-sync: expected reducescatter or allreduce, got '%s'", v);
-        } else if (!strcmp(f, "--json") || !strcmp(f, "--dump-params")) {
-            if (!*v || strlen(v) >= ZL_PATH_MAX)
-                rc = fail(err, len, "%s: expected a file path of 1 to %d characters", f, ZL_PATH_MAX - 1);
-            else
-                snprintf(!strcmp(f, "--json") ? c->json_path : c->dump_path, ZL_PATH_MAX, "%s", v);
-        }
-        if (rc) return rc;
+    out[o] = '\0';
+    snprintf(err, (size_t)len, "%s", out);
+}
+
+/* Split "--flag=value" into its name (copied into name) and value; "--flag" leaves *value NULL. */
+static const char *flag_name(const char *arg, char *name, size_t cap, const char **value) {
+    const char *eq = strncmp(arg, "--", 2) ? NULL : strchr(arg, '=');
+    *value = NULL;
+    if (!eq) return arg;
+    snprintf(name, cap, "%.*s", (int)(eq - arg), arg);
+    *value = eq + 1;
+    return name;
+}
+
+static const char *const valued_flags[] = {"--layers", "--dim", "--batch", "--steps", "--seed", "--loss-scale",
+                                           "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--json",
+                                           "--dump-params", "--preset", "--prefetch", "--grad-sync", "--timeout"};
+static const char *const switch_flags[] = {"--quiet", "--no-preflight", "--check"};
+
+static int is_one_of(const char *f, const char *const *list, size_t n) {
+    for (size_t k = 0; k < n; k++)
+        if (!strcmp(f, list[k])) return 1;
+    return 0;
+}
+#define IS_ONE_OF(f, list) is_one_of(f, list, sizeof list / sizeof list[0])
+
+static int apply_switch(zl_config *c, const char *f) {
+    if (!strcmp(f, "--quiet")) c->quiet = 1;
+    else if (!strcmp(f, "--no-preflight")) c->no_preflight = 1;
+    else if (!strcmp(f, "--check")) c->check = 1;
+    return ZL_ARGS_OK;
+}
+
+static int apply_value(zl_config *c, const char *f, const char *v, char *err, int len) {
+    if (!strcmp(f, "--layers")) return parse_int(f, v, 1, 1000000, &c->layers, err, len);
+    if (!strcmp(f, "--dim")) return parse_int(f, v, 1, 1 << 24, &c->dim, err, len);
+    if (!strcmp(f, "--batch")) return parse_int(f, v, 1, 1 << 20, &c->batch, err, len);
+    if (!strcmp(f, "--steps")) return parse_int(f, v, 1, 1000000, &c->steps, err, len);
+    if (!strcmp(f, "--seed")) return parse_u64(f, v, &c->seed, err, len);
+    if (!strcmp(f, "--loss-scale")) return parse_float(f, v, 0, 1, 65536, 0, &c->loss_scale, err, len);
+    if (!strcmp(f, "--lr")) return parse_float(f, v, 0, 1, 10, 0, &c->lr, err, len);
+    if (!strcmp(f, "--beta1")) return parse_float(f, v, 0, 0, 1, 1, &c->beta1, err, len);
+    if (!strcmp(f, "--beta2")) return parse_float(f, v, 0, 0, 1, 1, &c->beta2, err, len);
+    if (!strcmp(f, "--eps")) return parse_float(f, v, 0, 1, 1, 0, &c->eps, err, len);
+    if (!strcmp(f, "--weight-decay")) return parse_float(f, v, 0, 0, 1, 0, &c->weight_decay, err, len);
+    if (!strcmp(f, "--preset")) return ZL_ARGS_OK; /* applied in the first pass */
+    if (!strcmp(f, "--prefetch")) return parse_int(f, v, 0, 64, &c->prefetch, err, len);
+    if (!strcmp(f, "--timeout")) return parse_int(f, v, 0, 7 * 86400, &c->timeout_s, err, len);
+    if (!strcmp(f, "--grad-sync")) {
+        if (!strcmp(v, "reducescatter")) c->grad_sync_allreduce = 0;
+        else if (!strcmp(v, "allreduce")) c->grad_sync_allreduce = 1;
+        else return fail(err, len, "--grad-sync: expected reducescatter or allreduce, got '%s'", v);
+        return ZL_ARGS_OK;
     }
+    /* --json, --dump-params */
+    if (!*v || strlen(v) >= ZL_PATH_MAX)
+        return fail(err, len, "%s: expected a file path of 1 to %d characters", f, ZL_PATH_MAX - 1);
+    snprintf(!strcmp(f, "--json") ? c->json_path : c->dump_path, ZL_PATH_MAX, "%s", v);
+    return ZL_ARGS_OK;
+}
+
+/* Defaults that depend on other flags, and cross-flag checks. */
+static int finish_config(zl_config *c, int stage, char *err, int len) {
     /* Default learning rate: 1e-3, scaled down for wide layers. Adam's first steps move
      * every weight by about lr in a direction shared across a row (GELU outputs are mostly
      * positive), so a layer's output moves by ~fan_in·lr·mean(a); at D = 4096 a fixed 1e-3
      * sends the lab-1b model to inf in one step. */
     if (c->lr < 0) c->lr = 1e-3f * (c->dim > 256 ? 256.0f / (float)c->dim : 1.0f);
+    /* One unit gathered ahead, unless there is no later unit to gather. */
+    if (c->prefetch < 0) c->prefetch = stage == 3 ? (c->layers > 1 ? 1 : 0) : 0;
     if (stage == 3 && c->prefetch > c->layers - 1 && c->prefetch > 0)
         return fail(err, len, "--prefetch: expected an integer in [0, %d] (layers - 1), got %d", c->layers - 1,
                     c->prefetch);
+    if (c->json_path[0] && !strcmp(c->json_path, c->dump_path))
+        return fail(err, len, "--json and --dump-params name the same path '%s'", c->json_path);
     return check_sizes(c, err, len);
+}
+
+static int parse(zl_config *c, int stage, int argc, char **argv, char *err, int len) {
+    set_defaults(c, stage);
+    err[0] = '\0';
+    char name[64];
+    const char *v;
+    /* The preset is applied first so explicit flags override it wherever they appear. */
+    for (int i = 1; i < argc; i++) {
+        const char *f = flag_name(argv[i], name, sizeof name, &v);
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return ZL_ARGS_HELP;
+        if (strcmp(f, "--preset")) continue;
+        if (!v && i + 1 >= argc) return fail(err, len, "--preset: missing value (tiny, demo or lab-1b)");
+        if (apply_preset(c, v ? v : argv[i + 1], err, len)) return ZL_ARGS_ERROR;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *f = flag_name(argv[i], name, sizeof name, &v);
+        int valued = IS_ONE_OF(f, valued_flags);
+        if (!valued && !IS_ONE_OF(f, switch_flags)) return fail(err, len, "unknown flag '%s' (see --help)", argv[i]);
+        if (!flag_belongs(f, stage))
+            return fail(err, len, "%s: only %s takes this flag; %s does not", f,
+                        !strcmp(f, "--prefetch") ? "stage3" : "stage1", stage_prog[stage]);
+        if (!valued) {
+            if (v) return fail(err, len, "%s takes no value, got '%s'", f, argv[i]);
+            apply_switch(c, f);
+            continue;
+        }
+        if (!v) {
+            if (i + 1 >= argc) return fail(err, len, "%s: missing value", f);
+            v = argv[++i];
+        }
+        if (apply_value(c, f, v, err, len)) return ZL_ARGS_ERROR;
+    }
+    return finish_config(c, stage, err, len);
+}
+
+int zl_args_parse(zl_config *c, int stage, int argc, char **argv, char *err, int len) {
+    int rc = parse(c, stage, argc, argv, err, len);
+    if (rc == ZL_ARGS_ERROR) escape_controls(err, len);
+    return rc;
 }
 
 void zl_args_usage(const char *prog, int stage) {
@@ -190,17 +266,23 @@ void zl_args_usage(const char *prog, int stage) {
            "  --lr --beta1 --beta2 --eps --weight-decay   AdamW (1e-3*min(1, 256/D), 0.9, 0.999, 1e-8, 0)\n"
            "  --json PATH     write the full report as JSON (rank 0)\n"
            "  --dump-params PATH  write the final fp16 parameters, unpadded, raw (rank 0)\n"
-           "  --quiet         no per-step lines\n",
+           "  --quiet         no per-step lines\n"
+           "  --timeout S     end the job if a rank makes no progress for S seconds (default 300, 0 = off)\n"
+           "  --check         exit 4 if any measured memory or traffic number differs from its formula\n"
+           "  --no-preflight  skip the check that the run fits in memory (to watch a real out-of-memory)\n"
+           "  --flag=value works as well as --flag value\n",
            prog);
     if (stage == 1) printf("  --grad-sync reducescatter|allreduce  ZeRO-1 gradient sync variant\n");
-    if (stage == 3) printf("  --prefetch K    units gathered ahead, 0..layers-1 (default 1)\n");
+    if (stage == 3) printf("  --prefetch K    units gathered ahead, 0..layers-1 (default min(1, layers-1))\n");
+    printf("exit codes: 0 ok | 1 runtime error (CUDA/NCCL/MPI/I-O, with file:line) | 2 bad input or does not fit\n"
+           "            (before anything is allocated) | 3 training diverged | 4 --check mismatch | 5 watchdog\n");
 }
 
 uint64_t zl_args_hash(const zl_config *c) {
     uint64_t h = ZL_FNV_OFFSET;
 #define H(field) h = zl_fnv1a(h, &c->field, sizeof c->field)
     H(stage), H(layers), H(dim), H(batch), H(steps), H(seed), H(loss_scale), H(lr), H(beta1), H(beta2), H(eps),
-        H(weight_decay), H(prefetch), H(grad_sync_allreduce);
+        H(weight_decay), H(prefetch), H(grad_sync_allreduce), H(timeout_s), H(no_preflight), H(check);
 #undef H
     h = zl_fnv1a(h, c->json_path, strlen(c->json_path));
     h = zl_fnv1a(h, c->dump_path, strlen(c->dump_path));

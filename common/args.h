@@ -11,14 +11,27 @@
 
 #define ZL_PATH_MAX 1024
 
+/* Exit codes of the four programs (README, --help). */
+enum {
+    ZL_EXIT_OK = 0,
+    ZL_EXIT_RUNTIME = 1,  /* CUDA/NCCL/MPI/I-O failure, with file:line and the library's text */
+    ZL_EXIT_INPUT = 2,    /* bad input or does not fit, before anything is allocated */
+    ZL_EXIT_DIVERGED = 3, /* training diverged */
+    ZL_EXIT_CHECK = 4,    /* --check: a measured number differs from its formula */
+    ZL_EXIT_WATCHDOG = 5  /* --timeout: a rank made no progress */
+};
+
 typedef struct {
     int stage; /* which program is parsing: 0..3 */
     int layers, dim, batch, steps;
     uint64_t seed;
     float loss_scale, lr, beta1, beta2, eps, weight_decay;
-    int prefetch;            /* stage 3 */
+    int prefetch;            /* stage 3; -1 until parsed: default min(1, L-1) */
     int grad_sync_allreduce; /* stage 1 */
     int quiet;
+    int timeout_s;    /* watchdog: seconds without progress before the job is ended (0 = off) */
+    int no_preflight; /* skip the fits-in-memory check before allocation */
+    int check;        /* exit 4 if any measured number differs from its formula */
     char preset[16];
     char json_path[ZL_PATH_MAX];
     char dump_path[ZL_PATH_MAX];
@@ -26,7 +39,9 @@ typedef struct {
 
 enum { ZL_ARGS_OK = 0, ZL_ARGS_HELP = 1, ZL_ARGS_ERROR = 2 };
 
-/* Parse argv for program `stage`. On error, writes one line (no newline) into err. */
+/* Parse argv for program `stage`. On error, writes one line (no newline) into err;
+ * control characters of echoed values are escaped, so it stays one line.
+ * Both `--flag value` and `--flag=value` are accepted. */
 int zl_args_parse(zl_config *cfg, int stage, int argc, char **argv, char *err, int err_len);
 void zl_args_usage(const char *prog, int stage);
 /* Hash of every field that changes what the program computes or writes. */

@@ -1,9 +1,11 @@
 /* comm.c — recording wrappers around the backend's collectives (see comm.h). */
 #include "comm.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "util.h"
+#include "watchdog.h"
 
 static const char *const op_names[ZL_NOPS] = {"all_reduce", "reduce_scatter", "all_gather"};
 static const char *const purpose_names[ZL_NPURPOSES] = {
@@ -22,14 +24,31 @@ typedef struct {
     zl_op op;
     zl_purpose why;
     zl_dtype dtype;
+    int unit;     /* shard unit, -1 for none */
+    int returned; /* the backend call has returned (on CUDA: enqueued; done when `end` is) */
     double S;
     zl_event start, end;
 } log_entry;
 
-static int g_world, g_cap, g_n;
+static int g_world, g_cap;
+static volatile int g_n; /* read by the watchdog thread */
 static log_entry *g_log; /* g_cap entries, events created up front */
 static zl_comm_stat g_stat[ZL_NOPS][ZL_NPURPOSES][3];
 static long g_steps, g_timed_steps;
+
+/* The watchdog's question "what is this rank waiting in?": the first collective of
+ * this step that has not completed, or the last one issued if all have. */
+static void describe_wait(char *buf, size_t n) {
+    int count = g_n;
+    if (count == 0 || !g_log) return;
+    int i = 0;
+    while (i < count - 1 && g_log[i].returned && zl_event_done(g_log[i].end)) i++;
+    const log_entry *e = &g_log[i];
+    char unit[32] = "";
+    if (e->unit >= 0) snprintf(unit, sizeof unit, " of unit %d", e->unit);
+    snprintf(buf, n, "%s %s%s (collective %d of this step%s)", zl_op_name(e->op), zl_purpose_name(e->why), unit,
+             i + 1, e->returned && zl_event_done(e->end) ? ", completed" : "");
+}
 
 void zl_comm_init(int world, int max_per_step) {
     g_world = world;
@@ -41,6 +60,7 @@ void zl_comm_init(int world, int max_per_step) {
         g_log[i].start = zl_event_create();
         g_log[i].end = zl_event_create();
     }
+    zl_watchdog_set_describer(describe_wait);
 }
 
 void zl_comm_finalize(void) {
@@ -53,36 +73,51 @@ void zl_comm_finalize(void) {
     g_cap = 0;
 }
 
-static log_entry *begin_entry(zl_op op, zl_purpose why, zl_dtype t, size_t full_count, zl_stream s) {
+static log_entry *begin_entry(zl_op op, zl_purpose why, zl_dtype t, int unit, size_t full_count, zl_stream s) {
     if (g_n == g_cap) zl_fatal("more than %d collectives in one step: raise max_per_step", g_cap);
-    log_entry *e = &g_log[g_n++];
+    log_entry *e = &g_log[g_n];
     e->op = op;
     e->why = why;
     e->dtype = t;
+    e->unit = unit;
+    e->returned = 0;
     e->S = (double)full_count * (double)zl_dtype_size(t);
     zl_event_record(e->start, s);
+    g_n = g_n + 1;
+    zl_progress_mark("a collective");
     return e;
 }
 
-void zl_allreduce(void *buf, size_t count, zl_dtype t, zl_purpose why, zl_stream s) {
-    log_entry *e = begin_entry(ZL_OP_ALLREDUCE, why, t, count, s);
+static void end_entry(log_entry *e, zl_stream s) {
+    zl_event_record(e->end, s);
+    e->returned = 1;
+    zl_progress_mark("a collective");
+}
+
+void zl_allreduce(void *buf, size_t count, zl_dtype t, zl_purpose why, int unit, zl_stream s) {
+    log_entry *e = begin_entry(ZL_OP_ALLREDUCE, why, t, unit, count, s);
     zl_backend_allreduce(buf, count, t, s);
-    zl_event_record(e->end, s);
+    end_entry(e, s);
 }
 
-void zl_reduce_scatter(const void *send, void *recv, size_t recv_count, zl_dtype t, zl_purpose why, zl_stream s) {
-    log_entry *e = begin_entry(ZL_OP_REDUCE_SCATTER, why, t, recv_count * (size_t)g_world, s);
+void zl_reduce_scatter(const void *send, void *recv, size_t recv_count, zl_dtype t, zl_purpose why, int unit,
+                       zl_stream s) {
+    log_entry *e = begin_entry(ZL_OP_REDUCE_SCATTER, why, t, unit, recv_count * (size_t)g_world, s);
     zl_backend_reduce_scatter(send, recv, recv_count, t, s);
-    zl_event_record(e->end, s);
+    end_entry(e, s);
 }
 
-void zl_allgather(const void *send, void *recv, size_t send_count, zl_dtype t, zl_purpose why, zl_stream s) {
-    log_entry *e = begin_entry(ZL_OP_ALLGATHER, why, t, send_count * (size_t)g_world, s);
+void zl_allgather(const void *send, void *recv, size_t send_count, zl_dtype t, zl_purpose why, int unit,
+                  zl_stream s) {
+    log_entry *e = begin_entry(ZL_OP_ALLGATHER, why, t, unit, send_count * (size_t)g_world, s);
     zl_backend_allgather(send, recv, send_count, t, s);
-    zl_event_record(e->end, s);
+    end_entry(e, s);
 }
 
-void zl_comm_step_begin(void) { g_n = 0; }
+void zl_comm_step_begin(void) {
+    g_n = 0;
+    zl_progress_step((int)g_steps + 1);
+}
 
 static void fold(int timed);
 void zl_comm_step_end(int timed) {

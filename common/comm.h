@@ -53,15 +53,19 @@ typedef struct {
 void zl_comm_init(int world, int max_per_step);
 void zl_comm_finalize(void);
 
-/* Collectives, issued on stream s. Same in-place rules as backend.h. */
-void zl_allreduce(void *buf, size_t count, zl_dtype t, zl_purpose why, zl_stream s);
-void zl_reduce_scatter(const void *send, void *recv, size_t recv_count, zl_dtype t, zl_purpose why, zl_stream s);
-void zl_allgather(const void *send, void *recv, size_t send_count, zl_dtype t, zl_purpose why, zl_stream s);
+/* Collectives, issued on stream s. Same in-place rules as backend.h. `unit` names the
+ * shard unit the tensor belongs to (-1: none, e.g. a control value); the watchdog and
+ * the report use it. Each call moves the watchdog's progress mark. */
+void zl_allreduce(void *buf, size_t count, zl_dtype t, zl_purpose why, int unit, zl_stream s);
+void zl_reduce_scatter(const void *send, void *recv, size_t recv_count, zl_dtype t, zl_purpose why, int unit,
+                       zl_stream s);
+void zl_allgather(const void *send, void *recv, size_t send_count, zl_dtype t, zl_purpose why, int unit,
+                  zl_stream s);
 
 /* Bracket one training step. step_end must be called once the communication stream
  * has finished (after a zl_stream_sync): it reads the events and folds this step's log
  * into the totals. `timed` = 0 for the warm-up step (bytes counted, time not). */
-void zl_comm_step_begin(void);
+void zl_comm_step_begin(void); /* also tells the watchdog a new step began */
 void zl_comm_step_end(int timed);
 /* Fold collectives issued outside the training steps (stage 3's final gather for the
  * hash) into the totals without counting a step or their time. */

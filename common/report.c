@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "report.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <mpi.h>
@@ -12,6 +13,7 @@
 
 #include "alloc.h"
 #include "comm.h"
+#include "outputs.h"
 #include "util.h"
 
 enum { C_CALLS, C_S, C_WIRE, C_MS, C_TIMED_S, C_TIMED_CALLS, C_N };
@@ -25,14 +27,29 @@ typedef struct {
     double comm[ZL_NOPS][ZL_NPURPOSES][3][C_N];
     double comm_formula[ZL_NPURPOSES];
     double wire_measured, wire_formula; /* per step, excluding control */
+    double wire_by_purpose[ZL_NPURPOSES]; /* measured, per step (the final gather: once) */
     double ms_per_step, steps, timed_steps;
 } rank_summary;
+
+/* TEST ONLY: ZL_TEST_PERTURB_FORMULA=<memory category> adds one byte to that formula, so
+ * the tests can show that --check fails when measured and formula disagree. */
+static void perturb_for_tests(zl_mem_formula *mf) {
+    const char *cat = getenv("ZL_TEST_PERTURB_FORMULA");
+    if (!cat || !*cat) return;
+    for (int c = 0; c < ZL_MEM_NCAT; c++)
+        if (!strcmp(cat, zl_mem_cat_name((zl_mem_cat)c))) {
+            mf->bytes[c] += 1;
+            if (c < ZL_MEM_N_MODEL_STATES) mf->model_states += 1;
+            if (zl_mem_cat_is_device((zl_mem_cat)c)) mf->peak_total += 1;
+        }
+}
 
 static void summarize(const zl_report *r, rank_summary *s) {
     memset(s, 0, sizeof *s);
     const zl_mem_stats *ms = zl_mem_get_stats();
     zl_mem_formula mf;
     zl_formula_memory(r->part, &r->fc, &mf);
+    perturb_for_tests(&mf);
     for (int c = 0; c < ZL_MEM_NCAT; c++) {
         s->mem_measured[c] = (double)ms->peak[c];
         s->mem_formula[c] = (double)mf.bytes[c];
@@ -56,6 +73,12 @@ static void summarize(const zl_report *r, rank_summary *s) {
                 c[C_MS] = st->ms, c[C_TIMED_S] = st->timed_S_bytes, c[C_TIMED_CALLS] = (double)st->timed_calls;
                 if (zl_purpose_in_step_total((zl_purpose)p) && steps > 0) s->wire_measured += st->wire_bytes / steps;
             }
+    for (int p = 0; p < ZL_NPURPOSES; p++) {
+        double w = 0, n = p == ZL_P_GATHER_FINAL ? 1 : steps;
+        for (int o = 0; o < ZL_NOPS; o++)
+            for (int t = 0; t < 3; t++) w += s->comm[o][p][t][C_WIRE];
+        s->wire_by_purpose[p] = n > 0 ? w / n : 0;
+    }
     zl_comm_formula cf;
     zl_formula_comm(r->part, &r->fc, &cf);
     memcpy(s->comm_formula, cf.bytes, sizeof cf.bytes);
@@ -199,6 +222,56 @@ static void print_minmax(const rank_summary *all, int n) {
     }
 }
 
+/* ---- --check: every measured number against its formula ------------------------- */
+
+#define MAX_MISMATCHES 16
+typedef struct {
+    int ok, compared, n;
+    char what[MAX_MISMATCHES][160];
+} check_result;
+
+static void compare(check_result *c, int rank, const char *kind, const char *name, double measured, double formula) {
+    c->compared++;
+    /* Memory is integral bytes (exact); wire bytes are sums of (N-1)/N·S terms in doubles. */
+    if (fabs(measured - formula) <= 1e-9 * fabs(formula)) return;
+    c->ok = 0;
+    if (c->n < MAX_MISMATCHES)
+        snprintf(c->what[c->n++], sizeof c->what[0], "rank %d %s %s: measured %.0f, formula %.0f", rank, kind, name,
+                 measured, formula);
+}
+
+static check_result check_all(const rank_summary *all, int world) {
+    check_result c = {.ok = 1};
+    for (int i = 0; i < world; i++) {
+        const rank_summary *s = &all[i];
+        for (int k = 0; k < ZL_MEM_NCAT; k++)
+            compare(&c, i, "memory", zl_mem_cat_name((zl_mem_cat)k), s->mem_measured[k], s->mem_formula[k]);
+        compare(&c, i, "memory", "model_states", s->states_measured, s->states_formula);
+        compare(&c, i, "memory", "peak_total", s->peak_measured, s->peak_formula);
+        for (int p = 0; p < ZL_NPURPOSES; p++)
+            compare(&c, i, "wire bytes/step", zl_purpose_name((zl_purpose)p), s->wire_by_purpose[p],
+                    s->comm_formula[p]);
+        compare(&c, i, "wire bytes/step", "total", s->wire_measured, s->wire_formula);
+        if (s->allocations_in_step > 0) {
+            c.ok = 0;
+            if (c.n < MAX_MISMATCHES)
+                snprintf(c.what[c.n++], sizeof c.what[0], "rank %d allocated %.0f buffers inside the step loop", i,
+                         s->allocations_in_step);
+        }
+    }
+    return c;
+}
+
+static void print_check(const check_result *c, int enforced) {
+    if (c->ok) {
+        printf("check: ok — %d measured numbers equal their formulas%s\n", c->compared,
+               enforced ? "" : " (--check makes a mismatch exit 4)");
+        return;
+    }
+    printf("check: MISMATCH — %d number(s) differ from their formulas; first: %s\n", c->n, c->what[0]);
+    for (int i = 1; i < c->n; i++) printf("check:   %s\n", c->what[i]);
+}
+
 /* ---- JSON ---------------------------------------------------------------------- */
 
 static void json_mem_object(FILE *f, const double *cat, double states, double peak) {
@@ -255,10 +328,11 @@ static void json_rank(FILE *f, const zl_report *r, const rank_summary *s, int ra
     fprintf(f, "]},\n     \"ms_per_step\": %.17g}", s->ms_per_step);
 }
 
-static void write_json(const zl_report *r, const rank_summary *all, double ms, double samples_s, double tflops) {
+static void write_json(const zl_report *r, const rank_summary *all, const check_result *chk, double ms,
+                       double samples_s, double tflops) {
     const zl_config *c = &r->rt->cfg;
-    FILE *f = fopen(c->json_path, "w");
-    if (!f) zl_fatal("--json: cannot open '%s' for writing", c->json_path);
+    FILE *f = zl_output_begin(ZL_OUT_JSON); /* opened at start-up (outputs.h) */
+    if (!f) return;
     char when[32] = "unknown";
     time_t now = time(NULL);
     struct tm utc;
@@ -282,22 +356,35 @@ static void write_json(const zl_report *r, const rank_summary *all, double ms, d
     }
     fprintf(f, "],\n  \"ms_per_step\": %.17g,\n  \"samples_per_s\": %.17g,\n  \"tflops_per_gpu\": %.17g,\n", ms,
             samples_s, tflops);
-    fprintf(f, "  \"param_hash\": \"%016llx\",\n  \"ranks\": [\n", (unsigned long long)r->param_hash);
+    fprintf(f, "  \"param_hash\": \"%016llx\",\n", (unsigned long long)r->param_hash);
+    fprintf(f, "  \"check\": {\"ok\": %s, \"enforced\": %s, \"compared\": %d, \"mismatches\": [", chk->ok ? "true" : "false",
+            c->check ? "true" : "false", chk->compared);
+    for (int i = 0; i < chk->n; i++) fprintf(f, "%s\"%s\"", i ? ", " : "", chk->what[i]);
+    fprintf(f, "]},\n  \"ranks\": [\n");
     for (int i = 0; i < r->rt->world; i++) {
         json_rank(f, r, &all[i], i);
         fprintf(f, "%s\n", i + 1 < r->rt->world ? "," : "");
     }
     fprintf(f, "  ]\n}\n");
-    if (fclose(f)) zl_fatal("--json: write to '%s' failed", c->json_path);
+    if (fflush(f)) zl_output_failed(ZL_OUT_JSON, errno); /* reported by zl_outputs_close, after the report */
 }
 
 void zl_report_step(const zl_runtime *rt, int step, int steps, float loss, double ms) {
     if (rt->rank || rt->cfg.quiet) return;
     printf("step %4d/%d | loss %.6f | %9.3f ms\n", step, steps, loss, ms);
-    fflush(stdout);
+    zl_stdout_flush();
 }
 
-void zl_report_final(const zl_report *r) {
+static int print_and_write(const zl_report *r);
+int zl_report_final(const zl_report *r) {
+    int status = print_and_write(r);
+    status = zl_outputs_close() ? ZL_EXIT_RUNTIME : status; /* a lost result outranks a mismatch */
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    return status;
+}
+
+/* Rank 0 prints and writes; returns ZL_EXIT_CHECK on a --check mismatch, else 0. */
+static int print_and_write(const zl_report *r) {
     rank_summary mine, *all = NULL;
     summarize(r, &mine);
     int n_doubles = (int)(sizeof mine / sizeof(double));
@@ -306,7 +393,8 @@ void zl_report_final(const zl_report *r) {
         if (!all) zl_fatal("out of host memory for the report");
     }
     mpiCheck(MPI_Gather(&mine, n_doubles, MPI_DOUBLE, all, n_doubles, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-    if (r->rt->rank) return;
+    if (r->rt->rank) return 0;
+    check_result chk = check_all(all, r->rt->world);
 
     int N = r->rt->world;
     const zl_config *c = &r->rt->cfg;
@@ -343,7 +431,9 @@ void zl_report_final(const zl_report *r) {
            "wire=%.0f ms=%.3f tflops=%.4g loss=%.6f hash=%016llx\n",
            c->stage, N, all[0].states_measured, all[0].states_formula, paper_states, all[0].peak_measured,
            all[0].wire_measured, ms, tflops, r->losses[r->steps - 1], (unsigned long long)r->param_hash);
-    fflush(stdout);
-    if (c->json_path[0]) write_json(r, all, ms, samples_s, tflops);
+    print_check(&chk, c->check);
+    zl_stdout_flush();
+    write_json(r, all, &chk, ms, samples_s, tflops);
     free(all);
+    return c->check && !chk.ok ? ZL_EXIT_CHECK : ZL_EXIT_OK;
 }

@@ -27,7 +27,9 @@ typedef struct {
 
 /* One progress line (rank 0, unless --quiet). */
 void zl_report_step(const zl_runtime *rt, int step, int steps, float loss, double ms);
-/* Collective: every rank must call it. */
-void zl_report_final(const zl_report *r);
+/* Collective: every rank must call it. Prints the report (rank 0), writes --json,
+ * closes the outputs and returns the exit status every rank agrees on: 1 if an
+ * output could not be written, 4 on a --check mismatch, else 0. */
+int zl_report_final(const zl_report *r);
 
 #endif

@@ -1,11 +1,14 @@
 /* runtime.c — see runtime.h. */
 #include "runtime.h"
 
+#include <errno.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "outputs.h"
 #include "util.h"
+#include "watchdog.h"
 
 static const char *const prog_names[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
 
@@ -20,12 +23,15 @@ static void agree_on_arguments(zl_runtime *rt, int status, const char *err) {
             fflush(stderr);
         }
         MPI_Finalize();
-        exit(2);
+        exit(ZL_EXIT_INPUT);
     }
-    if (status == ZL_ARGS_HELP) {
+    /* --help given to some ranks only (an MPMD launch) must not leave the others waiting. */
+    int help = status == ZL_ARGS_HELP;
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &help, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (help) {
         if (rt->rank == 0) zl_args_usage(rt->prog, rt->cfg.stage);
         MPI_Finalize();
-        exit(0);
+        exit(ZL_EXIT_OK);
     }
     uint64_t h = zl_args_hash(&rt->cfg), lo = h, hi = h;
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
@@ -37,16 +43,18 @@ static void agree_on_arguments(zl_runtime *rt, int status, const char *err) {
                     "every rank must get the same flags\n",
                     rt->prog, rt->world);
         MPI_Finalize();
-        exit(2);
+        exit(ZL_EXIT_INPUT);
     }
 }
 
 void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     memset(rt, 0, sizeof *rt);
     rt->prog = prog_names[stage];
-    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
+    /* The watchdog thread may call MPI_Abort while the main thread is inside MPI. */
+    int provided;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "%s: MPI_Init failed\n", rt->prog);
-        exit(1);
+        exit(ZL_EXIT_RUNTIME);
     }
     /* Return codes instead of MPI's default abort-without-context: mpiCheck adds file:line. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -56,6 +64,8 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     char err[512];
     int status = zl_args_parse(&rt->cfg, stage, argc, argv, err, sizeof err);
     agree_on_arguments(rt, status, err);
+    zl_outputs_open(rt);
+    zl_watchdog_start(rt->prog, rt->rank, rt->cfg.timeout_s);
 
     /* Node-local rank picks the GPU: ranks sharing memory share a node. */
     MPI_Comm local;
@@ -66,19 +76,30 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     zl_backend_init(rt->rank, rt->world, rt->local_rank, rt->local_size);
 }
 
-void zl_runtime_finish(zl_runtime *rt) {
+int zl_runtime_finish(zl_runtime *rt, int status) {
     (void)rt;
+    zl_progress_mark("shut-down");
+    zl_backend_finalize();
+    zl_watchdog_stop();
+    MPI_Finalize();
+    return status;
+}
+
+void zl_runtime_exit(zl_runtime *rt, int code) {
+    (void)rt;
+    fflush(stdout);
+    fflush(stderr);
+    zl_watchdog_stop();
     zl_backend_finalize();
     MPI_Finalize();
+    exit(code);
 }
 
 void zl_digest_begin(zl_param_digest *d, const zl_runtime *rt) {
     d->hash = ZL_FNV_OFFSET;
     d->dump = NULL;
-    if (rt->rank == 0 && rt->cfg.dump_path[0]) {
-        d->dump = fopen(rt->cfg.dump_path, "wb");
-        if (!d->dump) zl_fatal("--dump-params: cannot open '%s' for writing", rt->cfg.dump_path);
-    }
+    (void)rt;
+    d->dump = zl_output_begin(ZL_OUT_DUMP); /* opened at start-up; NULL unless requested on this rank */
 }
 
 void zl_digest_unit(zl_param_digest *d, const zl_half *dev_unit, size_t n, zl_half *host_staging, zl_stream s) {
@@ -88,12 +109,12 @@ void zl_digest_unit(zl_param_digest *d, const zl_half *dev_unit, size_t n, zl_ha
         unsigned char b[2] = {(unsigned char)(host_staging[i] & 0xff), (unsigned char)(host_staging[i] >> 8)};
         d->hash = zl_fnv1a(d->hash, b, 2);
     }
-    if (d->dump && fwrite(host_staging, sizeof(zl_half), n, d->dump) != n)
-        zl_fatal("--dump-params: write failed");
+    /* A failed write is remembered, not fatal: the report still gets printed (outputs.h). */
+    if (d->dump && fwrite(host_staging, sizeof(zl_half), n, d->dump) != n) zl_output_failed(ZL_OUT_DUMP, errno);
 }
 
 uint64_t zl_digest_end(zl_param_digest *d) {
-    if (d->dump && fclose(d->dump)) zl_fatal("--dump-params: close failed");
+    if (d->dump && fflush(d->dump)) zl_output_failed(ZL_OUT_DUMP, errno);
     d->dump = NULL;
     return d->hash;
 }

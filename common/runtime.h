@@ -17,10 +17,17 @@ typedef struct {
 
 /* MPI_Init, parse and validate flags on every rank, agree on the outcome (a bad flag
  * on any rank, or different flags on different ranks, stops all of them with exit 2
- * and one line from the lowest such rank), then initialise the backend. Nothing is
- * allocated before the flags are known to be good. Exits on --help. */
+ * and one line from the lowest such rank; --help on any rank prints the usage once and
+ * exits 0 on all), open the output files (outputs.h), start the watchdog
+ * (watchdog.h), then initialise the backend. Nothing is allocated before the flags are
+ * known to be good. */
 void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv);
-void zl_runtime_finish(zl_runtime *rt);
+/* Collective: stop the watchdog, shut the backend and MPI down; returns `status`, the
+ * program's exit code (main: `return zl_runtime_finish(&rt, status);`). */
+int zl_runtime_finish(zl_runtime *rt, int status);
+/* Every rank stops with `code` before anything was allocated (the lowest rank that
+ * has a reason prints it; see zl_preflight). Collective. */
+void zl_runtime_exit(zl_runtime *rt, int code) __attribute__((noreturn));
 
 /* Streaming FNV-1a over the full, unpadded fp16 parameter vector, unit by unit, with
  * an optional raw dump (rank 0). The unit is copied to host staging first. */

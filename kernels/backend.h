@@ -34,6 +34,12 @@ static inline const char *zl_dtype_name(zl_dtype t) { return t == ZL_F16 ? "fp16
 void zl_backend_init(int rank, int world, int local_rank, int local_size);
 void zl_backend_finalize(void);
 const char *zl_backend_name(void);            /* "cpu" or "cuda" */
+/* Called by the watchdog thread before it ends the job: abort the communicator so a
+ * hung collective cannot keep the device (ncclCommAbort; nothing on CPU). */
+void zl_backend_abort(void);
+/* An asynchronous communicator error (ncclCommGetAsyncError) as text: returns 1 and
+ * fills msg if there is one, else 0. Safe to call from another thread. */
+int zl_backend_async_error(char *msg, size_t n);
 const char *zl_backend_device_name(void);     /* e.g. "NVIDIA H100 80GB HBM3" or "host" */
 
 /* ---- memory ---------------------------------------------------------------------
@@ -47,6 +53,9 @@ void zl_memset_async(void *dev, int value, size_t bytes, zl_stream s);
 /* Device-level memory in use (total - free), from cudaMemGetInfo on CUDA.
  * Returns 0 and sets *used = 0 where the backend cannot tell (CPU). */
 int zl_dev_mem_used(size_t *used, size_t *total);
+/* Device memory free now (cudaMemGetInfo). Returns 0 where device memory is host
+ * memory (CPU): the preflight then counts device buffers against the host. */
+int zl_dev_mem_free(size_t *free_bytes);
 
 /* ---- streams and events ---------------------------------------------------------- */
 zl_stream zl_stream_create(void);
@@ -57,6 +66,7 @@ void zl_event_destroy(zl_event e);
 void zl_event_record(zl_event e, zl_stream s);
 void zl_stream_wait_event(zl_stream s, zl_event e);
 float zl_event_elapsed_ms(zl_event start, zl_event end); /* both must have completed */
+int zl_event_done(zl_event e); /* 1 if the work before the event has completed (never blocks) */
 
 /* ---- collectives (sum reductions), issued on stream s -----------------------------
  * Counts are elements. In-place forms follow NCCL's rules:

@@ -12,6 +12,7 @@
 #include "common/args.h"
 #include "common/formulas.h"
 #include "common/model.h"
+#include "common/preflight.h"
 
 /* ---- partition ---------------------------------------------------------------- */
 
@@ -337,6 +338,57 @@ Test(args, every_bad_value_names_its_flag) {
     }
 }
 
+/* Ranges are checked on the float that is stored, not on the double that was parsed. */
+Test(args, float_flags_are_checked_after_narrowing) {
+    struct {
+        const char *line, *expect;
+    } refused[] = {
+        {"--beta2 0.99999999999", "(1 as a 32-bit float)"},  /* rounds to 1.0f: NaN after one step */
+        {"--beta1 0.999999999999", "--beta1"},
+        {"--lr 1e-50", "(0 as a 32-bit float)"},             /* underflows to 0 */
+        {"--loss-scale 1e-46", "--loss-scale"},
+        {"--eps 1e-46", "--eps"},
+        {"--lr 1e40", "--lr"},                               /* overflows to inf */
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        zl_config c;
+        char err[256];
+        cr_expect_eq(parse(0, err, &c, refused[i].line), ZL_ARGS_ERROR, "'%s' was accepted", refused[i].line);
+        cr_expect(strstr(err, refused[i].expect), "'%s' -> '%s'", refused[i].line, err);
+    }
+    zl_config c;
+    char err[256];
+    cr_assert_eq(parse(0, err, &c, "--beta2 0.9999999 --lr 1e-40"), ZL_ARGS_OK, "%s", err); /* < 1 and > 0 as floats */
+    cr_expect(c.beta2 < 1.0f && c.lr > 0.0f);
+}
+
+Test(args, flag_equals_value_switches_and_defaults) {
+    zl_config c;
+    char err[256];
+    cr_assert_eq(parse(3, err, &c, "--layers=5 --dim=16 --prefetch=2 --timeout=7 --check --no-preflight"), ZL_ARGS_OK,
+                 "%s", err);
+    cr_expect(c.layers == 5 && c.dim == 16 && c.prefetch == 2 && c.timeout_s == 7 && c.check && c.no_preflight);
+    cr_assert_eq(parse(3, err, &c, "--layers 1"), ZL_ARGS_OK, "%s", err);
+    cr_expect_eq(c.prefetch, 0, "default prefetch is min(1, L-1)");
+    cr_assert_eq(parse(3, err, &c, "--layers 4"), ZL_ARGS_OK, "%s", err);
+    cr_expect_eq(c.prefetch, 1);
+    cr_expect_eq(c.timeout_s, 300, "the watchdog is on by default");
+    cr_expect_eq(parse(0, err, &c, "--check=1"), ZL_ARGS_ERROR);
+    cr_expect_eq(parse(0, err, &c, "--json=/tmp/a --dump-params=/tmp/a"), ZL_ARGS_ERROR);
+    cr_expect(strstr(err, "same path"), "%s", err);
+    cr_expect_eq(parse(0, err, &c, "--preset=demo"), ZL_ARGS_OK, "%s", err);
+    cr_expect_eq(c.dim, 256);
+}
+
+Test(args, control_characters_in_values_are_escaped) {
+    zl_config c;
+    char err[256];
+    char *argv[] = {"prog", "--dim", "1\n2\x01", NULL};
+    cr_assert_eq(zl_args_parse(&c, 0, 3, argv, err, sizeof err), ZL_ARGS_ERROR);
+    cr_expect(strstr(err, "got '1\\n2\\x01'"), "%s", err);
+    cr_expect(strchr(err, '\n') == NULL && strchr(err, 1) == NULL, "%s", err);
+}
+
 Test(args, hash_differs_when_a_value_differs) {
     zl_config a, b;
     char err[256];
@@ -345,4 +397,31 @@ Test(args, hash_differs_when_a_value_differs) {
     cr_assert_neq(zl_args_hash(&a), zl_args_hash(&b));
     parse(0, err, &b, "--seed 1");
     cr_assert_eq(zl_args_hash(&a), zl_args_hash(&b));
+}
+
+/* ---- preflight -------------------------------------------------------------------- */
+
+/* lab-1b (L = 8, D = 4096, B = 8192) as ZeRO-2 on two GPUs: model states 9Ψ = 9.67 GB
+ * (Ψ = 1,073,905,664), activations 2·73·B·D = 4.90 GB, buffers 2 buckets of 2·n_pad plus
+ * scratch 2·7·B·D + 4 = 1.0 GB: 15.6 GB in all. ZeRO-3 needs
+ * 15.0 GB (8Ψ = 8.59, activations 4.90, two gather buffers and two buckets of 2·n_pad = 1.07,
+ * scratch 0.47). With 15.3 GB free, stage 2 does not fit and stage 3 does. */
+Test(preflight, verdict_names_needs_and_what_would_fit) {
+    zl_model_shape shape = {8, 4096};
+    zl_partition p;
+    cr_assert_eq(zl_model_partition(&p, shape, 2), 0);
+    zl_formula_config fc = {.stage = 2, .rows = 8192, .dim = 4096, .layers = 8, .prefetch = 0};
+    char msg[1024];
+    cr_expect_eq(zl_preflight_verdict(&p, &fc, shape, 1, 2, (size_t)20e9, 0, msg, sizeof msg), 0, "%s", msg);
+    cr_expect_str_eq(msg, "");
+    cr_assert_eq(zl_preflight_verdict(&p, &fc, shape, 1, 2, (size_t)15.3e9, 0, msg, sizeof msg), 1);
+    const char *want[] = {"stage2 needs 15.6 GB per GPU", "model states 9.7", "activations 4.9", "buffers 1.0",
+                          "15.3 GB free", "stage3 needs 15.0 GB", "stage2 at N >= 3"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_expect(strstr(msg, want[i]), "'%s' lacks '%s'", msg, want[i]);
+    /* Host memory: the CPU backend's buffers live there, shared by the node's ranks. */
+    cr_assert_eq(zl_preflight_verdict(&p, &fc, shape, 0, 2, 0, (size_t)20e9, msg, sizeof msg), 1);
+    cr_expect(strstr(msg, "x 2 rank(s) on this node = 31."), "%s", msg);
+    cr_expect_eq(zl_preflight_verdict(&p, &fc, shape, 0, 1, 0, (size_t)20e9, msg, sizeof msg), 0, "%s", msg);
+    zl_partition_free(&p);
 }

@@ -2,12 +2,19 @@
  *
  * Every call completes before it returns, so a "stream" is only a token and an
  * event is a timestamp taken when it is recorded. fp16 sums go through a user-defined
- * MPI_Op that adds in fp32 and rounds once to fp16 (what NCCL's half sum does too). */
+ * MPI_Op that adds in fp32 and rounds once to fp16 (what NCCL's half sum does too).
+ *
+ * Collectives are issued non-blocking and waited for politely: MPICH's blocking calls
+ * busy-poll, so a rank waiting for a stopped peer burns 100% of a core forever, and
+ * with more ranks than cores the pollers steal the cycles the working ranks need.
+ * wait_politely() polls with MPI_Test for ~50 µs, then sleeps between polls (backing
+ * off to 1 ms); measured on 2 cores, 4 ranks: see README "Watchdog". */
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../common/util.h"
 #include "../backend.h"
@@ -43,6 +50,11 @@ void zl_backend_finalize(void) {
 
 const char *zl_backend_name(void) { return "cpu"; }
 const char *zl_backend_device_name(void) { return "host"; }
+void zl_backend_abort(void) {}
+int zl_backend_async_error(char *msg, size_t n) {
+    (void)msg, (void)n;
+    return 0;
+}
 
 void *zl_dev_alloc(size_t bytes) { return malloc(bytes); }
 void zl_dev_free(void *p) { free(p); }
@@ -51,6 +63,10 @@ void zl_memcpy_h2d(void *dev, const void *host, size_t bytes, zl_stream s) { (vo
 void zl_memset_async(void *dev, int value, size_t bytes, zl_stream s) { (void)s, memset(dev, value, bytes); }
 int zl_dev_mem_used(size_t *used, size_t *total) {
     *used = 0, *total = 0;
+    return 0;
+}
+int zl_dev_mem_free(size_t *free_bytes) {
+    *free_bytes = 0;
     return 0;
 }
 
@@ -71,6 +87,22 @@ void zl_event_destroy(zl_event e) { free(e); }
 void zl_event_record(zl_event e, zl_stream s) { (void)s, e->t = zl_wall_seconds(); }
 void zl_stream_wait_event(zl_stream s, zl_event e) { (void)s, (void)e; }
 float zl_event_elapsed_ms(zl_event a, zl_event b) { return (float)((b->t - a->t) * 1e3); }
+int zl_event_done(zl_event e) { return (void)e, 1; }
+
+/* Spin briefly (small collectives finish in microseconds), then sleep between polls. */
+static void wait_politely(MPI_Request *req) {
+    int done = 0;
+    double t0 = zl_wall_seconds();
+    long nap_ns = 2000;
+    for (;;) {
+        mpiCheck(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+        if (done) return;
+        if (zl_wall_seconds() - t0 < 50e-6) continue;
+        struct timespec ts = {0, nap_ns};
+        nanosleep(&ts, NULL);
+        if (nap_ns < 1000000) nap_ns *= 2;
+    }
+}
 
 static MPI_Datatype mpi_type(zl_dtype t) { return t == ZL_F16 ? MPI_UINT16_T : t == ZL_F32 ? MPI_FLOAT : MPI_DOUBLE; }
 static MPI_Op mpi_sum(zl_dtype t) { return t == ZL_F16 ? g_half_sum : MPI_SUM; }
@@ -81,8 +113,10 @@ void zl_backend_allreduce(void *buf, size_t count, zl_dtype t, zl_stream s) {
     const size_t chunk = (size_t)1 << 30;
     for (size_t done = 0; done < count; done += chunk) {
         size_t n = count - done < chunk ? count - done : chunk;
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + done * zl_dtype_size(t), (int)n, mpi_type(t), mpi_sum(t),
-                               MPI_COMM_WORLD));
+        MPI_Request req;
+        mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + done * zl_dtype_size(t), (int)n, mpi_type(t), mpi_sum(t),
+                                MPI_COMM_WORLD, &req));
+        wait_politely(&req);
     }
 }
 
@@ -90,15 +124,19 @@ void zl_backend_reduce_scatter(const void *send, void *recv, size_t recv_count, 
     (void)s;
     if (recv_count > INT_MAX / 2) zl_fatal("reduce-scatter of %zu elements per rank exceeds MPI's int count", recv_count);
     size_t esz = zl_dtype_size(t);
+    MPI_Request req;
     if ((const char *)recv == (const char *)send + (size_t)g_rank * recv_count * esz) {
         /* NCCL's in-place form (our slice stays where it is). MPI's in-place form leaves
          * the result at the start of the buffer instead, so move it into our slot; the
          * other slots hold no meaningful data afterwards on either backend. */
         void *full = (void *)send;
-        mpiCheck(MPI_Reduce_scatter_block(MPI_IN_PLACE, full, (int)recv_count, mpi_type(t), mpi_sum(t), MPI_COMM_WORLD));
+        mpiCheck(MPI_Ireduce_scatter_block(MPI_IN_PLACE, full, (int)recv_count, mpi_type(t), mpi_sum(t),
+                                           MPI_COMM_WORLD, &req));
+        wait_politely(&req);
         if (g_rank) memmove(recv, full, recv_count * esz);
     } else {
-        mpiCheck(MPI_Reduce_scatter_block(send, recv, (int)recv_count, mpi_type(t), mpi_sum(t), MPI_COMM_WORLD));
+        mpiCheck(MPI_Ireduce_scatter_block(send, recv, (int)recv_count, mpi_type(t), mpi_sum(t), MPI_COMM_WORLD, &req));
+        wait_politely(&req);
     }
 }
 
@@ -106,8 +144,12 @@ void zl_backend_allgather(const void *send, void *recv, size_t send_count, zl_dt
     (void)s;
     if (send_count > INT_MAX / 2) zl_fatal("all-gather of %zu elements per rank exceeds MPI's int count", send_count);
     size_t esz = zl_dtype_size(t);
+    MPI_Request req;
     if ((const char *)send == (const char *)recv + (size_t)g_rank * send_count * esz)
-        mpiCheck(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)send_count, mpi_type(t), MPI_COMM_WORLD));
+        mpiCheck(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)send_count, mpi_type(t), MPI_COMM_WORLD,
+                                &req));
     else
-        mpiCheck(MPI_Allgather(send, (int)send_count, mpi_type(t), recv, (int)send_count, mpi_type(t), MPI_COMM_WORLD));
+        mpiCheck(MPI_Iallgather(send, (int)send_count, mpi_type(t), recv, (int)send_count, mpi_type(t),
+                                MPI_COMM_WORLD, &req));
+    wait_politely(&req);
 }

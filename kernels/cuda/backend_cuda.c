@@ -3,9 +3,13 @@
  *
  * A zl_stream is a cudaStream_t and a zl_event a cudaEvent_t, cast to the opaque handle
  * types; kernels_cuda.cu casts them back. Plain C11 over the CUDA runtime and NCCL C APIs. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -80,6 +84,36 @@ void zl_backend_finalize(void) {
 const char *zl_backend_name(void) { return "cuda"; }
 const char *zl_backend_device_name(void) { return g_device_name; }
 
+/* ncclCommAbort ends this rank's outstanding NCCL kernels. It runs on a helper thread
+ * with a 3 s allowance: the watchdog must reach MPI_Abort even if the driver is wedged. */
+static atomic_int g_abort_done;
+static void *abort_comm(void *arg) {
+    ncclComm_t comm = (ncclComm_t)arg;
+    ncclCommAbort(comm);
+    atomic_store(&g_abort_done, 1);
+    return NULL;
+}
+
+void zl_backend_abort(void) {
+    ncclComm_t comm = g_comm;
+    if (comm == NULL) return;
+    pthread_t t;
+    if (pthread_create(&t, NULL, abort_comm, comm)) return;
+    pthread_detach(t);
+    for (int i = 0; i < 300 && !atomic_load(&g_abort_done); i++) {
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int zl_backend_async_error(char *msg, size_t n) {
+    ncclComm_t comm = g_comm;
+    ncclResult_t async = ncclSuccess;
+    if (comm == NULL || ncclCommGetAsyncError(comm, &async) != ncclSuccess || async == ncclSuccess) return 0;
+    snprintf(msg, n, "NCCL asynchronous error: %s (%s)", ncclGetErrorString(async), ncclGetLastError(comm));
+    return 1;
+}
+
 /* ---- memory -------------------------------------------------------------------------- */
 
 void *zl_dev_alloc(size_t bytes) {
@@ -111,6 +145,12 @@ void zl_memcpy_h2d(void *dev, const void *host, size_t bytes, zl_stream s) {
 void zl_memset_async(void *dev, int value, size_t bytes, zl_stream s) {
     if (bytes == 0) return;
     cudaCheck(cudaMemsetAsync(dev, value, bytes, as_stream(s)));
+}
+
+int zl_dev_mem_free(size_t *free_bytes) {
+    size_t total_b = 0;
+    cudaCheck(cudaMemGetInfo(free_bytes, &total_b));
+    return 1;
 }
 
 int zl_dev_mem_used(size_t *used, size_t *total) {
@@ -147,6 +187,13 @@ void zl_event_destroy(zl_event e) {
 }
 
 void zl_event_record(zl_event e, zl_stream s) { cudaCheck(cudaEventRecord(as_event(e), as_stream(s))); }
+
+int zl_event_done(zl_event e) {
+    cudaError_t r = cudaEventQuery(as_event(e));
+    if (r == cudaErrorNotReady) return 0;
+    cudaCheck(r);
+    return 1;
+}
 
 void zl_stream_wait_event(zl_stream s, zl_event e) {
     cudaCheck(cudaStreamWaitEvent(as_stream(s), as_event(e), 0));

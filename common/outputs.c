@@ -1,0 +1,124 @@
+/* outputs.c — output files opened early, failures reported late (see outputs.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "outputs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+typedef struct {
+    const char *flag;
+    const char *path;
+    FILE *f;
+    int started; /* zl_output_begin was called: the file now holds this run's output */
+    int err;     /* first errno of a failed write, 0 if none */
+} output;
+
+static output g_out[ZL_OUT_N];
+static int g_stdout_err; /* first errno of a failed flush of stdout */
+static const char *g_prog = "zerolab";
+
+/* A character device such as /dev/full accepts open() and fails at the first write:
+ * try one byte now. (A regular file is only truncated later, when the run writes it.) */
+static int probe_device(output *o) {
+    struct stat st;
+    if (fstat(fileno(o->f), &st) || !S_ISCHR(st.st_mode)) return 0;
+    if (fputc('\n', o->f) == EOF || fflush(o->f)) return errno ? errno : EIO;
+    return 0;
+}
+
+static int open_one(output *o, char *msg, size_t n) {
+    int fd = open(o->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    int e = fd < 0 ? errno : 0;
+    if (!e && !(o->f = fdopen(fd, "w"))) e = errno, close(fd);
+    if (!e) e = probe_device(o);
+    if (e) snprintf(msg, n, "%s: cannot write '%s': %s", o->flag, o->path, strerror(e));
+    return e;
+}
+
+/* Two flags naming one file (also through a link or another spelling of the path). */
+static int same_file(const output *a, const output *b) {
+    struct stat sa, sb;
+    return a->f && b->f && !fstat(fileno(a->f), &sa) && !fstat(fileno(b->f), &sb) && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino && S_ISREG(sa.st_mode);
+}
+
+static int open_all(const zl_runtime *rt, char *msg, size_t n) {
+    g_out[ZL_OUT_JSON] = (output){"--json", rt->cfg.json_path, NULL, 0, 0};
+    g_out[ZL_OUT_DUMP] = (output){"--dump-params", rt->cfg.dump_path, NULL, 0, 0};
+    for (int i = 0; i < ZL_OUT_N; i++) {
+        if (!g_out[i].path[0]) continue;
+        if (open_one(&g_out[i], msg, n)) return 1;
+        for (int j = 0; j < i; j++)
+            if (same_file(&g_out[i], &g_out[j])) {
+                snprintf(msg, n, "%s and %s name the same file '%s'", g_out[j].flag, g_out[i].flag, g_out[i].path);
+                return 1;
+            }
+    }
+    return 0;
+}
+
+void zl_outputs_open(const zl_runtime *rt) {
+    g_prog = rt->prog;
+    char msg[ZL_PATH_MAX + 256] = "";
+    int bad = rt->rank == 0 ? open_all(rt, msg, sizeof msg) : 0;
+    mpiCheck(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (!bad) return;
+    if (rt->rank == 0) {
+        fprintf(stderr, "%s: %s\n", rt->prog, msg);
+        fflush(stderr);
+    }
+    MPI_Finalize();
+    exit(ZL_EXIT_INPUT);
+}
+
+FILE *zl_output_begin(zl_output_id id) {
+    output *o = &g_out[id];
+    if (!o->f) return NULL;
+    if (!o->started) {
+        o->started = 1;
+        /* Truncate now, not at open: ftruncate fails (harmlessly) on devices and pipes. */
+        if (fflush(o->f) == 0) (void)!ftruncate(fileno(o->f), 0);
+        rewind(o->f);
+    }
+    return o->f;
+}
+
+void zl_output_failed(zl_output_id id, int err) {
+    if (!g_out[id].err) g_out[id].err = err ? err : EIO;
+}
+
+void zl_stdout_flush(void) {
+    if (fflush(stdout) && !g_stdout_err) g_stdout_err = errno ? errno : EIO;
+}
+
+int zl_outputs_close(void) {
+    int status = 0;
+    for (int i = 0; i < ZL_OUT_N; i++) {
+        output *o = &g_out[i];
+        if (!o->f) continue;
+        int had_error = ferror(o->f);
+        if (fclose(o->f)) zl_output_failed((zl_output_id)i, errno);
+        if (had_error) zl_output_failed((zl_output_id)i, 0);
+        o->f = NULL;
+        if (o->err) {
+            fprintf(stderr, "%s: %s: writing '%s' failed: %s\n", g_prog, o->flag, o->path, strerror(o->err));
+            status = ZL_EXIT_RUNTIME;
+        }
+    }
+    /* The report itself: stdout redirected to a full disk must not exit 0. */
+    zl_stdout_flush();
+    int e = g_stdout_err ? g_stdout_err : ferror(stdout) ? EIO : 0;
+    if (e) {
+        fprintf(stderr, "%s: writing the report to stdout failed: %s\n", g_prog, strerror(e));
+        status = ZL_EXIT_RUNTIME;
+    }
+    fflush(stderr);
+    return status;
+}

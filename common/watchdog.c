@@ -1,0 +1,89 @@
+/* watchdog.c — progress marks and the thread that watches them (see watchdog.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "watchdog.h"
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "args.h"
+#include "util.h"
+#include "../kernels/backend.h"
+
+static _Atomic double g_last_progress; /* zl_wall_seconds() of the last mark */
+static _Atomic int g_step;
+static const char *_Atomic g_what = "start-up";
+static atomic_int g_stop;
+static zl_wait_describer g_describe;
+static pthread_t g_thread;
+static int g_running, g_rank, g_timeout_s;
+static const char *g_prog = "zerolab";
+
+void zl_progress_mark(const char *what) {
+    atomic_store(&g_what, what);
+    atomic_store(&g_last_progress, zl_wall_seconds());
+}
+
+void zl_progress_step(int step) {
+    atomic_store(&g_step, step);
+    zl_progress_mark("training step");
+}
+
+void zl_watchdog_set_describer(zl_wait_describer fn) { g_describe = fn; }
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void fire(double idle_s) {
+    char waiting[192] = "";
+    if (g_describe) g_describe(waiting, sizeof waiting);
+    int step = atomic_load(&g_step);
+    char where[64];
+    if (step > 0) snprintf(where, sizeof where, "in step %d", step);
+    else snprintf(where, sizeof where, "before training (%s)", atomic_load(&g_what));
+    fprintf(stderr, "%s: rank %d: no progress for %.0f s %s, waiting in %s (--timeout %d); ending the job\n", g_prog,
+            g_rank, idle_s, where, waiting[0] ? waiting : atomic_load(&g_what), g_timeout_s);
+    fflush(stderr);
+    zl_backend_abort(); /* NCCL: abort the communicator so no kernel keeps the GPU */
+    MPI_Abort(MPI_COMM_WORLD, ZL_EXIT_WATCHDOG);
+}
+
+/* Ranks fire in rank order (50 ms apart): the lowest waiting rank speaks, its
+ * MPI_Abort ends the others before they repeat the line. */
+static void *watch(void *arg) {
+    (void)arg;
+    double stagger = 0.05 * (g_rank % 100);
+    int ticks = 0;
+    while (!atomic_load(&g_stop)) {
+        sleep_ms(100);
+        char msg[256];
+        if (++ticks % 10 == 0 && zl_backend_async_error(msg, sizeof msg)) {
+            fprintf(stderr, "%s: rank %d: communicator failed: %s; ending the job\n", g_prog, g_rank, msg);
+            fflush(stderr);
+            zl_backend_abort();
+            MPI_Abort(MPI_COMM_WORLD, ZL_EXIT_RUNTIME);
+        }
+        double idle = zl_wall_seconds() - atomic_load(&g_last_progress);
+        if (g_timeout_s > 0 && idle > g_timeout_s + stagger) fire(idle);
+    }
+    return NULL;
+}
+
+void zl_watchdog_start(const char *prog, int rank, int timeout_s) {
+    g_prog = prog, g_rank = rank, g_timeout_s = timeout_s;
+    zl_progress_mark("start-up");
+    atomic_store(&g_stop, 0);
+    if (pthread_create(&g_thread, NULL, watch, NULL)) zl_fatal("cannot start the watchdog thread");
+    g_running = 1;
+}
+
+void zl_watchdog_stop(void) {
+    if (!g_running) return;
+    atomic_store(&g_stop, 1);
+    pthread_join(g_thread, NULL);
+    g_running = 0;
+}

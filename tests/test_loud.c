@@ -1,0 +1,332 @@
+/* test_loud.c — failing loudly and early, end to end (spawns mpiexec as a child):
+ * output paths refused before anything is allocated, write failures that still print
+ * the report, the preflight's numbers, the watchdog against a SIGSTOPped rank, float
+ * flags that narrow, --help on one rank of an MPMD launch, --check's exit 4, and the
+ * documented exit codes. ZL_BUILD picks build/cpu or build/cuda (zl_test_util.h). */
+#include "zl_test_util.h" /* first: it defines _GNU_SOURCE */
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Lines on stderr that come from the program ("stageK: ..."), not from the launcher. */
+static int program_lines(const char *err, const char *prog) {
+    int n = 0;
+    size_t len = strlen(prog);
+    for (const char *l = err; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (!strncmp(l, prog, len) && l[len] == ':') n++;
+    return n;
+}
+
+/* A run that would take well over a minute (demo model, 100000 steps) must be refused
+ * in well under 5 s, with exit 2 and one line naming the flag, the path and the reason. */
+static void expect_output_refused(const char *flags, const char *flag, const char *path, const char *reason) {
+    zl_run_result r;
+    double t0 = now();
+    zl_run(&r, "-n 2 {stage2} --preset demo --steps 100000 --quiet %s", flags);
+    double secs = now() - t0;
+    cr_expect_eq(r.exit_code, 2, "%s: exit %d, stderr %s", flags, r.exit_code, r.err);
+    cr_expect(secs < 5, "%s: refused only after %.1f s", flags, secs);
+    cr_expect(strstr(r.err, flag) && strstr(r.err, path) && strstr(r.err, reason),
+              "%s: stderr '%s' lacks the flag, the path or '%s'", flags, r.err, reason);
+    cr_expect_eq(program_lines(r.err, "stage2"), 1, "%s: not one line: %s", flags, r.err);
+    cr_expect(strstr(r.out, "step ") == NULL, "%s: training started", flags);
+}
+
+Test(outputs, bad_paths_are_refused_before_training) {
+    expect_output_refused("--json /nonexistent-dir/r.json", "--json", "/nonexistent-dir/r.json",
+                          "No such file or directory");
+    expect_output_refused("--json /tmp", "--json", "/tmp", "Is a directory");
+    expect_output_refused("--dump-params /dev/full", "--dump-params", "/dev/full", "No space left on device");
+    char a[64], b[64];
+    snprintf(a, sizeof a, "/tmp/zl_same_%d.json", getpid());
+    snprintf(b, sizeof b, "/tmp/./zl_same_%d.json", getpid());
+    char flags[256];
+    snprintf(flags, sizeof flags, "--json %s --dump-params %s", a, b);
+    expect_output_refused(flags, "--dump-params", b, "the same file");
+    snprintf(flags, sizeof flags, "--json=%s --dump-params=%s", a, a);
+    expect_output_refused(flags, "--json and --dump-params", a, "same path");
+    unlink(a);
+    if (geteuid() != 0) { /* root may write a 0444 file; the case is only meaningful for users */
+        FILE *f = fopen(a, "w");
+        cr_assert(f);
+        fclose(f);
+        chmod(a, 0444);
+        snprintf(flags, sizeof flags, "--json %s", a);
+        expect_output_refused(flags, "--json", a, "Permission denied");
+        unlink(a);
+    }
+}
+
+/* A refused run leaves an earlier result alone: outputs are truncated only when written. */
+Test(outputs, refused_run_keeps_the_old_file) {
+    char a[64];
+    snprintf(a, sizeof a, "/tmp/zl_keep_%d.json", getpid());
+    FILE *f = fopen(a, "w");
+    fputs("{\"earlier\": 1}\n", f);
+    fclose(f);
+    zl_run_result r;
+    zl_run(&r, "-n 1 {stage1} --json %s --dump-params /nonexistent-dir/p.bin", a);
+    cr_expect_eq(r.exit_code, 2, "%s", r.err);
+    char buf[64];
+    zl_read_file(a, buf, sizeof buf);
+    cr_expect_str_eq(buf, "{\"earlier\": 1}\n");
+    unlink(a);
+}
+
+/* /proc/version opens for writing as root and fails at the write (EIO): the report is
+ * printed first, then one line names the flag and the error, exit 1. */
+Test(outputs, write_failure_after_training_prints_the_report_then_exits_1) {
+    if (geteuid() != 0) cr_skip_test("needs root (as a user /proc/version cannot even be opened: exit 2)");
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage1} --quiet --json /proc/version");
+    cr_expect_eq(r.exit_code, 1, "exit %d: %s", r.exit_code, r.err);
+    cr_expect(strstr(r.out, "memory per rank") && strstr(r.out, "final loss"), "the report was lost: %s", r.out);
+    cr_expect(strstr(r.err, "--json: writing '/proc/version' failed: Input/output error"), "%s", r.err);
+}
+
+/* Without a launcher (N = 1) stdout is the file itself: a full disk must not exit 0. */
+Test(outputs, stdout_to_dev_full_exits_1) {
+    char prog[256];
+    snprintf(prog, sizeof prog, "%s/stage0_ddp", zl_build_dir());
+    char *argv[] = {prog, "--quiet", NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/full", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    cr_assert_eq(posix_spawn(&pid, prog, &fa, NULL, argv, environ), 0);
+    int status;
+    waitpid(pid, &status, 0);
+    posix_spawn_file_actions_destroy(&fa);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d", status);
+}
+
+/* ---- preflight ------------------------------------------------------------------ */
+
+/* 1000 blocks of D = 2048: Ψ = 1000·(8·2048² + 5·2048) = 33,564,672,000, so DDP's model
+ * states are 16Ψ = 537 GB per rank — more host memory than a CI machine has. */
+Test(preflight, a_model_that_does_not_fit_is_refused_with_numbers) {
+    struct { const char *prog; double states_gb; } cases[] = {{"stage0_ddp", 16 * 33564672000.0 / 1e9},
+                                                            {"stage2", (2 + 14.0 / 2) * 33564672000.0 / 1e9}};
+    for (int i = 0; i < 2; i++) {
+        zl_run_result r;
+        double t0 = now();
+        zl_run(&r, "-n 2 {%s} --layers 1000 --dim 2048 --batch 64 --quiet", cases[i].prog);
+        cr_expect_eq(r.exit_code, 2, "%s: exit %d (%s)", cases[i].prog, r.exit_code, r.err);
+        cr_expect(now() - t0 < 10, "%s: the preflight took %.1f s", cases[i].prog, now() - t0);
+        char states[64];
+        snprintf(states, sizeof states, "model states %.1f", cases[i].states_gb);
+        cr_expect(strstr(r.err, "needs") && strstr(r.err, states) && strstr(r.err, "available"),
+                  "%s: stderr lacks '%s': %s", cases[i].prog, states, r.err);
+        cr_expect(strstr(r.err, " at N >= "), "%s: no suggestion: %s", cases[i].prog, r.err);
+        cr_expect_eq(program_lines(r.err, cases[i].prog), 1, "%s", r.err);
+    }
+}
+
+/* ---- watchdog ------------------------------------------------------------------- */
+
+/* The pid of the process whose command line holds `tag` and whose environment says it is
+ * MPI rank `rank` (PMI_RANK: MPICH's Hydra; OMPI_COMM_WORLD_RANK: Open MPI). */
+static pid_t find_rank(const char *tag, int rank) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t found = 0;
+    char want1[32], want2[48];
+    snprintf(want1, sizeof want1, "PMI_RANK=%d", rank);
+    snprintf(want2, sizeof want2, "OMPI_COMM_WORLD_RANK=%d", rank);
+    while (d && !found && (e = readdir(d))) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid <= 0) continue;
+        char path[64];
+        static char buf[1 << 17]; /* a whole environment */
+        snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        int is_launcher = strstr(buf, "mpiexec") || strstr(buf, "mpirun"); /* argv[0] only, before the NULs go */
+        for (size_t i = 0; i < n; i++) buf[i] = buf[i] ? buf[i] : ' ';
+        if (!strstr(buf, tag) || is_launcher) continue;
+        snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+        if (!(f = fopen(path, "r"))) continue;
+        n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        for (size_t i = 0; i < n;) {
+            if (!strcmp(buf + i, want1) || !strcmp(buf + i, want2)) found = pid;
+            i += strlen(buf + i) + 1;
+        }
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+/* CPU seconds a process has used (utime + stime). */
+static double cpu_seconds(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    zl_read_file(path, buf, sizeof buf);
+    const char *p = strrchr(buf, ')');
+    unsigned long ut = 0, st = 0;
+    if (p) sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+Test(watchdog, a_stopped_rank_ends_the_job_with_exit_5, .timeout = 60) {
+    char tag[64], out[64], err[64];
+    snprintf(tag, sizeof tag, "--seed %d", 100000 + getpid()); /* finds our ranks among others */
+    snprintf(out, sizeof out, "/tmp/zl_wd_out_%d", getpid());
+    snprintf(err, sizeof err, "/tmp/zl_wd_err_%d", getpid());
+    char prog[256], seed[32];
+    snprintf(prog, sizeof prog, "%s/stage2", zl_build_dir());
+    snprintf(seed, sizeof seed, "%d", 100000 + getpid());
+    char *argv[] = {"mpiexec", "-n", "2", prog, "--dim", "64", "--layers", "3", "--steps", "1000000", "--quiet",
+                    "--timeout", "5", "--seed", seed, NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t launcher;
+    cr_assert_eq(posix_spawnp(&launcher, "mpiexec", &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    pid_t r0 = 0, r1 = 0;
+    for (int i = 0; i < 100 && !(r0 && r1); i++) { /* the ranks start within a few seconds */
+        usleep(100000);
+        r0 = find_rank(tag, 0), r1 = find_rank(tag, 1);
+    }
+    if (!(r0 && r1)) {
+        char e[4096];
+        zl_read_file(err, e, sizeof e);
+        kill(launcher, SIGTERM);
+        cr_assert_fail("did not find both ranks of the job (rank 0 pid %d, rank 1 pid %d); stderr: %s", (int)r0,
+                       (int)r1, e);
+    }
+    usleep(1000000); /* let it train a little */
+    cr_assert_eq(kill(r1, SIGSTOP), 0);
+    double t0 = now();
+    usleep(1000000);
+    double c0 = cpu_seconds(r0); /* rank 0 now waits for rank 1: it should sleep, not spin */
+    usleep(2000000);
+    double busy = (cpu_seconds(r0) - c0) / 2.0;
+    int status = 0;
+    pid_t done = 0;
+    while (!(done = waitpid(launcher, &status, WNOHANG)) && now() - t0 < 40) usleep(100000);
+    kill(r1, SIGCONT);
+    if (!done) {
+        kill(launcher, SIGKILL), kill(r0, SIGKILL), kill(r1, SIGKILL);
+        waitpid(launcher, &status, 0);
+        cr_assert_fail("the job was still running 40 s after a rank stopped");
+    }
+    double secs = now() - t0;
+    char e[4096];
+    zl_read_file(err, e, sizeof e);
+    unlink(out), unlink(err);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 5, "status %d, stderr %s", status, e);
+    cr_expect(secs < 30, "ended %.1f s after the stop", secs);
+    cr_expect(strstr(e, "stage2: rank 0: no progress for") && strstr(e, "in step") && strstr(e, "waiting in"),
+              "stderr: %s", e);
+    cr_expect_eq(program_lines(e, "stage2"), 1, "one line: %s", e);
+    cr_expect(busy < 0.5, "rank 0 used %.0f%% of a core while waiting for the stopped rank", 100 * busy);
+}
+
+/* ---- flags ---------------------------------------------------------------------- */
+
+static void expect_refused(const char *launch, const char *expect) {
+    zl_run_result r;
+    zl_run(&r, "%s", launch);
+    cr_expect_eq(r.exit_code, 2, "'%s' exited %d, stderr: %s", launch, r.exit_code, r.err);
+    cr_expect(strstr(r.err, expect) != NULL, "'%s': stderr '%s' lacks '%s'", launch, r.err, expect);
+    cr_expect(strchr(r.err, '\n') == r.err + strlen(r.err) - 1, "'%s': not one line: '%s'", launch, r.err);
+}
+
+Test(flags, values_that_narrow_to_0_or_1_in_a_float_are_refused) {
+    expect_refused("-n 1 {stage0_ddp} --beta2 0.99999999999", "--beta2: expected a number in [0, 1)");
+    expect_refused("-n 1 {stage0_ddp} --beta1=0.999999999999", "(1 as a 32-bit float)");
+    expect_refused("-n 1 {stage0_ddp} --lr 1e-50", "--lr: expected a number in (0, 10], got '1e-50' (0 as a");
+    expect_refused("-n 2 {stage0_ddp} --loss-scale 1e-46", "--loss-scale");
+    expect_refused("-n 1 {stage0_ddp} --eps 1e-60", "--eps");
+}
+
+Test(flags, control_characters_are_escaped) {
+    expect_refused("-n 1 {stage0_ddp} --dim 1\n2", "got '1\\n2'");
+    expect_refused("-n 1 {stage0_ddp} --preset x\ty", "got 'x\\ty'");
+}
+
+Test(flags, flag_equals_value_and_default_prefetch) {
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage3} --layers=1 --steps=2 --quiet");
+    cr_expect_eq(r.exit_code, 0, "stage3 with one layer (default --prefetch 0): %s", r.err);
+    cr_expect(strstr(r.out, "prefetch 0"), "%s", r.out);
+    zl_run(&r, "-n 1 {stage3} --layers 3 --steps 1 --quiet");
+    cr_expect(strstr(r.out, "prefetch 1"), "%s", r.out);
+    expect_refused("-n 1 {stage3} --layers 1 --prefetch 1", "--prefetch: expected an integer in [0, 0]");
+    expect_refused("-n 1 {stage1} --quiet=1", "--quiet takes no value");
+}
+
+Test(flags, help_on_one_rank_of_an_mpmd_launch_does_not_hang) {
+    zl_run_result r;
+    double t0 = now();
+    zl_run(&r, "-n 1 {stage1} --help : -n 1 {stage1}");
+    cr_expect_eq(r.exit_code, 0, "%s", r.err);
+    cr_expect(now() - t0 < 20);
+    const char *first = strstr(r.out, "usage:");
+    cr_expect(first && !strstr(first + 1, "usage:"), "usage printed %s", first ? "twice" : "never");
+    cr_expect(strstr(r.out, "exit codes: 0 ok | 1 runtime error"), "--help documents the exit codes: %s", r.out);
+}
+
+/* ---- --check ---------------------------------------------------------------------- */
+
+static void run_check(const char *prog, int N, const char *perturb, int expect_exit) {
+    char json[96];
+    snprintf(json, sizeof json, "/tmp/zl_check_%s_%d.json", prog, getpid());
+    if (perturb) setenv("ZL_TEST_PERTURB_FORMULA", perturb, 1);
+    else unsetenv("ZL_TEST_PERTURB_FORMULA");
+    zl_run_result r;
+    zl_run(&r, "-n %d {%s} --layers 2 --dim 31 --batch 3 --steps 2 --quiet --check --json %s", N, prog, json);
+    unsetenv("ZL_TEST_PERTURB_FORMULA");
+    cr_expect_eq(r.exit_code, expect_exit, "%s N=%d perturb %s: exit %d, %s", prog, N, perturb ? perturb : "-",
+                 r.exit_code, r.err);
+    cJSON *j = zl_load_json(json);
+    cJSON *ok = zl_get(j, "check.ok");
+    cr_expect(expect_exit ? cJSON_IsFalse(ok) : cJSON_IsTrue(ok));
+    int n = cJSON_GetArraySize(zl_get(j, "check.mismatches"));
+    if (expect_exit) {
+        cr_expect(n >= N, "every rank's mismatch is listed (%d)", n);
+        const char *first = cJSON_GetArrayItem(zl_get(j, "check.mismatches"), 0)->valuestring;
+        cr_expect(strstr(first, perturb), "first mismatch '%s' names %s", first, perturb);
+        cr_expect(strstr(r.out, "check: MISMATCH"), "%s", r.out);
+    } else {
+        cr_expect_eq(n, 0);
+    }
+    cJSON_Delete(j);
+    unlink(json);
+}
+
+Test(check, exit_0_when_everything_matches_every_stage) {
+    const char *progs[] = {"stage0_ddp", "stage1", "stage2", "stage3"};
+    for (int s = 0; s < 4; s++) run_check(progs[s], 2, NULL, 0);
+}
+
+Test(check, exit_4_when_a_formula_is_perturbed) {
+    run_check("stage2", 2, "activations", 4);
+    run_check("stage3", 3, "param_gather", 4);
+    run_check("stage0_ddp", 1, "adam_v", 4);
+}
+
+/* Without --check a mismatch is reported but the exit code stays 0. */
+Test(check, mismatch_without_check_only_reports) {
+    setenv("ZL_TEST_PERTURB_FORMULA", "scratch", 1);
+    zl_run_result r;
+    zl_run(&r, "-n 1 {stage1} --steps 2 --quiet");
+    cr_expect_eq(r.exit_code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "check: MISMATCH"), "%s", r.out);
+}
