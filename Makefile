@@ -41,7 +41,7 @@ CPU_BINS  := $(addprefix build/cpu/,$(STAGES))
 CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/test_kernels_gpu)
 
 .SECONDARY:
-.PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-gpu deps deps-run clean
+.PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-scripts test-gpu deps deps-run clean
 all: cpu $(if $(HAVE_NVCC),cuda)
 cpu: $(CPU_BINS) build/zerocalc
 cuda: $(CUDA_BINS)
@@ -115,7 +115,7 @@ deps: deps-run
 
 test: deps
 	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) build/tests/test_integration build/tests/test_zerocalc
-	$(MAKE) test-unit test-asan test-zerocalc test-integration
+	$(MAKE) test-unit test-asan test-zerocalc test-integration test-scripts
 
 test-unit: build/tests/test_unit
 	build/tests/test_unit -j2
@@ -133,6 +133,10 @@ test-zerocalc: build/tests/test_zerocalc build/zerocalc
 
 test-integration: build/tests/test_integration $(CPU_BINS)
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" ZL_MAX_WORLD=9 build/tests/test_integration -j1
+
+# Shell scripts parse and pass shellcheck (if installed); the Slurm body runs in a pretend allocation.
+test-scripts: $(CPU_BINS)
+	tests/test-slurm.sh
 
 test-gpu: cpu cuda
 	scripts/test-gpu.sh
