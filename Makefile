@@ -41,7 +41,7 @@ CPU_BINS  := $(addprefix build/cpu/,$(STAGES))
 CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/test_kernels_gpu)
 
 .SECONDARY:
-.PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-scripts test-gpu deps deps-run clean
+.PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-scripts test-words test-gpu deps deps-run clean
 all: cpu $(if $(HAVE_NVCC),cuda)
 cpu: $(CPU_BINS) build/zerocalc
 cuda: $(CUDA_BINS)
@@ -115,7 +115,7 @@ deps: deps-run
 
 test: deps
 	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) build/tests/test_integration build/tests/test_zerocalc
-	$(MAKE) test-unit test-asan test-zerocalc test-integration test-scripts
+	$(MAKE) test-unit test-asan test-zerocalc test-integration test-scripts test-words
 
 test-unit: build/tests/test_unit
 	build/tests/test_unit -j2
@@ -137,6 +137,10 @@ test-integration: build/tests/test_integration $(CPU_BINS)
 # Shell scripts parse and pass shellcheck (if installed); the Slurm body runs in a pretend allocation.
 test-scripts: $(CPU_BINS)
 	tests/test-slurm.sh
+
+# Sources are cited by short title (docs/references.md): no source numbers or machine paths.
+test-words:
+	tests/test-words.sh
 
 test-gpu: cpu cuda
 	scripts/test-gpu.sh

@@ -62,7 +62,7 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
  * in this project's units: bytes sent per rank, (N-1)/N · 2 bytes · that volume. */
 double zl_paper_wire_bytes(double psi, int world, int stage);
 
-/* ---- any precision layout (zerocalc, the seeds' worked examples) ----------------------
+/* ---- any precision layout (zerocalc, the sources' worked examples) --------------------
  * Bytes per parameter: P for the parameters, G for the gradients, K for optimizer state
  * (everything Adam keeps, including an fp32 master copy where there is one).
  *   mixed: P = 2, G = 2, K = 12 (the paper);  fp32: P = 4, G = 4, K = 8 (the PyTorch from-scratch post). */

@@ -130,8 +130,8 @@ Test(sources, check_sources_lists_exactly_the_errata) {
         /* ... and its source's short title at the start of that line. */
         const char *bol = hit;
         while (bol > r.out && bol[-1] != '\n') bol--;
-        cr_expect(!strncmp(bol, errata[i].col[0], strlen(errata[i].col[0])), "erratum '%s': line does not start with '%s'",
-                  errata[i].col[1], errata[i].col[0]);
+        cr_expect(!strncmp(bol, errata[i].col[0], strlen(errata[i].col[0])),
+                  "erratum '%s': line does not start with '%s'", errata[i].col[1], errata[i].col[0]);
     }
 }
 

@@ -46,7 +46,8 @@ static void usage(void) {
            "       zerocalc --max-model --memory BYTES --ranks N [--mp K] [--precision ...]\n"
            "       zerocalc --check-sources [--data tests/data/source_examples.tsv]\n"
            "Model states per device: P·Psi (/N from stage 3) + G·Psi (/N from stage 2) + K·Psi (/N from stage 1);\n"
-           "mixed = the paper's fp16/fp32 Adam (P=2, G=2, K=12), fp32 = the PyTorch from-scratch post's (P=4, G=4, K=8).\n");
+           "mixed = the paper's fp16/fp32 Adam (P=2, G=2, K=12),\n"
+           "fp32 = the PyTorch from-scratch post's (P=4, G=4, K=8).\n");
 }
 
 /* One line, exit 2: the calculator's answer to bad input. */
