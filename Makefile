@@ -27,11 +27,11 @@ MPI_INC = $(shell $(MPICC) -showme:compile 2>/dev/null || $(MPICC) -show 2>/dev/
 STAGES   := stage0_ddp stage1 stage2 stage3
 COMMON   := common/util.c common/alloc.c common/partition.c common/model.c common/formulas.c common/comm.c common/args.c \
             common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c
-CPU_SRC  := kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c
+CPU_SRC  := kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c kernels/gpu_select.c
 HEADERS  := $(wildcard common/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
 
 CPU_OBJ  := $(patsubst %.c,build/cpu/obj/%.o,$(COMMON) $(CPU_SRC))
-CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/cpu/kernels_cpu.c kernels/cuda/backend_cuda.c) \
+CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/cpu/kernels_cpu.c kernels/gpu_select.c kernels/cuda/backend_cuda.c) \
             build/cuda/obj/kernels/cuda/kernels_cuda.o
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 $(if $(NCCL_LIB_DIR),-L$(NCCL_LIB_DIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIB_DIR)) \
             -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++ -lm
@@ -41,7 +41,7 @@ CPU_BINS  := $(addprefix build/cpu/,$(STAGES))
 CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/test_kernels_gpu)
 
 .SECONDARY:
-.PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-gpu deps deps-run clean
+.PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-scripts test-words test-gpu deps deps-run clean
 all: cpu $(if $(HAVE_NVCC),cuda)
 cpu: $(CPU_BINS) build/zerocalc
 cuda: $(CUDA_BINS)
@@ -76,7 +76,7 @@ build/cuda/test_kernels_gpu: build/cuda/obj/tests/gpu/test_kernels_gpu.o $(CUDA_
 	$(MPICC) $(CFLAGS) $^ $(CUDA_LIBS) -o $@
 
 # ---- tests ----
-UNIT_SRC := tests/test_kernels.c tests/test_common.c
+UNIT_SRC := tests/test_kernels.c tests/test_common.c tests/test_gpu_select.c
 build/tests/test_unit: $(UNIT_SRC) $(COMMON) $(CPU_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion -lm -o $@
@@ -120,7 +120,7 @@ deps: deps-run
 test: deps
 	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) build/tests/test_integration build/tests/test_loud \
 		build/tests/test_zerocalc
-	$(MAKE) test-unit test-asan test-zerocalc test-integration
+	$(MAKE) test-unit test-asan test-zerocalc test-integration test-scripts test-words
 
 test-unit: build/tests/test_unit
 	build/tests/test_unit -j2
@@ -139,6 +139,14 @@ test-zerocalc: build/tests/test_zerocalc build/zerocalc
 test-integration: build/tests/test_integration build/tests/test_loud $(CPU_BINS)
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" ZL_MAX_WORLD=9 build/tests/test_integration -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_loud -j1
+
+# Shell scripts parse and pass shellcheck (if installed); the Slurm body runs in a pretend allocation.
+test-scripts: $(CPU_BINS)
+	tests/test-slurm.sh
+
+# Sources are cited by short title (docs/references.md): no source numbers or machine paths.
+test-words:
+	tests/test-words.sh
 
 test-gpu: cpu cuda
 	scripts/test-gpu.sh

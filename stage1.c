@@ -13,8 +13,8 @@
  *
  * Traffic per step and rank: reduce-scatter (N-1)/N·2Ψ_pad + all-gather (N-1)/N·2Ψ_pad =
  * 2(N-1)/N·2Ψ_pad, the same as DDP's all-reduce (which *is* a reduce-scatter followed by
- * an all-gather). --grad-sync allreduce runs seed 002's variant instead: all-reduce the
- * full gradient (then use only the slice) + all-gather = 1.5× DDP's traffic.
+ * an all-gather). --grad-sync allreduce runs the PyTorch from-scratch post's variant instead:
+ * all-reduce the full gradient (then use only the slice) + all-gather = 1.5× DDP's traffic.
  *
  * Run: mpiexec -n N build/cpu/stage1 --preset demo   (or build/cuda/stage1). */
 #include <stdio.h>
@@ -145,7 +145,7 @@ static void backward_and_reduce_scatter(Trainer *t) {
         cur ^= 1;
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
-        if (t->rt.cfg.grad_sync_allreduce) /* seed 002's variant: the full sum, of which we use 1/N */
+        if (t->rt.cfg.grad_sync_allreduce) /* the from-scratch post's variant: the full sum; we use 1/N */
             zl_allreduce(unit(t, t->grads, u), t->part.n_pad[u], ZL_F16, ZL_P_GRAD_SYNC, u, t->comm);
         else
             zl_reduce_scatter(unit(t, t->grads, u), my_slice(t, t->grads, u), t->part.shard[u], ZL_F16,
@@ -248,7 +248,7 @@ int main(int argc, char **argv) {
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
 
-    rep.variant = c->grad_sync_allreduce ? "all-reduce + all-gather (seed 002; 1.5x DDP traffic)"
+    rep.variant = c->grad_sync_allreduce ? "all-reduce + all-gather (the PyTorch from-scratch post; 1.5x DDP traffic)"
                                          : "reduce-scatter + all-gather (in place; DDP traffic)";
     rep.losses = losses;
     rep.ms_per_step = timed_ms / (c->steps > 1 ? c->steps - 1 : 1);

@@ -19,7 +19,7 @@ typedef struct {
     int stage;            /* 0..3 */
     int rows, dim, layers; /* B (rows per rank), D, L */
     int prefetch;         /* stage 3: units gathered ahead (gather buffers = 1 + prefetch) */
-    int grad_sync_allreduce; /* stage 1 variant: all-reduce + all-gather (seed 002) */
+    int grad_sync_allreduce; /* stage 1 variant: all-reduce + all-gather (the PyTorch from-scratch post) */
     size_t workspace_bytes; /* what the backend's kernels declare they need */
 } zl_formula_config;
 
@@ -62,10 +62,10 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
  * in this project's units: bytes sent per rank, (N-1)/N · 2 bytes · that volume. */
 double zl_paper_wire_bytes(double psi, int world, int stage);
 
-/* ---- any precision layout (zerocalc, the seeds' worked examples) ----------------------
+/* ---- any precision layout (zerocalc, the sources' worked examples) --------------------
  * Bytes per parameter: P for the parameters, G for the gradients, K for optimizer state
  * (everything Adam keeps, including an fp32 master copy where there is one).
- *   mixed: P = 2, G = 2, K = 12 (the paper);  fp32: P = 4, G = 4, K = 8 (seed 002). */
+ *   mixed: P = 2, G = 2, K = 12 (the paper);  fp32: P = 4, G = 4, K = 8 (the PyTorch from-scratch post). */
 typedef struct {
     double param_bytes, grad_bytes, k;
 } zl_precision;

@@ -73,7 +73,7 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     mpiCheck(MPI_Comm_rank(local, &rt->local_rank));
     mpiCheck(MPI_Comm_size(local, &rt->local_size));
     mpiCheck(MPI_Comm_free(&local));
-    zl_backend_init(rt->rank, rt->world, rt->local_rank, rt->local_size);
+    zl_backend_init(rt->rank, rt->world, rt->local_rank, rt->local_size, rt->prog);
 }
 
 int zl_runtime_finish(zl_runtime *rt, int status) {

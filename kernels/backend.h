@@ -29,9 +29,11 @@ static inline size_t zl_dtype_size(zl_dtype t) { return t == ZL_F16 ? 2 : t == Z
 static inline const char *zl_dtype_name(zl_dtype t) { return t == ZL_F16 ? "fp16" : t == ZL_F32 ? "fp32" : "fp64"; }
 
 /* ---- lifetime -------------------------------------------------------------------
- * Called after MPI_Init. Picks the device from the node-local rank and, on CUDA,
- * bootstraps NCCL over MPI_COMM_WORLD. */
-void zl_backend_init(int rank, int world, int local_rank, int local_size);
+ * Called after MPI_Init, by every rank. Picks the device from the node-local rank
+ * (kernels/gpu_select.h) and, on CUDA, bootstraps NCCL over MPI_COMM_WORLD. prog (e.g.
+ * "stage2", or NULL) names the CPU build to suggest when no GPU is visible: then every
+ * rank exits 1 after one line from the lowest such rank. */
+void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog);
 void zl_backend_finalize(void);
 const char *zl_backend_name(void);            /* "cpu" or "cuda" */
 /* Called by the watchdog thread before it ends the job: abort the communicator so a

@@ -3,6 +3,10 @@
 # the same model (--preset demo, or $DEMO_FLAGS) and print one comparison table.
 set -eu
 backend=${1:-cpu}; n=${2:-4}
+if [ "$backend" = cuda ] && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+    echo "demo: backend cuda needs an NVIDIA GPU and nvidia-smi -L lists none; run scripts/demo.sh cpu $n instead" >&2
+    exit 1
+fi
 flags=${DEMO_FLAGS:---preset demo}
 MPIEXEC=${MPIEXEC:-mpiexec}
 if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then MPIEXEC="$MPIEXEC --allow-run-as-root --oversubscribe"; fi
@@ -12,6 +16,7 @@ mkdir -p "$out"
 : > "$out/summary.txt"
 for prog in stage0_ddp stage1 stage2 stage3; do
     echo "== $prog: $MPIEXEC -n $n build/$backend/$prog $flags"
+    # shellcheck disable=SC2086 # $flags and $MPIEXEC are word lists on purpose
     $MPIEXEC -n "$n" "build/$backend/$prog" $flags --json "$out/$prog.json" | tee "$out/$prog.txt" |
         grep -v '^step ' | grep -v '^summary:'
     grep '^summary:' "$out/$prog.txt" >> "$out/summary.txt"

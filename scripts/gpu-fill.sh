@@ -6,6 +6,8 @@
 # Files: OUTDIR/<prog>_fill_N<n>.json|txt and <prog>_over_N2.json|txt.
 set -u
 out=${1:?usage: gpu-fill.sh OUTDIR}
+nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
+    { echo "gpu-fill: needs an NVIDIA GPU and nvidia-smi -L lists none; the CPU build (build/cpu/) shows the same memory per rank at a small size" >&2; exit 1; }
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIEXEC=${MPIEXEC:-mpirun}

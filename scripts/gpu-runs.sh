@@ -4,6 +4,8 @@
 # each writing its JSON report and full text report into OUTDIR.
 set -u
 out=${1:?usage: gpu-runs.sh OUTDIR [PRESET]}; preset=${2:-lab-1b}
+nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
+    { echo "gpu-runs: needs an NVIDIA GPU and nvidia-smi -L lists none; scripts/results-cpu.sh runs every stage on the CPU build" >&2; exit 1; }
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIEXEC=${MPIEXEC:-mpirun}

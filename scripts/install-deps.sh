@@ -13,5 +13,6 @@ fi
 echo "install-deps: installing $PKGS"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
+# shellcheck disable=SC2086 # $PKGS is a word list on purpose
 $SUDO apt-get install -y -qq --no-install-recommends $PKGS >/dev/null
 echo "install-deps: done ($(mpicc -show 2>/dev/null | cut -d' ' -f1) via mpicc, $(mpiexec --version 2>&1 | head -1))"

@@ -14,7 +14,7 @@ if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then
     MPIEXEC="$MPIEXEC --oversubscribe"
 fi
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-[ "$gpus" -gt 0 ] || { echo "test-gpu: no GPU listed by nvidia-smi -L" >&2; exit 1; }
+[ "$gpus" -gt 0 ] || { echo "test-gpu: needs an NVIDIA GPU and nvidia-smi -L lists none; make test runs the CPU suite" >&2; exit 1; }
 maxw=$(( gpus < 2 ? gpus : 2 ))
 fail=0
 step() { echo; echo "=== $*"; }

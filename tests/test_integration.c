@@ -378,3 +378,29 @@ Test(exact, stage3_N9_min_max_report) {
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
     cr_expect(strstr(r.out, "min / max over 9 ranks") != NULL, "%s", r.out);
 }
+
+/* ---- no GPU: the CUDA build says so in one line and names the CPU build -------------------- */
+
+/* Runs build/cuda/<prog> (whatever ZL_BUILD says) with every device hidden, so it passes on
+ * a machine without a GPU and on one with GPUs alike; skipped when the CUDA build is absent. */
+static void check_no_gpu_message(int n, const char *prog) {
+    char path[256];
+    snprintf(path, sizeof path, "build/cuda/%s", prog);
+    if (access(path, X_OK) != 0) cr_skip_test("%s not built (no nvcc here)", path);
+    setenv("CUDA_VISIBLE_DEVICES", "", 1); /* this test's own process: Criterion forks each test */
+    zl_run_result r;
+    zl_run(&r, "-n %d %s --preset tiny --steps 1", n, path);
+    char want[160];
+    snprintf(want, sizeof want, "; run build/cpu/%s instead\n", prog);
+    cr_expect_eq(r.exit_code, 1, "exit %d, stderr '%s'", r.exit_code, r.err);
+    cr_expect(strstr(r.err, "no CUDA device visible (cudaGetDeviceCount: ") != NULL, "stderr '%s'", r.err);
+    cr_expect(strstr(r.err, want) != NULL, "stderr '%s' lacks '%s'", r.err, want);
+    int lines = 0;
+    for (const char *p = r.err; (p = strstr(p, "no CUDA device visible")) != NULL; p++) lines++;
+    cr_expect_eq(lines, 1, "one line from the whole job, got %d: '%s'", lines, r.err);
+    cr_expect(strstr(r.err, "MPI_Abort") == NULL, "a plain exit, not an abort: '%s'", r.err);
+    cr_expect(strstr(r.out, "memory per rank") == NULL, "it ran anyway: '%s'", r.out);
+}
+
+Test(no_gpu, cuda_stage0_names_the_cpu_build_N1) { check_no_gpu_message(1, "stage0_ddp"); }
+Test(no_gpu, cuda_stage3_names_the_cpu_build_N2) { check_no_gpu_message(2, "stage3"); }

@@ -1,10 +1,10 @@
-/* test_zerocalc.c — the calculator against the paper and the seeds.
+/* test_zerocalc.c — the calculator against the paper and the other sources.
  *
  * Every cell of the paper's Table 1 and Table 2 (copied into tests/data/ as printed) is
- * recomputed from the shared formula module; every worked example of the seeds
- * (tests/data/seed_examples.tsv) is recomputed by `zerocalc --check-seeds`, and the printed
+ * recomputed from the shared formula module; every worked example of the sources
+ * (tests/data/source_examples.tsv) is recomputed by `zerocalc --check-sources`, and the printed
  * numbers that disagree with their own formula must be exactly the ones docs/errata.md
- * lists (tests/data/seed_errata.tsv). Plus the command line: output, JSON, bad input.
+ * lists (tests/data/source_errata.tsv). Plus the command line: output, JSON, bad input.
  * Run from the repository root (make test does). */
 #include "zl_test_util.h" /* first: it sets _GNU_SOURCE */
 
@@ -103,15 +103,15 @@ Test(paper, table2_every_cell) {
     cr_expect_eq(wrong, 7);
 }
 
-/* ---- the seeds ------------------------------------------------------------------------- */
+/* ---- the sources ----------------------------------------------------------------------- */
 
-Test(seeds, check_seeds_lists_exactly_the_errata) {
+Test(sources, check_sources_lists_exactly_the_errata) {
     static tsv_row examples[512], errata[128];
-    int n_examples = read_tsv("tests/data/seed_examples.tsv", examples, 512);
-    int n_errata = read_tsv("tests/data/seed_errata.tsv", errata, 128);
-    cr_assert(n_examples > 50, "the seeds hold more worked numbers than %d", n_examples);
+    int n_examples = read_tsv("tests/data/source_examples.tsv", examples, 512);
+    int n_errata = read_tsv("tests/data/source_errata.tsv", errata, 128);
+    cr_assert(n_examples > 50, "the sources hold more worked numbers than %d", n_examples);
     zl_run_result r;
-    zl_run_plain(&r, ZEROCALC " --check-seeds --data tests/data/seed_examples.tsv");
+    zl_run_plain(&r, ZEROCALC " --check-sources --data tests/data/source_examples.tsv");
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
     char summary[128];
     snprintf(summary, sizeof summary, "%d of %d printed numbers disagree", n_errata, n_examples);
@@ -127,11 +127,16 @@ Test(seeds, check_seeds_lists_exactly_the_errata) {
         const char *eol = strchr(hit, '\n'), *val = strstr(hit, errata[i].col[2]);
         cr_expect(val && (!eol || val < eol), "erratum '%s': printed value %s not on its line", errata[i].col[1],
                   errata[i].col[2]);
+        /* ... and its source's short title at the start of that line. */
+        const char *bol = hit;
+        while (bol > r.out && bol[-1] != '\n') bol--;
+        cr_expect(!strncmp(bol, errata[i].col[0], strlen(errata[i].col[0])),
+                  "erratum '%s': line does not start with '%s'", errata[i].col[1], errata[i].col[0]);
     }
 }
 
-Test(seeds, seed002_fp32_worked_example) {
-    /* Seed 002: 7B parameters, 8 GPUs, fp32 training with Adam: 112 / 63 / 38.5 / 14 GB. */
+Test(sources, pytorch_post_fp32_worked_example) {
+    /* The PyTorch from-scratch post: 7B parameters, 8 GPUs, fp32 training with Adam: 112 / 63 / 38.5 / 14 GB. */
     const double expect[4] = {112, 63, 38.5, 14};
     for (int s = 0; s < 4; s++)
         cr_expect_float_eq(zl_state_bytes(7e9, 8, s, ZL_PRECISION_FP32, NULL) / 1e9, expect[s], 1e-9, "stage %d", s);
@@ -227,5 +232,5 @@ Test(cli, bad_input_exits_2) {
     refused("--max-model --ranks 8", "--memory: required");
     refused("--max-model --memory -5", "--memory");
     refused("--frob", "unknown flag '--frob'");
-    refused("--check-seeds --data /nonexistent.tsv", "--data: cannot open");
+    refused("--check-sources --data /nonexistent.tsv", "--data: cannot open");
 }

@@ -2,7 +2,7 @@
  *
  * Per-device model-state memory for DDP and ZeRO-1/2/3 and the per-step traffic, for any
  * parameter count, number of ranks and precision layout; the paper's Table 1 and Table 2;
- * and a check of every worked example in the seed documents. No MPI, no GPU: it links only
+ * and a check of every worked example in the five sources (docs/references.md). No MPI, no GPU: it links only
  * the formula and partition modules the stage programs use (common/formulas.c,
  * common/partition.c), so there is one copy of every formula.
  *
@@ -10,7 +10,7 @@
  *   zerocalc --layers 8 --dim 4096 --ranks 2          (the project's own MLP, with padding)
  *   zerocalc --paper-table1
  *   zerocalc --max-model --memory 32e9 --ranks 64 [--mp 1]
- *   zerocalc --check-seeds [--data tests/data/seed_examples.tsv] */
+ *   zerocalc --check-sources [--data tests/data/source_examples.tsv] */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -21,7 +21,7 @@
 #include "common/formulas.h"
 #include "common/partition.h"
 
-enum { MODE_CALC, MODE_TABLE1, MODE_MAX_MODEL, MODE_CHECK_SEEDS };
+enum { MODE_CALC, MODE_TABLE1, MODE_MAX_MODEL, MODE_CHECK_SOURCES };
 
 typedef struct {
     int mode;
@@ -33,7 +33,7 @@ typedef struct {
     char prec_name[16];
     int custom_given;   /* bit 1: --param-bytes, 2: --grad-bytes, 4: --k */
     double memory, mp;  /* --max-model */
-    const char *data;   /* --check-seeds */
+    const char *data;   /* --check-sources */
     int json;
 } opts;
 
@@ -44,9 +44,10 @@ static void usage(void) {
            "                [--precision mixed|fp32|custom [--param-bytes P --grad-bytes G --k K]]\n"
            "       zerocalc --paper-table1\n"
            "       zerocalc --max-model --memory BYTES --ranks N [--mp K] [--precision ...]\n"
-           "       zerocalc --check-seeds [--data tests/data/seed_examples.tsv]\n"
+           "       zerocalc --check-sources [--data tests/data/source_examples.tsv]\n"
            "Model states per device: P·Psi (/N from stage 3) + G·Psi (/N from stage 2) + K·Psi (/N from stage 1);\n"
-           "mixed = the paper's fp16/fp32 Adam (P=2, G=2, K=12), fp32 = seed 002's (P=4, G=4, K=8).\n");
+           "mixed = the paper's fp16/fp32 Adam (P=2, G=2, K=12),\n"
+           "fp32 = the PyTorch from-scratch post's (P=4, G=4, K=8).\n");
 }
 
 /* One line, exit 2: the calculator's answer to bad input. */
@@ -72,7 +73,7 @@ static double number(const char *flag, const char *s, double lo, double hi, int 
 
 static void parse(opts *o, int argc, char **argv) {
     *o = (opts){.mode = MODE_CALC, .ranks = 1, .stage = -1, .prec = ZL_PRECISION_MIXED, .mp = 1,
-                .data = "tests/data/seed_examples.tsv"};
+                .data = "tests/data/source_examples.tsv"};
     strcpy(o->prec_name, "mixed");
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
@@ -80,7 +81,7 @@ static void parse(opts *o, int argc, char **argv) {
         if (!strcmp(f, "--json")) { o->json = 1; continue; }
         if (!strcmp(f, "--paper-table1")) { o->mode = MODE_TABLE1; continue; }
         if (!strcmp(f, "--max-model")) { o->mode = MODE_MAX_MODEL; continue; }
-        if (!strcmp(f, "--check-seeds")) { o->mode = MODE_CHECK_SEEDS; continue; }
+        if (!strcmp(f, "--check-sources")) { o->mode = MODE_CHECK_SOURCES; continue; }
         static const char *const valued[] = {"--params", "--layers", "--dim", "--ranks", "--stage", "--precision",
                                              "--param-bytes", "--grad-bytes", "--k", "--memory", "--mp", "--data"};
         int known = 0;
@@ -225,7 +226,7 @@ static void max_model(const opts *o) {
     }
 }
 
-/* ---- the seeds' worked examples ----------------------------------------------------- */
+/* ---- the sources' worked examples --------------------------------------------------- */
 
 static double unit_bytes(const char *unit) {
     if (!strcmp(unit, "GB")) return 1e9;
@@ -241,7 +242,7 @@ static int parse_precision(const char *s, zl_precision *p) {
     return sscanf(s, "custom:%lf,%lf,%lf", &p->param_bytes, &p->grad_bytes, &p->k) == 3 ? 0 : -1;
 }
 
-/* Per-step volume, with the ZeRO-1 all-reduce variant (seed 002) on request. */
+/* Per-step volume, with the ZeRO-1 all-reduce variant (the PyTorch from-scratch post) on request. */
 static double volume(double psi, int stage, zl_precision p, int variant_ar) {
     if (variant_ar && stage == 1) return 2 * psi * p.grad_bytes + psi * p.param_bytes;
     return zl_comm_volume_bytes(psi, stage, p);
@@ -257,7 +258,7 @@ static double term(const char *t, double n, zl_precision p, int *ok) {
     return NAN;
 }
 
-/* "A/B", "1 - A/B" or "A/B - 1" from the note's "expr: ...;" — the seeds' ratio claims. */
+/* "A/B", "1 - A/B" or "A/B - 1" from the note's "expr: ...;" — the sources' ratio claims. */
 static double ratio(const char *note, double n, zl_precision p) {
     const char *e = strstr(note, "expr:");
     if (!e) return NAN;
@@ -279,7 +280,7 @@ static double ratio(const char *note, double n, zl_precision p) {
 }
 
 /* The value a row's own formula gives, in the row's unit; NAN if the row cannot be read. */
-static double seed_value(const char *kind, double psi, double n, int stage, zl_precision p, const char *unit,
+static double row_value(const char *kind, double psi, double n, int stage, zl_precision p, const char *unit,
                          const char *note) {
     double parts[3], total = zl_state_bytes(psi, n, stage, p, parts), u = unit_bytes(unit);
     int ar = strstr(note, "[variant:ar]") != NULL;
@@ -304,7 +305,7 @@ static int printed_decimals(const char *s, int *exponent) {
 
 /* Does the computed value agree with the printed one? [exact]: to 1e-9 relative; [le]: the
  * printed value is only a lower bound; otherwise the computed value rounded half-up to the
- * printed digits must equal the printed number (the seeds round half-up: 41.25 -> 41.3). */
+ * printed digits must equal the printed number (the sources round half-up: 41.25 -> 41.3). */
 static int agrees(double v, const char *printed, const char *note) {
     double pv = atof(printed);
     if (strstr(note, "[exact]")) return fabs(v - pv) <= 1e-9 * fmax(1, fabs(pv));
@@ -315,12 +316,12 @@ static int agrees(double v, const char *printed, const char *note) {
     return fabs(rounded - pv) <= 1e-9 * fmax(1, fabs(pv));
 }
 
-static int check_seeds(const opts *o) {
+static int check_sources(const opts *o) {
     FILE *f = fopen(o->data, "r");
     if (!f) bad("--data: cannot open '%s' (run from the repository root, or pass --data)", o->data);
     char line[4096];
     int rows = 0, disagree = 0, lineno = 0;
-    printf("%-24s | %-60s | %10s | %14s | %s\n", "seed", "where", "printed", "formula gives", "unit");
+    printf("%-25s | %-60s | %10s | %14s | %s\n", "source", "where", "printed", "formula gives", "unit");
     while (fgets(line, sizeof line, f)) {
         lineno++;
         if (line[0] == '#' || line[0] == '\n') continue;
@@ -339,12 +340,12 @@ static int check_seeds(const opts *o) {
         zl_precision p;
         if (parse_precision(col[6], &p)) bad("--data: %s:%d: unknown precision '%s'", o->data, lineno, col[6]);
         double psi = atof(col[3]), n = !strcmp(col[4], "inf") ? INFINITY : atof(col[4]);
-        double v = seed_value(col[2], psi, n, atoi(col[5]), p, col[8], note);
+        double v = row_value(col[2], psi, n, atoi(col[5]), p, col[8], note);
         if (isnan(v)) bad("--data: %s:%d: cannot evaluate kind '%s' (note '%.40s')", o->data, lineno, col[2], note);
         rows++;
         if (!agrees(v, col[7], note)) {
             disagree++;
-            printf("%-24.24s | %-60.60s | %10s | %14.6g | %s\n", col[0], col[1], col[7], v, col[8]);
+            printf("%-25.25s | %-60.60s | %10s | %14.6g | %s\n", col[0], col[1], col[7], v, col[8]);
         }
     }
     fclose(f);
@@ -358,7 +359,7 @@ int main(int argc, char **argv) {
     switch (o.mode) {
     case MODE_TABLE1: table1(); break;
     case MODE_MAX_MODEL: max_model(&o); break;
-    case MODE_CHECK_SEEDS: return check_seeds(&o);
+    case MODE_CHECK_SOURCES: return check_sources(&o);
     default: calc(&o);
     }
     return 0;

@@ -38,8 +38,8 @@ static void half_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
     for (int i = 0; i < *len; i++) b[i] = zl_float_to_half(zl_half_to_float(a[i]) + zl_half_to_float(b[i]));
 }
 
-void zl_backend_init(int rank, int world, int local_rank, int local_size) {
-    (void)local_rank, (void)local_size;
+void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog) {
+    (void)local_rank, (void)local_size, (void)prog;
     g_rank = rank, g_world = world;
     mpiCheck(MPI_Op_create(half_sum, 1, &g_half_sum));
 }

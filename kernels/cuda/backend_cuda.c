@@ -17,6 +17,7 @@
 
 #include "backend.h"
 #include "cuda_check.h"
+#include "gpu_select.h"
 
 static ncclComm_t g_comm = NULL;
 static int g_device = -1;
@@ -50,17 +51,46 @@ void zl_cuda_fatal(const char *file, int line, const char *what, const char *det
 
 /* ---- lifetime ------------------------------------------------------------------------ */
 
-void zl_backend_init(int rank, int world, int local_rank, int local_size) {
-    int count = 0;
-    cudaCheck(cudaGetDeviceCount(&count));
-    if (count < 1 || local_size > count) {
-        char msg[256];
-        snprintf(msg, sizeof msg,
-                 "%d ranks on this node but only %d visible CUDA device(s); launch at most one rank per GPU",
-                 local_size, count);
-        zl_cuda_fatal(__FILE__, __LINE__, "zl_backend_init", msg);
+/* Every rank reaches the same verdict, so the job ends with one line (from the lowest rank
+ * that failed) and a plain exit code instead of one MPI_Abort trace per rank. */
+static void agree_on_device(int rank, int world, const char *prog, int device, const char *why, int code) {
+    int first_bad = device < 0 ? rank : world;
+    if (MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+        zl_cuda_fatal(__FILE__, __LINE__, "MPI_Allreduce(device verdict)", "MPI error");
+    if (first_bad == world) return;
+    if (MPI_Bcast(&code, 1, MPI_INT, first_bad, MPI_COMM_WORLD) != MPI_SUCCESS) /* its exit code */
+        zl_cuda_fatal(__FILE__, __LINE__, "MPI_Bcast(exit code)", "MPI error");
+    if (rank == first_bad) {
+        fprintf(stderr, "%s: rank %d: %s\n", prog ? prog : "zerolab", rank, why);
+        fflush(stderr);
     }
-    g_device = local_rank % count;
+    MPI_Finalize();
+    exit(code);
+}
+
+/* The device this rank uses: -1 with the reason in why[] when there is none. Exit code
+ * 1 when CUDA sees no device at all (runtime), 2 when the launch shares GPUs (input). */
+static int pick_device(const char *prog, int local_rank, int local_size, char *why, size_t whylen, int *code) {
+    int count = 0;
+    cudaError_t st = cudaGetDeviceCount(&count);
+    if (st != cudaSuccess || count < 1) {
+        (void)cudaGetLastError(); /* clear it */
+        char cpu_build[160] = "";
+        if (prog) snprintf(cpu_build, sizeof cpu_build, "; run build/cpu/%s instead", prog);
+        snprintf(why, whylen, "no CUDA device visible (cudaGetDeviceCount: %s)%s",
+                 st != cudaSuccess ? cudaGetErrorString(st) : "0 devices", cpu_build);
+        *code = 1;
+        return -1;
+    }
+    *code = 2;
+    return zl_select_device(count, local_rank, local_size, why, whylen);
+}
+
+void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog) {
+    char why[512] = "";
+    int code = 1;
+    g_device = pick_device(prog, local_rank, local_size, why, sizeof why, &code);
+    agree_on_device(rank, world, prog, g_device, why, code);
     cudaCheck(cudaSetDevice(g_device));
     struct cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, g_device));

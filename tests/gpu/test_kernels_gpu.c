@@ -518,7 +518,7 @@ static void bench_adam(int D, int iters) {
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
-    zl_backend_init(0, 1, 0, 1);
+    zl_backend_init(0, 1, 0, 1, NULL);
     g_s = zl_stream_create();
     printf("backend %s on %s\n", zl_backend_name(), zl_backend_device_name());
 

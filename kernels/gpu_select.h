@@ -1,0 +1,29 @@
+/* gpu_select.h — which CUDA device a rank uses, from what it can see and how many ranks share
+ * its node. Pure (no CUDA, no MPI), so the decision is unit-tested on a machine without a GPU.
+ *
+ * Launchers bind GPUs in two ways, and both must work:
+ *   - every rank sees all of the node's GPUs (plain mpiexec, srun without GPU binding):
+ *     rank k of the node takes device k;
+ *   - each rank sees exactly one GPU (srun --gpus-per-task=1, --gpu-bind=single:1,
+ *     CUDA_VISIBLE_DEVICES set per rank by a wrapper): every rank takes its device 0.
+ * Anything in between (N ranks on a node, each seeing 1 < M < N devices) has no safe answer:
+ * some ranks would share a GPU, which NCCL refuses. */
+#ifndef ZL_GPU_SELECT_H
+#define ZL_GPU_SELECT_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* visible_devices: cudaGetDeviceCount on this rank; local_rank / local_size: this rank's
+ * index among, and the number of, ranks on its node. Returns the device index, or -1 with
+ * one line (no trailing newline) naming the counts in err[errlen]. */
+int zl_select_device(int visible_devices, int local_rank, int local_size, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,43 @@
+#!/bin/bash
+# test-slurm.sh — the Slurm templates (make test): every script parses (bash -n, sh -n) and
+# passes shellcheck where it is installed; then scripts/slurm/run-stages.sh runs for real on
+# the CPU build inside a pretend allocation (SLURM_* variables, an srun that hands its task
+# count to mpiexec), and must leave one JSON report per program under results dir/<job id>/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail() { echo "test-slurm: $*" >&2; exit 1; }
+
+for s in scripts/*.sh scripts/slurm/*.sh scripts/slurm/*.sbatch tests/*.sh; do
+    case $(head -1 "$s") in *bash*) bash -n "$s" ;; *) sh -n "$s" ;; esac || fail "$s does not parse"
+done
+if command -v shellcheck >/dev/null 2>&1; then
+    shellcheck scripts/*.sh scripts/slurm/*.sh scripts/slurm/*.sbatch tests/*.sh || fail "shellcheck"
+else
+    echo "test-slurm: shellcheck not installed, skipped (apt-get install shellcheck)"
+fi
+for t in scripts/slurm/one-node.sbatch scripts/slurm/two-node.sbatch; do
+    grep -q '^#SBATCH --ntasks-per-node=' "$t" || fail "$t sets no --ntasks-per-node"
+    grep -q 'exec bash scripts/slurm/run-stages.sh' "$t" || fail "$t does not run scripts/slurm/run-stages.sh"
+done
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir "$tmp/bin"
+cat > "$tmp/bin/srun" <<'SRUN'
+#!/bin/bash
+# Pretend srun: keep --ntasks, drop the other options, launch with mpiexec.
+n=1
+while [ $# -gt 0 ]; do case $1 in --ntasks=*) n=${1#--ntasks=}; shift ;; --*) shift ;; *) break ;; esac; done
+exec "${ZL_MPIEXEC:-mpiexec}" -n "$n" "$@"
+SRUN
+chmod +x "$tmp/bin/srun"
+PATH="$tmp/bin:$PATH" SLURM_JOB_ID=4242 SLURM_NTASKS=2 SLURM_JOB_NUM_NODES=1 BUILD=no BUILD_DIR=build/cpu \
+    PROGS="stage0_ddp stage3" FLAGS="--preset tiny --steps 2" RESULTS="$tmp/results" \
+    bash scripts/slurm/run-stages.sh > "$tmp/log" 2>&1 || { cat "$tmp/log"; fail "run-stages.sh failed"; }
+for p in stage0_ddp stage3; do
+    f="$tmp/results/4242/${p}_N2.json"
+    [ -s "$f" ] || { cat "$tmp/log"; fail "no report $f"; }
+    grep -q '"world": *2' "$f" || fail "$f is not an N = 2 report"
+done
+[ -s "$tmp/results/4242/job.txt" ] || fail "no job.txt"
+echo "test-slurm: templates parse$(command -v shellcheck >/dev/null && echo ' and pass shellcheck'); run-stages.sh wrote a report per program under <results>/<job id>/"
