@@ -40,7 +40,7 @@ typedef struct {
     zl_half *staging; /* host, one unit: for param_hash */
 
     zl_stream compute, comm;
-    zl_event *grads_ready; /* one per unit: its gradients are written */
+    zl_event *grads_ready; /* one per unit: its gradients are final */
     zl_event loss_ready, comm_done;
 } Trainer;
 
@@ -74,7 +74,8 @@ static void initialise(Trainer *t) {
 }
 
 static void forward(Trainer *t) {
-    for (int k = 0; k < t->n_uses; k++) zl_model_forward(t->model, k, unit(t, t->params, unit_of_use(t, k)), t->compute);
+    for (int k = 0; k < t->n_uses; k++)
+        zl_model_forward(t->model, k, unit(t, t->params, unit_of_use(t, k)), t->compute);
 }
 
 /* Backward from the last use to the first. The moment unit u's gradients are final,
@@ -132,6 +133,8 @@ static uint64_t param_hash(Trainer *t) {
     return zl_digest_end(&d);
 }
 
+/* ---- main: set up, train, report, tear down ------------------------------------------ */
+
 int main(int argc, char **argv) {
     Trainer t = {0};
     zl_runtime_start(&t.rt, STAGE, argc, argv); /* exits on bad flags, before any allocation */
@@ -148,6 +151,7 @@ int main(int argc, char **argv) {
     int grad_syncs = t.n_units, loss_syncs = 1;
     zl_comm_init(t.rt.world, grad_syncs + loss_syncs); /* collectives per step */
 
+    /* every buffer before step 1, then training with allocation frozen */
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
     rep.device_known = zl_dev_mem_used(&rep.device_baseline, &rep.device_total);
     zl_mem_init(zl_dev_alloc, zl_dev_free);
@@ -169,12 +173,15 @@ int main(int argc, char **argv) {
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
 
-    rep.fc = (zl_formula_config){.stage = STAGE, .model = t.shape, .workspace_bytes = zl_model_workspace_bytes(t.shape)};
+    /* the report: measured beside the formulas (a collective: every rank takes part) */
+    rep.fc = (zl_formula_config){.stage = STAGE, .model = t.shape,
+                                 .workspace_bytes = zl_model_workspace_bytes(t.shape)};
     rep.losses = losses;
     rep.ms_per_step = timed_ms / (c->steps > 1 ? c->steps - 1 : 1);
     rep.param_hash = param_hash(&t);
     zl_report_final(&rep);
 
+    /* tear down */
     free(losses);
     zl_model_free(t.model);
     zl_mem_free_all();

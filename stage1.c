@@ -47,7 +47,7 @@ typedef struct {
     zl_half *staging; /* host, one unit: for param_hash */
 
     zl_stream compute, comm;
-    zl_event *grads_ready;  /* one per unit: its gradients are written */
+    zl_event *grads_ready;  /* one per unit: its gradients are final */
     zl_event *grads_synced; /* one per unit: its reduce-scatter is done */
     zl_event *slice_updated; /* one per unit: Adam has written this rank's fp16 slice */
     zl_event *params_gathered; /* one per unit: its all-gather is done */
@@ -170,6 +170,8 @@ static uint64_t param_hash(Trainer *t) {
     return zl_digest_end(&d);
 }
 
+/* ---- main: set up, train, report, tear down ------------------------------------------ */
+
 int main(int argc, char **argv) {
     Trainer t = {0};
     zl_runtime_start(&t.rt, STAGE, argc, argv); /* exits on bad flags, before any allocation */
@@ -188,6 +190,7 @@ int main(int argc, char **argv) {
     int grad_syncs = t.n_units, param_gathers = t.n_units, loss_syncs = 1;
     zl_comm_init(t.rt.world, grad_syncs + param_gathers + loss_syncs); /* collectives per step */
 
+    /* every buffer before step 1, then training with allocation frozen */
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
     rep.device_known = zl_dev_mem_used(&rep.device_baseline, &rep.device_total);
     zl_mem_init(zl_dev_alloc, zl_dev_free);
@@ -209,6 +212,7 @@ int main(int argc, char **argv) {
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
 
+    /* the report: measured beside the formulas (a collective: every rank takes part) */
     rep.fc = (zl_formula_config){.stage = STAGE, .model = t.shape,
                                  .grad_sync_allreduce = c->grad_sync_allreduce,
                                  .workspace_bytes = zl_model_workspace_bytes(t.shape)};
@@ -219,6 +223,7 @@ int main(int argc, char **argv) {
     rep.param_hash = param_hash(&t);
     zl_report_final(&rep);
 
+    /* tear down */
     free(losses);
     zl_model_free(t.model);
     zl_mem_free_all();

@@ -47,10 +47,10 @@ typedef struct {
     zl_half *staging; /* host, one unit: for param_hash */
 
     zl_stream compute, comm;
-    zl_event *grads_ready;  /* one per unit: its gradients are written */
+    zl_event *grads_ready;  /* one per unit: its gradients are final */
     zl_event *grads_synced; /* one per unit: its reduce-scatter is done */
     zl_event *gathered;     /* one per gather slot: its all-gather has landed */
-    zl_event *slot_free;    /* one per gather slot: the block that read it is done */
+    zl_event *slot_free;    /* one per gather slot: the use that read it is done */
     zl_event bucket_free[2]; /* the reduce-scatter that last read bucket b is done */
     zl_event adam_done;      /* the parameter shards hold this step's values */
     zl_event loss_ready;
@@ -211,6 +211,8 @@ static uint64_t param_hash(Trainer *t) {
     return zl_digest_end(&d);
 }
 
+/* ---- main: set up, train, report, tear down ------------------------------------------ */
+
 int main(int argc, char **argv) {
     Trainer t = {0};
     zl_runtime_start(&t.rt, STAGE, argc, argv); /* exits on bad flags, before any allocation */
@@ -231,9 +233,10 @@ int main(int argc, char **argv) {
     for (int b = 0; b < 2; b++) t.bucket_free[b] = zl_event_create();
     t.adam_done = zl_event_create();
     t.loss_ready = zl_event_create();
-    int grad_syncs = t.n_units, param_gathers = n_visits(&t), loss_syncs = 1; /* > the final gather's n_units */
-    zl_comm_init(t.rt.world, grad_syncs + param_gathers + loss_syncs); /* collectives per step */
+    int grad_syncs = t.n_units, param_gathers = n_visits(&t), loss_syncs = 1;
+    zl_comm_init(t.rt.world, grad_syncs + param_gathers + loss_syncs); /* per step; param_hash's n_units fit too */
 
+    /* every buffer before step 1, then training with allocation frozen */
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
     rep.device_known = zl_dev_mem_used(&rep.device_baseline, &rep.device_total);
     zl_mem_init(zl_dev_alloc, zl_dev_free);
@@ -255,6 +258,7 @@ int main(int argc, char **argv) {
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
 
+    /* the report: measured beside the formulas (a collective: every rank takes part) */
     rep.fc = (zl_formula_config){.stage = STAGE, .model = t.shape, .prefetch = c->prefetch,
                                  .workspace_bytes = zl_model_workspace_bytes(t.shape)};
     char variant[64];
@@ -265,6 +269,7 @@ int main(int argc, char **argv) {
     rep.param_hash = param_hash(&t);
     zl_report_final(&rep);
 
+    /* tear down */
     free(losses);
     zl_model_free(t.model);
     zl_mem_free_all();

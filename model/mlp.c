@@ -32,10 +32,11 @@ static void init_segment(zl_half *dst, size_t begin, size_t end, size_t t0, size
 void zl_mlp_init_range(int dim, size_t unit_off, size_t begin, size_t end, uint64_t seed, zl_half *dst,
                        zl_stream s) {
     size_t D = (size_t)dim;
-    init_segment(dst, begin, end, zl_mlp_off_W1(D), zl_mlp_off_b1(D), seed, unit_off, zl_mlp_init_scale_log2_W1(dim), s);
-    init_segment(dst, begin, end, zl_mlp_off_b1(D), zl_mlp_off_W2(D), seed, unit_off, -1, s);
-    init_segment(dst, begin, end, zl_mlp_off_W2(D), zl_mlp_off_b2(D), seed, unit_off, zl_mlp_init_scale_log2_W2(dim), s);
-    init_segment(dst, begin, end, zl_mlp_off_b2(D), end, seed, unit_off, -1, s); /* b2 and any padding */
+    int W1_scale = zl_mlp_init_scale_log2_W1(dim), W2_scale = zl_mlp_init_scale_log2_W2(dim), zero = -1;
+    init_segment(dst, begin, end, zl_mlp_off_W1(D), zl_mlp_off_b1(D), seed, unit_off, W1_scale, s);
+    init_segment(dst, begin, end, zl_mlp_off_b1(D), zl_mlp_off_W2(D), seed, unit_off, zero, s);
+    init_segment(dst, begin, end, zl_mlp_off_W2(D), zl_mlp_off_b2(D), seed, unit_off, W2_scale, s);
+    init_segment(dst, begin, end, zl_mlp_off_b2(D), end, seed, unit_off, zero, s); /* b2 and any padding */
 }
 
 /* ---- buffers ---------------------------------------------------------------------------- */
