@@ -33,7 +33,7 @@ enum { STAGE = 1 };
 
 typedef struct {
     zl_runtime rt;
-    zl_model_shape shape;
+    zl_model_shape shape; /* which model, its size, rows per rank */
     zl_model *model;   /* batch, activations, loss: everything but parameters and gradients */
     zl_partition part; /* the model's shard units, padded to multiples of N (DDP uses the same layout) */
     int n_units, n_uses; /* a pass reads units in the model's order of uses (model.h) */
@@ -56,6 +56,7 @@ typedef struct {
 
 /* Unit u inside a full padded buffer (params or grads). */
 static zl_half *unit(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u]; }
+/* The unit whose parameters use k reads (the MLP: unit k). */
 static int unit_of_use(Trainer *t, int k) { return zl_model_unit_of_use(t->shape, k); }
 /* This rank's slice of unit u inside a full padded buffer. */
 static zl_half *my_slice(Trainer *t, zl_half *buf, int u) {
