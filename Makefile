@@ -25,10 +25,11 @@ HAVE_NVCC := $(if $(and $(NCCL_INC_DIR),$(NCCL_LIB_DIR)),$(shell command -v $(NV
 MPI_INC = $(shell $(MPICC) -showme:compile 2>/dev/null || $(MPICC) -show 2>/dev/null | tr ' ' '\n' | grep '^-I')
 
 STAGES   := stage0_ddp stage1 stage2 stage3
-COMMON   := common/util.c common/alloc.c common/partition.c common/model.c common/formulas.c common/comm.c common/args.c \
-            common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c
+COMMON   := common/util.c common/alloc.c common/events.c common/partition.c common/formulas.c common/comm.c \
+            common/args.c common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c \
+            model/layout.c model/model.c model/mlp.c
 CPU_SRC  := kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c kernels/gpu_select.c
-HEADERS  := $(wildcard common/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
+HEADERS  := $(wildcard common/*.h model/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
 
 CPU_OBJ  := $(patsubst %.c,build/cpu/obj/%.o,$(COMMON) $(CPU_SRC))
 CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/cpu/kernels_cpu.c kernels/gpu_select.c kernels/cuda/backend_cuda.c) \
@@ -54,10 +55,11 @@ build/cpu/obj/%.o: %.c $(HEADERS)
 build/cpu/%: build/cpu/obj/%.o $(CPU_OBJ)
 	$(MPICC) $(CFLAGS) $^ -lm -o $@
 
-# zerocalc: no MPI, no GPU — only the formula and partition modules the stages use.
-build/zerocalc: tools/zerocalc.c common/formulas.c common/partition.c $(HEADERS)
+# zerocalc: no MPI, no GPU — only the formula, partition and model-layout modules the stages use.
+CALC_SRC := common/formulas.c common/partition.c model/layout.c
+build/zerocalc: tools/zerocalc.c $(CALC_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) tools/zerocalc.c common/formulas.c common/partition.c -lm -o $@
+	$(CC) $(CFLAGS) tools/zerocalc.c $(CALC_SRC) -lm -o $@
 
 # ---- CUDA backend (same stage sources) ----
 build/cuda/obj/%.o: %.c $(HEADERS)
@@ -92,9 +94,9 @@ build/asan/%: %.c $(COMMON) $(CPU_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS_COMMON) -O1 $(SAN) $< $(COMMON) $(CPU_SRC) -lm -o $@
 
-build/tests/test_zerocalc: tests/test_zerocalc.c tests/zl_test_util.h common/formulas.c common/partition.c $(HEADERS)
+build/tests/test_zerocalc: tests/test_zerocalc.c tests/zl_test_util.h $(CALC_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) tests/test_zerocalc.c common/formulas.c common/partition.c -lcriterion -lcjson -lm -o $@
+	$(CC) $(CFLAGS) tests/test_zerocalc.c $(CALC_SRC) -lcriterion -lcjson -lm -o $@
 
 build/tests/test_integration: tests/test_integration.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)

@@ -13,47 +13,43 @@
  *
  * Traffic per step and rank: reduce-scatter (N-1)/N·2Ψ_pad + all-gather (N-1)/N·2Ψ_pad =
  * 2(N-1)/N·2Ψ_pad, the same as DDP's all-reduce (which *is* a reduce-scatter followed by
- * an all-gather). --grad-sync allreduce runs the PyTorch from-scratch post's variant instead:
- * all-reduce the full gradient (then use only the slice) + all-gather = 1.5× DDP's traffic.
+ * an all-gather). --grad-sync allreduce runs the PyTorch from-scratch post's variant
+ * instead: all-reduce the full gradient (then use only the slice) + all-gather = 1.5× DDP's
+ * traffic.
  *
  * Run: mpiexec -n N build/cpu/stage1 --preset demo   (or build/cuda/stage1). */
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "common/alloc.h"
-#include "common/comm.h"
-#include "common/formulas.h"
-#include "common/model.h"
-#include "common/preflight.h"
-#include "common/report.h"
-#include "common/runtime.h"
-#include "common/util.h"
-#include "kernels/kernels.h"
+#include "common/alloc.h"    /* zl_mem_alloc: every buffer, by category */
+#include "common/comm.h"     /* zl_allreduce, zl_reduce_scatter, zl_allgather: logged collectives */
+#include "common/events.h"   /* zl_events_create: one event per unit or slot */
+#include "common/preflight.h" /* zl_preflight: does the run fit? (before any allocation) */
+#include "common/report.h"   /* zl_report: measured beside formulas, at the end */
+#include "common/runtime.h"  /* zl_runtime_start: MPI, flags, backend; the param digest */
+#include "common/util.h"     /* zl_fatal, zl_wall_seconds */
+#include "kernels/kernels.h" /* zl_adam_update, zl_half_to_float_array; streams and events (backend.h) */
+#include "model/model.h"     /* zl_model_*: the network behind its shard units */
 
 enum { STAGE = 1 };
 
 typedef struct {
     zl_runtime rt;
-    zl_model_shape shape;
-    zl_partition part; /* L shard units, padded to multiples of N (DDP uses the same layout) */
-    int B, D, L;
+    zl_model_shape shape; /* which model, its size, rows per rank */
+    zl_model *model;   /* batch, activations, loss: everything but parameters and gradients */
+    zl_partition part; /* the model's shard units, padded to multiples of N (DDP uses the same layout) */
+    int n_units, n_uses; /* a pass reads units in the model's order of uses (model.h) */
 
     /* model states. Full fp16 params and grads (padded layout, unit u at part.off_pad[u]);
-     * fp32 master, m, v only for this rank's slices (unit u at part.shard_off[u]). */
+     * fp32 master, m, v only for this rank's slices (unit u at part.slice_off[u]). */
     zl_half *params;
     zl_half *grads;
     float *master, *adam_m, *adam_v;
 
-    /* activations saved for backward: x[u] is block u's input (x[L] = output), h and a per block */
-    zl_half *act_x, *act_h, *act_a;
-    /* scratch: targets, two activation-gradient buffers, dh, the loss */
-    zl_half *target, *dx[2], *dh;
-    float *loss;
-    void *workspace;
-    zl_half *staging; /* host */
+    zl_half *staging; /* host, one unit: for param_hash */
 
     zl_stream compute, comm;
-    zl_event *grads_ready;  /* one per unit: its gradients are written */
+    zl_event *grads_ready;  /* one per unit: its gradients are final */
     zl_event *grads_synced; /* one per unit: its reduce-scatter is done */
     zl_event *slice_updated; /* one per unit: Adam has written this rank's fp16 slice */
     zl_event *params_gathered; /* one per unit: its all-gather is done */
@@ -62,93 +58,66 @@ typedef struct {
 
 /* Unit u inside a full padded buffer (params or grads). */
 static zl_half *unit(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u]; }
-static zl_half *x_of(Trainer *t, int u) { return t->act_x + (size_t)u * t->B * t->D; }
-static zl_half *h_of(Trainer *t, int u) { return t->act_h + (size_t)u * t->B * 4 * t->D; }
-static zl_half *a_of(Trainer *t, int u) { return t->act_a + (size_t)u * t->B * 4 * t->D; }
+/* The unit whose parameters use k reads (the MLP: unit k). */
+static int unit_of_use(Trainer *t, int k) { return zl_model_unit_of_use(t->shape, k); }
 /* This rank's slice of unit u inside a full padded buffer. */
 static zl_half *my_slice(Trainer *t, zl_half *buf, int u) {
-    return buf + t->part.off_pad[u] + (size_t)t->rt.rank * t->part.shard[u];
+    return buf + t->part.off_pad[u] + (size_t)t->rt.rank * t->part.slice_len[u];
 }
 
 /* Every buffer the run will ever use, allocated once before step 1 (ZeRO-R's
  * constant-size buffers): the step loop itself allocates nothing. */
 static void allocate(Trainer *t) {
-    size_t psi_pad = t->part.psi_pad, shard = t->part.shard_total, BD = (size_t)t->B * t->D, L = (size_t)t->L;
+    size_t psi_pad = t->part.psi_pad, shard = t->part.shard_len;
     t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * psi_pad, "fp16 params");
     t->grads = zl_mem_alloc(ZL_MEM_GRADS_FP16, 2 * psi_pad, "fp16 grads");
     t->master = zl_mem_alloc(ZL_MEM_MASTER_FP32, 4 * shard, "fp32 master params (this rank's slices)");
     t->adam_m = zl_mem_alloc(ZL_MEM_ADAM_M, 4 * shard, "Adam m (this rank's slices)");
     t->adam_v = zl_mem_alloc(ZL_MEM_ADAM_V, 4 * shard, "Adam v (this rank's slices)");
-    t->act_x = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * (L + 1) * BD, "block inputs x");
-    t->act_h = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * L * 4 * BD, "pre-activations h");
-    t->act_a = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * L * 4 * BD, "activations a = gelu(h)");
-    t->target = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "targets");
-    t->dx[0] = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "activation grad 0");
-    t->dx[1] = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "activation grad 1");
-    t->dh = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * 4 * BD, "dh");
-    t->loss = zl_mem_alloc(ZL_MEM_SCRATCH, sizeof(float), "loss");
-    size_t ws = zl_kernels_workspace_bytes(t->B, t->D);
-    t->workspace = zl_mem_alloc(ZL_MEM_WORKSPACE, ws, "kernel workspace");
-    zl_kernels_set_workspace(t->workspace, ws);
+    t->model = zl_model_create(t->shape); /* activations, scratch, kernel workspace */
     t->staging = zl_mem_alloc(ZL_MEM_HOST_STAGING, 2 * t->part.max_unit, "host staging for param_hash");
 }
 
 /* Parameters from the seed alone (the same full vector as DDP); fp32 master = exact copy
  * of this rank's fp16 slices; Adam moments and gradient padding start at zero. */
 static void initialise(Trainer *t) {
-    for (int u = 0; u < t->L; u++) {
-        zl_model_init_range(unit(t, t->params, u), &t->part, t->shape, u, 0, t->part.n_pad[u],
-                            t->rt.cfg.seed, t->compute);
-        zl_half_to_float_array(t->master + t->part.shard_off[u], my_slice(t, t->params, u), t->part.shard[u],
+    for (int u = 0; u < t->n_units; u++) {
+        zl_model_init_range(t->model, u, 0, t->part.n_pad[u], t->rt.cfg.seed, unit(t, t->params, u), t->compute);
+        zl_half_to_float_array(t->master + t->part.slice_off[u], my_slice(t, t->params, u), t->part.slice_len[u],
                                t->compute);
         zl_event_record(t->params_gathered[u], t->comm); /* nothing to wait for at step 1 */
     }
-    zl_memset_async(t->adam_m, 0, 4 * t->part.shard_total, t->compute);
-    zl_memset_async(t->adam_v, 0, 4 * t->part.shard_total, t->compute);
+    zl_memset_async(t->adam_m, 0, 4 * t->part.shard_len, t->compute);
+    zl_memset_async(t->adam_v, 0, 4 * t->part.shard_len, t->compute);
     zl_memset_async(t->grads, 0, 2 * t->part.psi_pad, t->compute);
     zl_stream_sync(t->compute);
 }
 
-/* Block u's forward, reading its parameters from the unit at p (W1, b1, W2, b2). */
-static void forward_block(Trainer *t, int u, const zl_half *p) {
-    size_t D = (size_t)t->D;
-    zl_block_forward(x_of(t, u), p + zl_off_W1(D), p + zl_off_b1(D), p + zl_off_W2(D), p + zl_off_b2(D), h_of(t, u),
-                     a_of(t, u), x_of(t, u + 1), t->B, t->D, t->compute);
-}
-
-/* Block u's backward: parameters from unit p, gradients written into unit g, dy -> dx. */
-static void backward_block(Trainer *t, int u, const zl_half *p, zl_half *g, const zl_half *dy, zl_half *dx) {
-    size_t D = (size_t)t->D;
-    zl_block_backward(x_of(t, u), h_of(t, u), a_of(t, u), p + zl_off_W1(D), p + zl_off_W2(D), dy, t->dh,
-                      g + zl_off_W1(D), g + zl_off_b1(D), g + zl_off_W2(D), g + zl_off_b2(D), dx, t->B, t->D,
-                      t->compute);
-}
-
-/* Block u may start once the previous step's all-gather of unit u has landed: the
- * gathers of later units overlap the forward of earlier ones. */
+/* A use of unit u may start once the previous step's all-gather of unit u has landed:
+ * the gathers of later units overlap the forward of earlier ones. */
 static void forward(Trainer *t) {
-    for (int u = 0; u < t->L; u++) {
+    for (int k = 0; k < t->n_uses; k++) {
+        int u = unit_of_use(t, k);
         zl_stream_wait_event(t->compute, t->params_gathered[u]);
-        forward_block(t, u, unit(t, t->params, u));
+        zl_model_forward(t->model, k, unit(t, t->params, u), t->compute);
     }
 }
 
-/* Backward from the last block to the first. The moment block u's gradients are
- * written, the communication stream reduce-scatters them in place: this rank's slice of
- * the sum over ranks lands in its own place of the full gradient buffer (the rest of the
- * unit's buffer is left stale; nobody reads it). Overlaps the backward of block u-1. */
+/* Backward from the last use to the first. The moment unit u's gradients are final, the
+ * communication stream reduce-scatters them in place: this rank's slice of the sum over
+ * ranks lands in its own place of the full gradient buffer (the rest of the unit's buffer
+ * is left stale; nobody reads it). Overlaps the backward of the unit before it. */
 static void backward_and_reduce_scatter(Trainer *t) {
-    int cur = 0; /* dx[cur] holds dL/d(output of block u) */
-    for (int u = t->L - 1; u >= 0; u--) {
-        zl_half *dx = u > 0 ? t->dx[cur ^ 1] : NULL; /* block 0: the input needs no gradient */
-        backward_block(t, u, unit(t, t->params, u), unit(t, t->grads, u), t->dx[cur], dx);
-        cur ^= 1;
+    for (int k = t->n_uses - 1; k >= 0; k--) {
+        int u = unit_of_use(t, k);
+        zl_model_backward(t->model, k, unit(t, t->params, u), unit(t, t->grads, u), t->compute);
+        if (!zl_model_grads_final(t->shape, k)) continue; /* a tied unit: more of its gradient to come */
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
         if (t->rt.cfg.grad_sync_allreduce) /* the from-scratch post's variant: the full sum; we use 1/N */
             zl_allreduce(unit(t, t->grads, u), t->part.n_pad[u], ZL_F16, ZL_P_GRAD_SYNC, u, t->comm);
         else
-            zl_reduce_scatter(unit(t, t->grads, u), my_slice(t, t->grads, u), t->part.shard[u], ZL_F16,
+            zl_reduce_scatter(unit(t, t->grads, u), my_slice(t, t->grads, u), t->part.slice_len[u], ZL_F16,
                               ZL_P_GRAD_SYNC, u, t->comm);
         zl_event_record(t->grads_synced[u], t->comm);
     }
@@ -161,15 +130,15 @@ static void backward_and_reduce_scatter(Trainer *t) {
 static void optimizer_step_and_allgather(Trainer *t, int step) {
     const zl_config *c = &t->rt.cfg;
     zl_adam_hparams hp = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay};
-    for (int u = 0; u < t->L; u++) {
-        size_t off = t->part.shard_off[u];
+    for (int u = 0; u < t->n_units; u++) {
+        size_t off = t->part.slice_off[u];
         zl_stream_wait_event(t->compute, t->grads_synced[u]);
         zl_adam_update(t->master + off, t->adam_m + off, t->adam_v + off, my_slice(t, t->params, u),
-                       my_slice(t, t->grads, u), t->part.shard[u], 1.0f / (c->loss_scale * (float)t->rt.world),
+                       my_slice(t, t->grads, u), t->part.slice_len[u], 1.0f / (c->loss_scale * (float)t->rt.world),
                        step, hp, t->compute);
         zl_event_record(t->slice_updated[u], t->compute);
         zl_stream_wait_event(t->comm, t->slice_updated[u]);
-        zl_allgather(my_slice(t, t->params, u), unit(t, t->params, u), t->part.shard[u], ZL_F16,
+        zl_allgather(my_slice(t, t->params, u), unit(t, t->params, u), t->part.slice_len[u], ZL_F16,
                      ZL_P_GATHER_STEP, u, t->comm);
         zl_event_record(t->params_gathered[u], t->comm);
     }
@@ -179,19 +148,19 @@ static void optimizer_step_and_allgather(Trainer *t, int step) {
 static float train_step(Trainer *t, int step) {
     const zl_config *c = &t->rt.cfg;
     /* Step s uses global rows [s·N·B, (s+1)·N·B); this rank takes its B of them. */
-    uint64_t row0 = ((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * (uint64_t)t->B;
+    uint64_t row0 = ((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * (uint64_t)t->shape.rows;
     zl_comm_step_begin();
-    zl_data_generate(x_of(t, 0), t->target, c->seed, row0, t->B, t->D, t->compute);
+    zl_model_load_batch(t->model, c->seed, row0, t->compute);
     forward(t);
-    zl_mse_loss_backward(x_of(t, t->L), t->target, t->dx[0], t->loss, t->B, t->D, c->loss_scale, t->compute);
+    float *loss = zl_model_loss(t->model, c->loss_scale, t->compute); /* and dL/d(output), for backward */
     zl_event_record(t->loss_ready, t->compute);
     zl_stream_wait_event(t->comm, t->loss_ready);
-    zl_allreduce(t->loss, 1, ZL_F32, ZL_P_CONTROL, -1, t->comm); /* sum of per-rank means */
+    zl_allreduce(loss, 1, ZL_F32, ZL_P_CONTROL, -1, t->comm); /* sum of per-rank means */
     backward_and_reduce_scatter(t);
     optimizer_step_and_allgather(t, step);
     float loss_sum;
     zl_stream_sync(t->comm);
-    zl_memcpy_d2h(&loss_sum, t->loss, sizeof loss_sum, t->compute); /* also waits for Adam */
+    zl_memcpy_d2h(&loss_sum, loss, sizeof loss_sum, t->compute); /* also waits for Adam */
     zl_comm_step_end(step > 1 || c->steps == 1);                  /* step 1 is warm-up for timing */
     return loss_sum / (float)t->rt.world;
 }
@@ -199,37 +168,39 @@ static float train_step(Trainer *t, int step) {
 static uint64_t param_hash(Trainer *t) {
     zl_param_digest d;
     zl_digest_begin(&d, &t->rt);
-    for (int u = 0; u < t->L; u++)
+    for (int u = 0; u < t->n_units; u++)
         zl_digest_unit(&d, unit(t, t->params, u), t->part.n[u], t->staging, t->compute);
     return zl_digest_end(&d);
 }
+
+/* ---- main: set up, train, report, tear down ------------------------------------------ */
 
 int main(int argc, char **argv) {
     Trainer t = {0};
     zl_runtime_start(&t.rt, STAGE, argc, argv); /* exits on bad flags, before any allocation */
     const zl_config *c = &t.rt.cfg;
-    t.L = c->layers, t.D = c->dim, t.B = c->batch;
-    t.shape = (zl_model_shape){c->layers, c->dim};
+    t.shape = zl_model_shape_of(c);
     if (zl_model_partition(&t.part, t.shape, t.rt.world)) zl_fatal("model too large: byte counts overflow");
+    t.n_units = t.part.n_units, t.n_uses = zl_model_n_uses(t.shape);
 
     t.compute = zl_stream_create();
     t.comm = zl_stream_create();
-    zl_event **per_unit[] = {&t.grads_ready, &t.grads_synced, &t.slice_updated, &t.params_gathered};
-    for (int k = 0; k < 4; k++) {
-        *per_unit[k] = malloc((size_t)t.L * sizeof(zl_event));
-        if (!*per_unit[k]) zl_fatal("out of host memory");
-        for (int u = 0; u < t.L; u++) (*per_unit[k])[u] = zl_event_create();
-    }
+    t.grads_ready = zl_events_create(t.n_units);
+    t.grads_synced = zl_events_create(t.n_units);
+    t.slice_updated = zl_events_create(t.n_units);
+    t.params_gathered = zl_events_create(t.n_units);
     t.loss_ready = zl_event_create();
-    zl_comm_init(t.rt.world, 2 * t.L + 4);
+    int grad_syncs = t.n_units, param_gathers = t.n_units, loss_syncs = 1;
+    zl_comm_init(t.rt.world, grad_syncs + param_gathers + loss_syncs); /* collectives per step */
 
+    /* every buffer before step 1, then training with allocation frozen */
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
     rep.device_known = zl_dev_mem_used(&rep.device_baseline, &rep.device_total);
     zl_mem_init(zl_dev_alloc, zl_dev_free);
-    rep.fc = (zl_formula_config){.stage = STAGE, .rows = t.B, .dim = t.D, .layers = t.L,
+    rep.fc = (zl_formula_config){.stage = STAGE, .model = t.shape,
                                  .grad_sync_allreduce = c->grad_sync_allreduce,
-                                 .workspace_bytes = zl_kernels_workspace_bytes(t.B, t.D)};
-    zl_preflight(&t.rt, &t.part, &rep.fc, t.shape); /* exits 2, nothing allocated, if it cannot fit */
+                                 .workspace_bytes = zl_model_workspace_bytes(t.shape)};
+    zl_preflight(&t.rt, &t.part, &rep.fc); /* exits 2, nothing allocated, if it cannot fit */
     allocate(&t);
     zl_dev_mem_used(&rep.device_after_alloc, &rep.device_total);
     initialise(&t);
@@ -248,20 +219,23 @@ int main(int argc, char **argv) {
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
 
+    /* the report: measured beside the formulas (a collective: every rank takes part) */
     rep.variant = c->grad_sync_allreduce ? "all-reduce + all-gather (the PyTorch from-scratch post; 1.5x DDP traffic)"
                                          : "reduce-scatter + all-gather (in place; DDP traffic)";
     rep.losses = losses;
     rep.ms_per_step = timed_ms / (c->steps > 1 ? c->steps - 1 : 1);
     rep.param_hash = param_hash(&t);
-    int status = zl_report_final(&rep);
+    int status = zl_report_final(&rep); /* 0, or 1 (an output was lost), 4 (--check) */
 
+    /* tear down */
     free(losses);
+    zl_model_free(t.model);
     zl_mem_free_all();
     zl_comm_finalize();
-    for (int k = 0; k < 4; k++) {
-        for (int u = 0; u < t.L; u++) zl_event_destroy((*per_unit[k])[u]);
-        free(*per_unit[k]);
-    }
+    zl_events_destroy(t.grads_ready, t.n_units);
+    zl_events_destroy(t.grads_synced, t.n_units);
+    zl_events_destroy(t.slice_updated, t.n_units);
+    zl_events_destroy(t.params_gathered, t.n_units);
     zl_event_destroy(t.loss_ready);
     zl_stream_destroy(t.compute);
     zl_stream_destroy(t.comm);

@@ -18,25 +18,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "common/alloc.h"
-#include "common/comm.h"
-#include "common/formulas.h"
-#include "common/model.h"
-#include "common/preflight.h"
-#include "common/report.h"
-#include "common/runtime.h"
-#include "common/util.h"
-#include "kernels/kernels.h"
+#include "common/alloc.h"    /* zl_mem_alloc: every buffer, by category */
+#include "common/comm.h"     /* zl_allreduce, zl_reduce_scatter, zl_allgather: logged collectives */
+#include "common/events.h"   /* zl_events_create: one event per unit or slot */
+#include "common/preflight.h" /* zl_preflight: does the run fit? (before any allocation) */
+#include "common/report.h"   /* zl_report: measured beside formulas, at the end */
+#include "common/runtime.h"  /* zl_runtime_start: MPI, flags, backend; the param digest */
+#include "common/util.h"     /* zl_fatal, zl_wall_seconds */
+#include "kernels/kernels.h" /* zl_adam_update, zl_half_to_float_array; streams and events (backend.h) */
+#include "model/model.h"     /* zl_model_*: the network behind its shard units */
 
 enum { STAGE = 3 };
 
 typedef struct {
     zl_runtime rt;
-    zl_model_shape shape;
-    zl_partition part; /* L shard units, padded to multiples of N (DDP uses the same layout) */
-    int B, D, L;
+    zl_model_shape shape; /* which model, its size, rows per rank */
+    zl_model *model;   /* batch, activations, loss: everything but parameters and gradients */
+    zl_partition part; /* the model's shard units, padded to multiples of N (DDP uses the same layout) */
+    int n_units, n_uses; /* a pass reads units in the model's order of uses (model.h) */
 
-    /* model states: only this rank's slices (unit u at part.shard_off[u]) of everything */
+    /* model states: only this rank's slices (unit u at part.slice_off[u]) of everything */
     zl_half *params;
     zl_half *grads;
     float *master, *adam_m, *adam_v;
@@ -44,35 +45,28 @@ typedef struct {
     int n_slots;        /* 1 + prefetch */
     zl_half **gather;   /* n_slots buffers of one full padded unit of fp16 params each */
 
-    /* activations saved for backward: x[u] is block u's input (x[L] = output), h and a per block */
-    zl_half *act_x, *act_h, *act_a;
-    /* scratch: targets, two activation-gradient buffers, dh, the loss */
-    zl_half *target, *dx[2], *dh;
-    float *loss;
-    void *workspace;
-    zl_half *staging; /* host */
+    zl_half *staging; /* host, one unit: for param_hash */
 
     zl_stream compute, comm;
-    zl_event *grads_ready;  /* one per unit: its gradients are written */
+    zl_event *grads_ready;  /* one per unit: its gradients are final */
     zl_event *grads_synced; /* one per unit: its reduce-scatter is done */
     zl_event *gathered;     /* one per gather slot: its all-gather has landed */
-    zl_event *slot_free;    /* one per gather slot: the block that read it is done */
+    zl_event *slot_free;    /* one per gather slot: the use that read it is done */
     zl_event bucket_free[2]; /* the reduce-scatter that last read bucket b is done */
     zl_event adam_done;      /* the parameter shards hold this step's values */
     zl_event loss_ready;
 } Trainer;
 
-static zl_half *x_of(Trainer *t, int u) { return t->act_x + (size_t)u * t->B * t->D; }
-static zl_half *h_of(Trainer *t, int u) { return t->act_h + (size_t)u * t->B * 4 * t->D; }
-static zl_half *a_of(Trainer *t, int u) { return t->act_a + (size_t)u * t->B * 4 * t->D; }
+/* The unit whose parameters use k reads (the MLP: unit k). */
+static int unit_of_use(Trainer *t, int k) { return zl_model_unit_of_use(t->shape, k); }
 /* This rank's parameter / gradient slice of unit u in its shards. */
-static zl_half *my_params(Trainer *t, int u) { return t->params + t->part.shard_off[u]; }
-static zl_half *my_grads(Trainer *t, int u) { return t->grads + t->part.shard_off[u]; }
+static zl_half *my_params(Trainer *t, int u) { return t->params + t->part.slice_off[u]; }
+static zl_half *my_grads(Trainer *t, int u) { return t->grads + t->part.slice_off[u]; }
 
 /* Every buffer the run will ever use, allocated once before step 1 (ZeRO-R's
  * constant-size buffers): the step loop itself allocates nothing. */
 static void allocate(Trainer *t) {
-    size_t shard = t->part.shard_total, BD = (size_t)t->B * t->D, L = (size_t)t->L;
+    size_t shard = t->part.shard_len;
     t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * shard, "fp16 params (this rank's slices)");
     t->grads = zl_mem_alloc(ZL_MEM_GRADS_FP16, 2 * shard, "fp16 grads (this rank's slices)");
     t->master = zl_mem_alloc(ZL_MEM_MASTER_FP32, 4 * shard, "fp32 master params (this rank's slices)");
@@ -82,17 +76,7 @@ static void allocate(Trainer *t) {
         t->bucket[b] = zl_mem_alloc(ZL_MEM_GRAD_BUCKET, 2 * t->part.max_unit_pad, "gradient bucket");
     for (int k = 0; k < t->n_slots; k++) /* likewise constant: (1 + prefetch) units */
         t->gather[k] = zl_mem_alloc(ZL_MEM_PARAM_GATHER, 2 * t->part.max_unit_pad, "parameter gather buffer");
-    t->act_x = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * (L + 1) * BD, "block inputs x");
-    t->act_h = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * L * 4 * BD, "pre-activations h");
-    t->act_a = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * L * 4 * BD, "activations a = gelu(h)");
-    t->target = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "targets");
-    t->dx[0] = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "activation grad 0");
-    t->dx[1] = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "activation grad 1");
-    t->dh = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * 4 * BD, "dh");
-    t->loss = zl_mem_alloc(ZL_MEM_SCRATCH, sizeof(float), "loss");
-    size_t ws = zl_kernels_workspace_bytes(t->B, t->D);
-    t->workspace = zl_mem_alloc(ZL_MEM_WORKSPACE, ws, "kernel workspace");
-    zl_kernels_set_workspace(t->workspace, ws);
+    t->model = zl_model_create(t->shape); /* activations, scratch, kernel workspace */
     t->staging = zl_mem_alloc(ZL_MEM_HOST_STAGING, 2 * t->part.max_unit, "host staging for param_hash");
 }
 
@@ -100,16 +84,16 @@ static void allocate(Trainer *t) {
  * a function of the seed and the global index; fp32 master = exact copy of them; Adam
  * moments and the buckets' padding start at zero. */
 static void initialise(Trainer *t) {
-    for (int u = 0; u < t->L; u++) {
+    for (int u = 0; u < t->n_units; u++) {
         size_t begin, end;
-        zl_partition_shard_range(&t->part, u, t->rt.rank, &begin, &end);
-        zl_model_init_range(my_params(t, u), &t->part, t->shape, u, begin, end, t->rt.cfg.seed, t->compute);
-        zl_half_to_float_array(t->master + t->part.shard_off[u], my_params(t, u), t->part.shard[u], t->compute);
+        zl_partition_slice_range(&t->part, u, t->rt.rank, &begin, &end);
+        zl_model_init_range(t->model, u, begin, end, t->rt.cfg.seed, my_params(t, u), t->compute);
+        zl_half_to_float_array(t->master + t->part.slice_off[u], my_params(t, u), t->part.slice_len[u], t->compute);
     }
     for (int k = 0; k < t->n_slots; k++) zl_event_record(t->slot_free[k], t->compute);
     zl_event_record(t->adam_done, t->compute);
-    zl_memset_async(t->adam_m, 0, 4 * t->part.shard_total, t->compute);
-    zl_memset_async(t->adam_v, 0, 4 * t->part.shard_total, t->compute);
+    zl_memset_async(t->adam_m, 0, 4 * t->part.shard_len, t->compute);
+    zl_memset_async(t->adam_v, 0, 4 * t->part.shard_len, t->compute);
     for (int b = 0; b < 2; b++) {
         zl_memset_async(t->bucket[b], 0, 2 * t->part.max_unit_pad, t->compute); /* padding stays zero */
         zl_event_record(t->bucket_free[b], t->comm);
@@ -117,74 +101,59 @@ static void initialise(Trainer *t) {
     zl_stream_sync(t->compute);
 }
 
-/* Block u's forward, reading its parameters from the unit at p (W1, b1, W2, b2). */
-static void forward_block(Trainer *t, int u, const zl_half *p) {
-    size_t D = (size_t)t->D;
-    zl_block_forward(x_of(t, u), p + zl_off_W1(D), p + zl_off_b1(D), p + zl_off_W2(D), p + zl_off_b2(D), h_of(t, u),
-                     a_of(t, u), x_of(t, u + 1), t->B, t->D, t->compute);
-}
+/* A step visits the model's uses twice: forward, visit v = k for use k = 0 .. n_uses-1,
+ * then backward, visit v = 2·n_uses-1-k. Each visit gathers its unit into gather slot
+ * v % (1 + prefetch). */
+static int n_visits(Trainer *t) { return 2 * t->n_uses; }
+static int use_of_visit(Trainer *t, int v) { return v < t->n_uses ? v : n_visits(t) - 1 - v; }
+static int slot_of_visit(Trainer *t, int v) { return v % t->n_slots; }
 
-/* Block u's backward: parameters from unit p, gradients written into unit g, dy -> dx. */
-static void backward_block(Trainer *t, int u, const zl_half *p, zl_half *g, const zl_half *dy, zl_half *dx) {
-    size_t D = (size_t)t->D;
-    zl_block_backward(x_of(t, u), h_of(t, u), a_of(t, u), p + zl_off_W1(D), p + zl_off_W2(D), dy, t->dh,
-                      g + zl_off_W1(D), g + zl_off_b1(D), g + zl_off_W2(D), g + zl_off_b2(D), dx, t->B, t->D,
-                      t->compute);
-}
-
-/* A step uses units in the order 0, 1, ..., L-1 (forward), L-1, ..., 0 (backward): use
- * k = 0 .. 2L-1. Use k reads gather slot k % (1 + prefetch). */
-static int unit_of_use(Trainer *t, int k) { return k < t->L ? k : 2 * t->L - 1 - k; }
-static int slot_of_use(Trainer *t, int k) { return k % t->n_slots; }
-
-/* All-gather the unit of use k into its slot, once the block that last read the slot is
- * done. Issued 1 + prefetch uses ahead, so it overlaps the compute of earlier blocks. */
-static void gather_for_use(Trainer *t, int k) {
-    if (k >= 2 * t->L) return;
-    int u = unit_of_use(t, k), slot = slot_of_use(t, k);
+/* All-gather the unit of visit v into its slot, once the use that last read the slot is
+ * done. Issued 1 + prefetch visits ahead, so it overlaps the compute of earlier uses. */
+static void gather_for_visit(Trainer *t, int v) {
+    if (v >= n_visits(t)) return;
+    int u = unit_of_use(t, use_of_visit(t, v)), slot = slot_of_visit(t, v);
     zl_stream_wait_event(t->comm, t->slot_free[slot]);
-    zl_allgather(my_params(t, u), t->gather[slot], t->part.shard[u], ZL_F16,
-                 k < t->L ? ZL_P_GATHER_FWD : ZL_P_GATHER_BWD, u, t->comm);
+    zl_allgather(my_params(t, u), t->gather[slot], t->part.slice_len[u], ZL_F16,
+                 v < t->n_uses ? ZL_P_GATHER_FWD : ZL_P_GATHER_BWD, u, t->comm);
     zl_event_record(t->gathered[slot], t->comm);
 }
 
-/* Wait for use k's gather, return its buffer. */
-static const zl_half *acquire(Trainer *t, int k) {
-    zl_stream_wait_event(t->compute, t->gathered[slot_of_use(t, k)]);
-    return t->gather[slot_of_use(t, k)];
+/* Wait for visit v's gather, return its buffer. */
+static const zl_half *acquire(Trainer *t, int v) {
+    zl_stream_wait_event(t->compute, t->gathered[slot_of_visit(t, v)]);
+    return t->gather[slot_of_visit(t, v)];
 }
 
-/* Use k is done with its buffer: release it and gather into it for use k + 1 + prefetch. */
-static void release(Trainer *t, int k) {
-    zl_event_record(t->slot_free[slot_of_use(t, k)], t->compute);
-    gather_for_use(t, k + t->n_slots);
+/* Visit v is done with its buffer: release it and gather into it for visit v + 1 + prefetch. */
+static void release(Trainer *t, int v) {
+    zl_event_record(t->slot_free[slot_of_visit(t, v)], t->compute);
+    gather_for_visit(t, v + t->n_slots);
 }
 
-/* Gather, compute, release — block by block. The first 1 + prefetch gathers were issued
- * at the start of the step. */
+/* Gather, compute, release — use by use. The first 1 + prefetch gathers were issued at
+ * the start of the step. */
 static void forward(Trainer *t) {
-    for (int u = 0; u < t->L; u++) {
-        forward_block(t, u, acquire(t, u));
-        release(t, u);
+    for (int k = 0; k < t->n_uses; k++) {
+        zl_model_forward(t->model, k, acquire(t, k), t->compute);
+        release(t, k);
     }
 }
 
-/* Backward from the last block to the first: gather the unit again, compute into
- * alternating buckets, release the parameters, and reduce-scatter the bucket into this
- * rank's gradient shard while backward goes on with block u-1 (as in stage 2). */
+/* Backward from the last use to the first: gather the unit again, compute into
+ * alternating buckets, release the parameters, and, once unit u's gradients are final,
+ * reduce-scatter the bucket into this rank's gradient shard while backward goes on with
+ * the unit before it (as in stage 2). */
 static void backward_and_reduce_scatter(Trainer *t) {
-    int cur = 0; /* dx[cur] holds dL/d(output of block u) */
-    for (int u = t->L - 1; u >= 0; u--) {
-        int b = u % 2;
-        int k = 2 * t->L - 1 - u;
+    for (int k = t->n_uses - 1; k >= 0; k--) {
+        int u = unit_of_use(t, k), b = u % 2, v = n_visits(t) - 1 - k;
         zl_stream_wait_event(t->compute, t->bucket_free[b]);
-        zl_half *dx = u > 0 ? t->dx[cur ^ 1] : NULL; /* block 0: the input needs no gradient */
-        backward_block(t, u, acquire(t, k), t->bucket[b], t->dx[cur], dx);
-        release(t, k);
-        cur ^= 1;
+        zl_model_backward(t->model, k, acquire(t, v), t->bucket[b], t->compute);
+        release(t, v);
+        if (!zl_model_grads_final(t->shape, k)) continue; /* a tied unit: more of its gradient to come */
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
-        zl_reduce_scatter(t->bucket[b], my_grads(t, u), t->part.shard[u], ZL_F16, ZL_P_GRAD_SYNC, u, t->comm);
+        zl_reduce_scatter(t->bucket[b], my_grads(t, u), t->part.slice_len[u], ZL_F16, ZL_P_GRAD_SYNC, u, t->comm);
         zl_event_record(t->grads_synced[u], t->comm);
         zl_event_record(t->bucket_free[b], t->comm);
     }
@@ -196,11 +165,11 @@ static void backward_and_reduce_scatter(Trainer *t) {
 static void optimizer_step(Trainer *t, int step) {
     const zl_config *c = &t->rt.cfg;
     zl_adam_hparams hp = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay};
-    for (int u = 0; u < t->L; u++) {
-        size_t off = t->part.shard_off[u];
+    for (int u = 0; u < t->n_units; u++) {
+        size_t off = t->part.slice_off[u];
         zl_stream_wait_event(t->compute, t->grads_synced[u]);
         zl_adam_update(t->master + off, t->adam_m + off, t->adam_v + off, my_params(t, u), my_grads(t, u),
-                       t->part.shard[u], 1.0f / (c->loss_scale * (float)t->rt.world), step, hp, t->compute);
+                       t->part.slice_len[u], 1.0f / (c->loss_scale * (float)t->rt.world), step, hp, t->compute);
     }
     zl_event_record(t->adam_done, t->compute);
 }
@@ -209,21 +178,21 @@ static void optimizer_step(Trainer *t, int step) {
 static float train_step(Trainer *t, int step) {
     const zl_config *c = &t->rt.cfg;
     /* Step s uses global rows [s·N·B, (s+1)·N·B); this rank takes its B of them. */
-    uint64_t row0 = ((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * (uint64_t)t->B;
+    uint64_t row0 = ((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * (uint64_t)t->shape.rows;
     zl_comm_step_begin();
     zl_stream_wait_event(t->comm, t->adam_done); /* the shards hold last step's update */
-    for (int k = 0; k < t->n_slots; k++) gather_for_use(t, k);
-    zl_data_generate(x_of(t, 0), t->target, c->seed, row0, t->B, t->D, t->compute);
+    for (int v = 0; v < t->n_slots; v++) gather_for_visit(t, v);
+    zl_model_load_batch(t->model, c->seed, row0, t->compute);
     forward(t);
-    zl_mse_loss_backward(x_of(t, t->L), t->target, t->dx[0], t->loss, t->B, t->D, c->loss_scale, t->compute);
+    float *loss = zl_model_loss(t->model, c->loss_scale, t->compute); /* and dL/d(output), for backward */
     zl_event_record(t->loss_ready, t->compute);
     zl_stream_wait_event(t->comm, t->loss_ready);
-    zl_allreduce(t->loss, 1, ZL_F32, ZL_P_CONTROL, -1, t->comm); /* sum of per-rank means */
+    zl_allreduce(loss, 1, ZL_F32, ZL_P_CONTROL, -1, t->comm); /* sum of per-rank means */
     backward_and_reduce_scatter(t);
     optimizer_step(t, step);
     float loss_sum;
     zl_stream_sync(t->comm);
-    zl_memcpy_d2h(&loss_sum, t->loss, sizeof loss_sum, t->compute); /* also waits for Adam */
+    zl_memcpy_d2h(&loss_sum, loss, sizeof loss_sum, t->compute); /* also waits for Adam */
     zl_comm_step_end(step > 1 || c->steps == 1);                  /* step 1 is warm-up for timing */
     return loss_sum / (float)t->rt.world;
 }
@@ -235,8 +204,8 @@ static uint64_t param_hash(Trainer *t) {
     zl_digest_begin(&d, &t->rt);
     zl_comm_step_begin();
     zl_stream_wait_event(t->comm, t->adam_done);
-    for (int u = 0; u < t->L; u++) {
-        zl_allgather(my_params(t, u), t->gather[0], t->part.shard[u], ZL_F16, ZL_P_GATHER_FINAL, u, t->comm);
+    for (int u = 0; u < t->n_units; u++) {
+        zl_allgather(my_params(t, u), t->gather[0], t->part.slice_len[u], ZL_F16, ZL_P_GATHER_FINAL, u, t->comm);
         zl_stream_sync(t->comm);
         zl_digest_unit(&d, t->gather[0], t->part.n[u], t->staging, t->comm);
     }
@@ -244,36 +213,38 @@ static uint64_t param_hash(Trainer *t) {
     return zl_digest_end(&d);
 }
 
+/* ---- main: set up, train, report, tear down ------------------------------------------ */
+
 int main(int argc, char **argv) {
     Trainer t = {0};
     zl_runtime_start(&t.rt, STAGE, argc, argv); /* exits on bad flags, before any allocation */
     const zl_config *c = &t.rt.cfg;
-    t.L = c->layers, t.D = c->dim, t.B = c->batch;
-    t.shape = (zl_model_shape){c->layers, c->dim};
+    t.shape = zl_model_shape_of(c);
     if (zl_model_partition(&t.part, t.shape, t.rt.world)) zl_fatal("model too large: byte counts overflow");
+    t.n_units = t.part.n_units, t.n_uses = zl_model_n_uses(t.shape);
 
     t.compute = zl_stream_create();
     t.comm = zl_stream_create();
     t.n_slots = 1 + c->prefetch;
     t.gather = calloc((size_t)t.n_slots, sizeof(zl_half *));
-    zl_event **events[] = {&t.grads_ready, &t.grads_synced, &t.gathered, &t.slot_free};
-    int counts[] = {t.L, t.L, t.n_slots, t.n_slots};
-    for (int k = 0; k < 4; k++) {
-        *events[k] = malloc((size_t)counts[k] * sizeof(zl_event));
-        if (!*events[k] || !t.gather) zl_fatal("out of host memory");
-        for (int i = 0; i < counts[k]; i++) (*events[k])[i] = zl_event_create();
-    }
+    if (!t.gather) zl_fatal("out of host memory");
+    t.grads_ready = zl_events_create(t.n_units);
+    t.grads_synced = zl_events_create(t.n_units);
+    t.gathered = zl_events_create(t.n_slots);
+    t.slot_free = zl_events_create(t.n_slots);
     for (int b = 0; b < 2; b++) t.bucket_free[b] = zl_event_create();
     t.adam_done = zl_event_create();
     t.loss_ready = zl_event_create();
-    zl_comm_init(t.rt.world, 3 * t.L + 4);
+    int grad_syncs = t.n_units, param_gathers = n_visits(&t), loss_syncs = 1;
+    zl_comm_init(t.rt.world, grad_syncs + param_gathers + loss_syncs); /* per step; param_hash's n_units fit too */
 
+    /* every buffer before step 1, then training with allocation frozen */
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
     rep.device_known = zl_dev_mem_used(&rep.device_baseline, &rep.device_total);
     zl_mem_init(zl_dev_alloc, zl_dev_free);
-    rep.fc = (zl_formula_config){.stage = STAGE, .rows = t.B, .dim = t.D, .layers = t.L, .prefetch = c->prefetch,
-                                 .workspace_bytes = zl_kernels_workspace_bytes(t.B, t.D)};
-    zl_preflight(&t.rt, &t.part, &rep.fc, t.shape); /* exits 2, nothing allocated, if it cannot fit */
+    rep.fc = (zl_formula_config){.stage = STAGE, .model = t.shape, .prefetch = c->prefetch,
+                                 .workspace_bytes = zl_model_workspace_bytes(t.shape)};
+    zl_preflight(&t.rt, &t.part, &rep.fc); /* exits 2, nothing allocated, if it cannot fit */
     allocate(&t);
     zl_dev_mem_used(&rep.device_after_alloc, &rep.device_total);
     initialise(&t);
@@ -292,21 +263,24 @@ int main(int argc, char **argv) {
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
 
+    /* the report: measured beside the formulas (a collective: every rank takes part) */
     char variant[64];
     snprintf(variant, sizeof variant, "gather per unit, prefetch %d (%d gather buffers)", c->prefetch, t.n_slots);
     rep.variant = variant;
     rep.losses = losses;
     rep.ms_per_step = timed_ms / (c->steps > 1 ? c->steps - 1 : 1);
     rep.param_hash = param_hash(&t);
-    int status = zl_report_final(&rep);
+    int status = zl_report_final(&rep); /* 0, or 1 (an output was lost), 4 (--check) */
 
+    /* tear down */
     free(losses);
+    zl_model_free(t.model);
     zl_mem_free_all();
     zl_comm_finalize();
-    for (int k = 0; k < 4; k++) {
-        for (int i = 0; i < counts[k]; i++) zl_event_destroy((*events[k])[i]);
-        free(*events[k]);
-    }
+    zl_events_destroy(t.grads_ready, t.n_units);
+    zl_events_destroy(t.grads_synced, t.n_units);
+    zl_events_destroy(t.gathered, t.n_slots);
+    zl_events_destroy(t.slot_free, t.n_slots);
     free(t.gather);
     for (int b = 0; b < 2; b++) zl_event_destroy(t.bucket_free[b]);
     zl_event_destroy(t.adam_done);

@@ -18,8 +18,8 @@ typedef enum {
     ZL_MEM_ADAM_V,          /* fp32 Adam second moment */
     ZL_MEM_GRAD_BUCKET,     /* stage 2: per-unit gradient buckets before reduce-scatter */
     ZL_MEM_PARAM_GATHER,    /* stage 3: buffers units are all-gathered into */
-    ZL_MEM_ACTIVATIONS,     /* saved forward activations (x, h, a per block) */
-    ZL_MEM_SCRATCH,         /* targets, activation gradients, loss */
+    ZL_MEM_ACTIVATIONS,     /* forward activations the model saves for backward (model/model.h) */
+    ZL_MEM_SCRATCH,         /* the model's targets, activation gradients, loss */
     ZL_MEM_WORKSPACE,       /* kernel workspace (cuBLASLt, CPU fp32 panels) */
     ZL_MEM_HOST_STAGING,    /* host-side buffer for param_hash/dump; not device memory */
     ZL_MEM_NCAT

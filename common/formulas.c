@@ -5,16 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-size_t zl_formula_activation_bytes(int layers, int dim, int rows) {
-    size_t L = (size_t)layers, BD = (size_t)rows * (size_t)dim;
-    return 2 * ((L + 1) * BD + 8 * L * BD);
-}
-
-size_t zl_formula_scratch_bytes(int dim, int rows) {
-    size_t BD = (size_t)rows * (size_t)dim;
-    return 2 * 7 * BD + 4;
-}
-
 size_t zl_formula_host_staging_bytes(const zl_partition *p) { return 2 * p->max_unit; }
 
 void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem_formula *out) {
@@ -28,8 +18,8 @@ void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem
     b[ZL_MEM_ADAM_V] = 4 * (c->stage >= 1 ? shard : full);
     b[ZL_MEM_GRAD_BUCKET] = c->stage >= 2 ? 2 * 2 * p->max_unit_pad : 0; /* two fp16 buckets */
     b[ZL_MEM_PARAM_GATHER] = c->stage == 3 ? (size_t)(1 + c->prefetch) * 2 * p->max_unit_pad : 0;
-    b[ZL_MEM_ACTIVATIONS] = zl_formula_activation_bytes(c->layers, c->dim, c->rows);
-    b[ZL_MEM_SCRATCH] = zl_formula_scratch_bytes(c->dim, c->rows);
+    b[ZL_MEM_ACTIVATIONS] = zl_model_activation_bytes(c->model);
+    b[ZL_MEM_SCRATCH] = zl_model_scratch_bytes(c->model);
     b[ZL_MEM_WORKSPACE] = c->workspace_bytes;
     b[ZL_MEM_HOST_STAGING] = zl_formula_host_staging_bytes(p);
     for (int i = 0; i < ZL_MEM_N_MODEL_STATES; i++) out->model_states += b[i];
@@ -83,13 +73,13 @@ void zl_paper_digits(double v, char *buf, size_t n) {
     if (end == dot) *end = '\0';
 }
 
-/* Per unit u, per rank: an all-reduce sends 2(N-1)·shard(u) elements, a reduce-scatter
- * or all-gather (N-1)·shard(u) — the ring convention with S = n_pad(u) elements. */
+/* Per unit u, per rank: an all-reduce sends 2(N-1)·slice_len(u) elements, a reduce-scatter
+ * or all-gather (N-1)·slice_len(u) — the ring convention with S = n_pad(u) elements. */
 void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_formula *out) {
     *out = (zl_comm_formula){0};
     double N = p->world, fp16 = 2.0;
     for (int u = 0; u < p->n_units; u++) {
-        double ring = (N - 1) * (double)p->shard[u] * fp16; /* (N-1)/N · S */
+        double ring = (N - 1) * (double)p->slice_len[u] * fp16; /* (N-1)/N · S */
         switch (c->stage) {
         case 0:
             out->bytes[ZL_P_GRAD_SYNC] += 2 * ring, out->calls[ZL_P_GRAD_SYNC] += 1;

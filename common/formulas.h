@@ -1,6 +1,6 @@
 /* formulas.h — what each rank *should* hold and send, from first principles.
  *
- * Every number here is computed from the unit sizes, N, the stage and the batch
+ * Every number here is computed from the unit sizes, N, the stage and the model's
  * shape only — never from anything the program measured — so a test comparing the
  * two can fail. Two flavours:
  *   exact: this program's buffers, padding included (measured must equal it to the byte)
@@ -14,10 +14,11 @@
 #include "alloc.h"
 #include "comm.h"
 #include "partition.h"
+#include "../model/model.h"
 
 typedef struct {
     int stage;            /* 0..3 */
-    int rows, dim, layers; /* B (rows per rank), D, L */
+    zl_model_shape model; /* its activation and scratch bytes come from the model's formulas */
     int prefetch;         /* stage 3: units gathered ahead (gather buffers = 1 + prefetch) */
     int grad_sync_allreduce; /* stage 1 variant: all-reduce + all-gather (the PyTorch from-scratch post) */
     size_t workspace_bytes; /* what the backend's kernels declare they need */
@@ -33,12 +34,6 @@ typedef struct {
 
 void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem_formula *out);
 
-/* Saved forward activations: per block x (B·D), h and a (B·4D each), plus the final
- * output (B·D), all fp16: 2·[(L+1)·B·D + 8·L·B·D]. */
-size_t zl_formula_activation_bytes(int layers, int dim, int rows);
-/* Scratch: targets (B·D), two activation-gradient buffers (2·B·D), dh (4·B·D), all
- * fp16, plus one fp32 loss: 2·7·B·D + 4. */
-size_t zl_formula_scratch_bytes(int dim, int rows);
 /* Host staging for param_hash/dump: one unpadded unit of fp16. */
 size_t zl_formula_host_staging_bytes(const zl_partition *p);
 

@@ -1,4 +1,4 @@
-/* partition.c — partition math for shard units (pure arithmetic; see partition.h). */
+/* partition.c — partition math for shard units and their slices (pure arithmetic; see partition.h). */
 #include "partition.h"
 
 #include <stdlib.h>
@@ -8,26 +8,26 @@ int zl_partition_init(zl_partition *p, const size_t *unit_sizes, int n_units, in
     size_t nu = (size_t)n_units;
     p->n = calloc(nu, sizeof(size_t));
     p->n_pad = calloc(nu, sizeof(size_t));
-    p->shard = calloc(nu, sizeof(size_t));
+    p->slice_len = calloc(nu, sizeof(size_t));
     p->off = calloc(nu, sizeof(size_t));
     p->off_pad = calloc(nu, sizeof(size_t));
-    p->shard_off = calloc(nu, sizeof(size_t));
-    if (!p->n || !p->n_pad || !p->shard || !p->off || !p->off_pad || !p->shard_off) return -1;
+    p->slice_off = calloc(nu, sizeof(size_t));
+    if (!p->n || !p->n_pad || !p->slice_len || !p->off || !p->off_pad || !p->slice_off) return -1;
     size_t N = (size_t)world;
     for (size_t u = 0; u < nu; u++) {
         size_t n = unit_sizes[u];
-        size_t shard = n / N + (n % N != 0); /* ceil(n/N) without overflow */
+        size_t slice_len = n / N + (n % N != 0); /* ceil(n/N) without overflow */
         size_t n_pad;
-        if (__builtin_mul_overflow(shard, N, &n_pad)) return -1;
+        if (__builtin_mul_overflow(slice_len, N, &n_pad)) return -1;
         p->n[u] = n;
         p->n_pad[u] = n_pad;
-        p->shard[u] = shard;
+        p->slice_len[u] = slice_len;
         p->off[u] = p->psi;
         p->off_pad[u] = p->psi_pad;
-        p->shard_off[u] = p->shard_total;
+        p->slice_off[u] = p->shard_len;
         if (__builtin_add_overflow(p->psi, n, &p->psi)) return -1;
         if (__builtin_add_overflow(p->psi_pad, n_pad, &p->psi_pad)) return -1;
-        p->shard_total += shard;
+        p->shard_len += slice_len;
         if (n_pad > p->max_unit_pad) p->max_unit_pad = n_pad;
         if (n > p->max_unit) p->max_unit = n;
     }
@@ -39,23 +39,14 @@ int zl_partition_init(zl_partition *p, const size_t *unit_sizes, int n_units, in
 void zl_partition_free(zl_partition *p) {
     free(p->n);
     free(p->n_pad);
-    free(p->shard);
+    free(p->slice_len);
     free(p->off);
     free(p->off_pad);
-    free(p->shard_off);
+    free(p->slice_off);
     *p = (zl_partition){0};
 }
 
-void zl_partition_shard_range(const zl_partition *p, int u, int r, size_t *begin, size_t *end) {
-    *begin = (size_t)r * p->shard[u];
-    *end = *begin + p->shard[u];
-}
-
-int zl_model_partition(zl_partition *p, zl_model_shape m, int world) {
-    size_t *sizes = malloc((size_t)m.layers * sizeof(size_t));
-    if (!sizes) return -1;
-    for (int u = 0; u < m.layers; u++) sizes[u] = zl_block_params((size_t)m.dim);
-    int rc = zl_partition_init(p, sizes, m.layers, world);
-    free(sizes);
-    return rc;
+void zl_partition_slice_range(const zl_partition *p, int u, int r, size_t *begin, size_t *end) {
+    *begin = (size_t)r * p->slice_len[u];
+    *end = *begin + p->slice_len[u];
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "../model/model.h"
 
 static const char *const prog_of_stage[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
 
@@ -45,12 +46,12 @@ static int fits(need n, int local_ranks, size_t dev_free, size_t host_avail) {
     return dev_ok && host_ok;
 }
 
-static need need_at(zl_model_shape shape, const zl_formula_config *fc, int stage, int world, int on_gpu, int *ok) {
+static need need_at(const zl_formula_config *fc, int stage, int world, int on_gpu, int *ok) {
     zl_partition p;
     zl_formula_config c = *fc;
     c.stage = stage;
-    if (stage == 3 && fc->stage != 3) c.prefetch = shape.layers > 1 ? 1 : 0; /* its default */
-    *ok = zl_model_partition(&p, shape, world) == 0;
+    if (stage == 3 && fc->stage != 3) c.prefetch = zl_model_n_uses(fc->model) > 1 ? 1 : 0; /* its default */
+    *ok = zl_model_partition(&p, fc->model, world) == 0;
     need n = *ok ? need_of(&p, &c, on_gpu) : (need){0};
     zl_partition_free(&p);
     return n;
@@ -58,17 +59,17 @@ static need need_at(zl_model_shape shape, const zl_formula_config *fc, int stage
 
 /* Smallest N > world at which this stage fits (0 if none up to 2^20): doubling, then
  * bisection (the need falls with N, up to padding of a few elements per unit). */
-static int smallest_world(zl_model_shape shape, const zl_formula_config *fc, int stage, int world, int on_gpu,
-                          int local, size_t dev_free, size_t host_avail) {
+static int smallest_world(const zl_formula_config *fc, int stage, int world, int on_gpu, int local, size_t dev_free,
+                          size_t host_avail) {
     if (stage == 0) return 0; /* DDP replicates everything: more ranks never help */
     int lo = world, hi = world, ok;
     do {
         if (hi >= (1 << 20)) return 0;
         lo = hi, hi *= 2;
-    } while (!fits(need_at(shape, fc, stage, hi, on_gpu, &ok), local, dev_free, host_avail) || !ok);
+    } while (!fits(need_at(fc, stage, hi, on_gpu, &ok), local, dev_free, host_avail) || !ok);
     while (hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
-        if (fits(need_at(shape, fc, stage, mid, on_gpu, &ok), local, dev_free, host_avail) && ok) hi = mid;
+        if (fits(need_at(fc, stage, mid, on_gpu, &ok), local, dev_free, host_avail) && ok) hi = mid;
         else lo = mid;
     }
     return hi;
@@ -76,8 +77,8 @@ static int smallest_world(zl_model_shape shape, const zl_formula_config *fc, int
 
 static double gb(double bytes) { return bytes / 1e9; }
 
-int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, zl_model_shape shape, int on_gpu,
-                         int local_ranks, size_t dev_free, size_t host_avail, char *msg, size_t n) {
+int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, int on_gpu, int local_ranks,
+                         size_t dev_free, size_t host_avail, char *msg, size_t n) {
     msg[0] = '\0';
     need mine = need_of(part, fc, on_gpu);
     if (fits(mine, local_ranks, dev_free, host_avail)) return 0;
@@ -99,7 +100,7 @@ int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, 
     const char *sep = " — ";
     for (int s = fc->stage + 1; s <= 3 && len < n; s++) {
         int ok;
-        need other = need_at(shape, fc, s, part->world, on_gpu, &ok);
+        need other = need_at(fc, s, part->world, on_gpu, &ok);
         if (!ok || !fits(other, local_ranks, dev_free, host_avail)) continue;
         len += (size_t)snprintf(msg + len, n - len, "%s%s needs %.1f GB", sep, prog_of_stage[s],
                                 gb(dev_short ? other.device : other.host));
@@ -108,7 +109,7 @@ int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, 
     }
     /* More ranks: this stage if sharding helps it enough, else ZeRO-3, which shards everything. */
     for (int s = fc->stage; s <= 3 && len < n; s++) {
-        int w = smallest_world(shape, fc, s, part->world, on_gpu, local_ranks, dev_free, host_avail);
+        int w = smallest_world(fc, s, part->world, on_gpu, local_ranks, dev_free, host_avail);
         if (!w) continue;
         len += (size_t)snprintf(msg + len, n - len, "%s%s at N >= %d", sep, prog_of_stage[s], w);
         sep = "; ";
@@ -118,12 +119,12 @@ int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, 
     return 1;
 }
 
-void zl_preflight(zl_runtime *rt, const zl_partition *part, const zl_formula_config *fc, zl_model_shape shape) {
+void zl_preflight(zl_runtime *rt, const zl_partition *part, const zl_formula_config *fc) {
     if (rt->cfg.no_preflight) return;
     size_t dev_free = 0, host_avail = zl_host_mem_available();
     int on_gpu = zl_dev_mem_free(&dev_free);
     char msg[1024];
-    int bad = zl_preflight_verdict(part, fc, shape, on_gpu, rt->local_size, dev_free, host_avail, msg, sizeof msg);
+    int bad = zl_preflight_verdict(part, fc, on_gpu, rt->local_size, dev_free, host_avail, msg, sizeof msg);
     int first_bad = bad ? rt->rank : rt->world;
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (first_bad == rt->world) return;

@@ -19,7 +19,7 @@
 #include "runtime.h"
 
 /* Collective. Returns if the run fits (or --no-preflight); otherwise every rank exits 2. */
-void zl_preflight(zl_runtime *rt, const zl_partition *part, const zl_formula_config *fc, zl_model_shape shape);
+void zl_preflight(zl_runtime *rt, const zl_partition *part, const zl_formula_config *fc);
 
 /* Host memory available (MemAvailable, bytes); 0 if unknown. */
 size_t zl_host_mem_available(void);
@@ -27,7 +27,7 @@ size_t zl_host_mem_available(void);
 /* What does not fit, as one line, or "" if everything fits; `dev_free` and `host_avail`
  * are per GPU and per node (0 = unknown: not checked); `on_gpu` = 0 on the CPU backend.
  * Pure function of its inputs (unit-tested). Returns 1 if something does not fit. */
-int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, zl_model_shape shape, int on_gpu,
-                         int local_ranks, size_t dev_free, size_t host_avail, char *msg, size_t n);
+int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, int on_gpu, int local_ranks,
+                         size_t dev_free, size_t host_avail, char *msg, size_t n);
 
 #endif

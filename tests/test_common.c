@@ -11,10 +11,14 @@
 #include "common/alloc.h"
 #include "common/args.h"
 #include "common/formulas.h"
-#include "common/model.h"
 #include "common/preflight.h"
+#include "model/model.h"
 
 /* ---- partition ---------------------------------------------------------------- */
+
+static zl_model_shape mlp(int layers, int dim, int rows) {
+    return (zl_model_shape){.kind = ZL_MODEL_MLP, .layers = layers, .dim = dim, .rows = rows};
+}
 
 /* Smallest multiple of N that is >= n, found by counting (no division). */
 static size_t brute_pad(size_t n, size_t N) {
@@ -26,31 +30,31 @@ static size_t brute_pad(size_t n, size_t N) {
 static void check_partition(const size_t *sizes, int n_units, int N) {
     zl_partition p;
     cr_assert_eq(zl_partition_init(&p, sizes, n_units, N), 0);
-    size_t psi = 0, psi_pad = 0, shard_total = 0, max_pad = 0;
+    size_t psi = 0, psi_pad = 0, shard_len = 0, max_pad = 0;
     for (int u = 0; u < n_units; u++) {
         size_t want = brute_pad(sizes[u], (size_t)N);
         cr_assert_eq(p.n[u], sizes[u]);
         cr_assert_eq(p.n_pad[u], want, "unit %d n=%zu N=%d: n_pad %zu, want %zu", u, sizes[u], N, p.n_pad[u], want);
-        cr_assert_eq(p.shard[u] * (size_t)N, p.n_pad[u]);
+        cr_assert_eq(p.slice_len[u] * (size_t)N, p.n_pad[u]);
         cr_assert_eq(p.off[u], psi);
         cr_assert_eq(p.off_pad[u], psi_pad);
-        cr_assert_eq(p.shard_off[u], shard_total);
+        cr_assert_eq(p.slice_off[u], shard_len);
         /* The N slices tile [0, n_pad) exactly, in rank order, without gaps or overlap. */
         size_t expect_begin = 0;
         for (int r = 0; r < N; r++) {
             size_t b, e;
-            zl_partition_shard_range(&p, u, r, &b, &e);
+            zl_partition_slice_range(&p, u, r, &b, &e);
             cr_assert_eq(b, expect_begin);
-            cr_assert_eq(e - b, p.shard[u]);
+            cr_assert_eq(e - b, p.slice_len[u]);
             expect_begin = e;
         }
         cr_assert_eq(expect_begin, p.n_pad[u]);
-        psi += sizes[u], psi_pad += want, shard_total += want / (size_t)N;
+        psi += sizes[u], psi_pad += want, shard_len += want / (size_t)N;
         if (want > max_pad) max_pad = want;
     }
     cr_assert_eq(p.psi, psi);
     cr_assert_eq(p.psi_pad, psi_pad);
-    cr_assert_eq(p.shard_total * (size_t)N, p.psi_pad);
+    cr_assert_eq(p.shard_len * (size_t)N, p.psi_pad);
     cr_assert_eq(p.max_unit_pad, max_pad);
     zl_partition_free(&p);
 }
@@ -70,17 +74,17 @@ Test(partition, world_larger_than_unit_pads_to_world) {
     zl_partition p;
     cr_assert_eq(zl_partition_init(&p, sizes, 1, 8), 0);
     cr_assert_eq(p.n_pad[0], 8); /* five ranks own only padding */
-    cr_assert_eq(p.shard[0], 1);
+    cr_assert_eq(p.slice_len[0], 1);
     zl_partition_free(&p);
 }
 
 Test(partition, model_units_hand_computed) {
     /* D = 3: a block has 8·9 + 5·3 = 87 params; N = 4 pads it to 88. */
     zl_partition p;
-    cr_assert_eq(zl_model_partition(&p, (zl_model_shape){2, 3}, 4), 0);
+    cr_assert_eq(zl_model_partition(&p, mlp(2, 3, 1), 4), 0);
     cr_assert_eq(p.psi, 174);
     cr_assert_eq(p.psi_pad, 176);
-    cr_assert_eq(p.shard[0], 22);
+    cr_assert_eq(p.slice_len[0], 22);
     cr_assert_eq(p.off_pad[1], 88);
     cr_assert_eq(p.off[1], 87);
     zl_partition_free(&p);
@@ -96,9 +100,37 @@ Test(partition, overflow_is_reported) {
 Test(model, lab_1b_param_count) {
     /* The lab-1b preset: D = 4096, L = 8 gives Psi = 1,073,905,664 (issue text). */
     zl_partition p;
-    cr_assert_eq(zl_model_partition(&p, (zl_model_shape){8, 4096}, 2), 0);
+    cr_assert_eq(zl_model_partition(&p, mlp(8, 4096, 1), 2), 0);
     cr_assert_eq(p.psi, 1073905664u);
     zl_partition_free(&p);
+}
+
+Test(model, buffers_allocated_equal_the_byte_formulas) {
+    /* The model allocates its buffers one by one; the formulas are closed forms. Hand-computed
+     * for L = 2, D = 3, B = 5: activations 2·(3·15 + 8·2·15) = 570, scratch 2·7·15 + 4 = 214. */
+    zl_model_shape s = mlp(2, 3, 5);
+    cr_assert_eq(zl_model_activation_bytes(s), 570);
+    cr_assert_eq(zl_model_scratch_bytes(s), 214);
+    zl_mem_reset();
+    zl_mem_init(malloc, free);
+    zl_model *m = zl_model_create(s);
+    const zl_mem_stats *st = zl_mem_get_stats();
+    cr_assert_eq(st->current[ZL_MEM_ACTIVATIONS], 570);
+    cr_assert_eq(st->current[ZL_MEM_SCRATCH], 214);
+    cr_assert_eq(st->current[ZL_MEM_WORKSPACE], zl_model_workspace_bytes(s));
+    zl_model_free(m);
+    cr_assert_eq(st->current_total, 0); /* the model frees all it allocated */
+}
+
+Test(model, mlp_uses_each_unit_once_in_order) {
+    zl_model_shape s = mlp(5, 4, 1);
+    cr_assert_eq(zl_model_n_units(s), 5);
+    cr_assert_eq(zl_model_n_uses(s), 5);
+    for (int k = 0; k < 5; k++) {
+        cr_assert_eq(zl_model_unit_of_use(s, k), k);
+        cr_assert(zl_model_grads_final(s, k));
+        cr_assert_eq(zl_model_unit_offset(s, k), (size_t)k * (8 * 16 + 5 * 4));
+    }
 }
 
 /* ---- formulas: the paper's Table 1 --------------------------------------------- */
@@ -139,13 +171,13 @@ Test(formulas, paper_components_sum_and_shard) {
 }
 
 static zl_formula_config cfg_for(int stage, int L, int D, int B) {
-    return (zl_formula_config){.stage = stage, .rows = B, .dim = D, .layers = L, .prefetch = 1, .workspace_bytes = 100};
+    return (zl_formula_config){.stage = stage, .model = mlp(L, D, B), .prefetch = 1, .workspace_bytes = 100};
 }
 
 Test(formulas, exact_memory_hand_computed) {
     /* L = 2, D = 3, N = 4: Psi_pad = 176, shard = 44 elements. B = 5 rows. */
     zl_partition p;
-    zl_model_partition(&p, (zl_model_shape){2, 3}, 4);
+    zl_model_partition(&p, mlp(2, 3, 1), 4);
     zl_mem_formula f;
     zl_formula_config c = cfg_for(0, 2, 3, 5);
     zl_formula_memory(&p, &c, &f);
@@ -179,7 +211,7 @@ Test(formulas, exact_memory_hand_computed) {
 
 Test(formulas, traffic_ratios_to_ddp) {
     zl_partition p;
-    zl_model_partition(&p, (zl_model_shape){3, 5}, 3);
+    zl_model_partition(&p, mlp(3, 5, 1), 3);
     zl_comm_formula ddp, s1, s1ar, s2, s3;
     zl_formula_config c = cfg_for(0, 3, 5, 2);
     zl_formula_comm(&p, &c, &ddp);
@@ -407,21 +439,21 @@ Test(args, hash_differs_when_a_value_differs) {
  * 15.0 GB (8Ψ = 8.59, activations 4.90, two gather buffers and two buckets of 2·n_pad = 1.07,
  * scratch 0.47). With 15.3 GB free, stage 2 does not fit and stage 3 does. */
 Test(preflight, verdict_names_needs_and_what_would_fit) {
-    zl_model_shape shape = {8, 4096};
+    zl_model_shape shape = {.kind = ZL_MODEL_MLP, .layers = 8, .dim = 4096, .rows = 8192};
     zl_partition p;
     cr_assert_eq(zl_model_partition(&p, shape, 2), 0);
-    zl_formula_config fc = {.stage = 2, .rows = 8192, .dim = 4096, .layers = 8, .prefetch = 0};
+    zl_formula_config fc = {.stage = 2, .model = shape, .prefetch = 0};
     char msg[1024];
-    cr_expect_eq(zl_preflight_verdict(&p, &fc, shape, 1, 2, (size_t)20e9, 0, msg, sizeof msg), 0, "%s", msg);
+    cr_expect_eq(zl_preflight_verdict(&p, &fc, 1, 2, (size_t)20e9, 0, msg, sizeof msg), 0, "%s", msg);
     cr_expect_str_eq(msg, "");
-    cr_assert_eq(zl_preflight_verdict(&p, &fc, shape, 1, 2, (size_t)15.3e9, 0, msg, sizeof msg), 1);
+    cr_assert_eq(zl_preflight_verdict(&p, &fc, 1, 2, (size_t)15.3e9, 0, msg, sizeof msg), 1);
     const char *want[] = {"stage2 needs 15.6 GB per GPU", "model states 9.7", "activations 4.9", "buffers 1.0",
                           "15.3 GB free", "stage3 needs 15.0 GB", "stage2 at N >= 3"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_expect(strstr(msg, want[i]), "'%s' lacks '%s'", msg, want[i]);
     /* Host memory: the CPU backend's buffers live there, shared by the node's ranks. */
-    cr_assert_eq(zl_preflight_verdict(&p, &fc, shape, 0, 2, 0, (size_t)20e9, msg, sizeof msg), 1);
+    cr_assert_eq(zl_preflight_verdict(&p, &fc, 0, 2, 0, (size_t)20e9, msg, sizeof msg), 1);
     cr_expect(strstr(msg, "x 2 rank(s) on this node = 31."), "%s", msg);
-    cr_expect_eq(zl_preflight_verdict(&p, &fc, shape, 0, 1, 0, (size_t)20e9, msg, sizeof msg), 0, "%s", msg);
+    cr_expect_eq(zl_preflight_verdict(&p, &fc, 0, 1, 0, (size_t)20e9, msg, sizeof msg), 0, "%s", msg);
     zl_partition_free(&p);
 }

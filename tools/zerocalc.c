@@ -2,9 +2,9 @@
  *
  * Per-device model-state memory for DDP and ZeRO-1/2/3 and the per-step traffic, for any
  * parameter count, number of ranks and precision layout; the paper's Table 1 and Table 2;
- * and a check of every worked example in the five sources (docs/references.md). No MPI, no GPU: it links only
- * the formula and partition modules the stage programs use (common/formulas.c,
- * common/partition.c), so there is one copy of every formula.
+ * and a check of every worked example in the five sources (docs/references.md). No MPI, no
+ * GPU: it links only the formula, partition and model-layout modules the stage programs use
+ * (common/formulas.c, common/partition.c, model/layout.c), so there is one copy of every formula.
  *
  *   zerocalc --params 7.5e9 --ranks 64 [--stage S] [--precision mixed|fp32|custom] [--json]
  *   zerocalc --layers 8 --dim 4096 --ranks 2          (the project's own MLP, with padding)
@@ -20,6 +20,7 @@
 
 #include "common/formulas.h"
 #include "common/partition.h"
+#include "model/model.h" /* zl_model_partition: the MLP's units, padded */
 
 enum { MODE_CALC, MODE_TABLE1, MODE_MAX_MODEL, MODE_CHECK_SOURCES };
 
@@ -125,7 +126,8 @@ static void parse(opts *o, int argc, char **argv) {
 static void calc(const opts *o) {
     zl_partition part = {0};
     int padded = o->layers && !strcmp(o->prec_name, "mixed") && o->ranks <= 1e6;
-    if (padded && zl_model_partition(&part, (zl_model_shape){o->layers, o->dim}, (int)o->ranks))
+    zl_model_shape shape = {.kind = ZL_MODEL_MLP, .layers = o->layers, .dim = o->dim, .rows = 1};
+    if (padded && zl_model_partition(&part, shape, (int)o->ranks))
         bad("--layers/--dim: the model's byte counts overflow");
     int s0 = o->stage < 0 ? 0 : o->stage, s1 = o->stage < 0 ? 3 : o->stage;
     if (o->json) {
@@ -147,7 +149,7 @@ static void calc(const opts *o) {
         double volume = zl_comm_volume_bytes(o->psi, s, o->prec), wire = zl_wire_bytes_step(o->psi, o->ranks, s, o->prec);
         size_t exact = 0;
         if (padded) {
-            zl_formula_config fc = {.stage = s, .rows = 1, .dim = o->dim, .layers = o->layers};
+            zl_formula_config fc = {.stage = s, .model = shape};
             zl_mem_formula mf;
             zl_formula_memory(&part, &fc, &mf);
             exact = mf.model_states;

@@ -1,0 +1,71 @@
+/* model.c — the running model: buffers and kernels, one case per model kind (see model.h). */
+#include "model.h"
+
+#include <stdlib.h>
+
+#include "../common/util.h"
+#include "../kernels/kernels.h"
+#include "mlp.h"
+
+struct zl_model {
+    zl_model_shape shape;
+    zl_mlp mlp; /* kind ZL_MODEL_MLP */
+};
+
+zl_model *zl_model_create(zl_model_shape s) {
+    zl_model *m = calloc(1, sizeof *m);
+    if (!m) zl_fatal("out of host memory");
+    m->shape = s;
+    switch (s.kind) {
+    case ZL_MODEL_MLP: zl_mlp_create(&m->mlp, s.layers, s.dim, s.rows); break;
+    }
+    return m;
+}
+
+void zl_model_free(zl_model *m) {
+    if (!m) return;
+    switch (m->shape.kind) {
+    case ZL_MODEL_MLP: zl_mlp_free(&m->mlp); break;
+    }
+    free(m);
+}
+
+size_t zl_model_workspace_bytes(zl_model_shape s) {
+    switch (s.kind) {
+    case ZL_MODEL_MLP: return zl_kernels_workspace_bytes(s.rows, s.dim);
+    }
+    return 0;
+}
+
+void zl_model_init_range(const zl_model *m, int u, size_t begin, size_t end, uint64_t seed, zl_half *dst,
+                         zl_stream s) {
+    size_t unit_off = zl_model_unit_offset(m->shape, u);
+    switch (m->shape.kind) {
+    case ZL_MODEL_MLP: zl_mlp_init_range(m->shape.dim, unit_off, begin, end, seed, dst, s); break;
+    }
+}
+
+void zl_model_load_batch(zl_model *m, uint64_t seed, uint64_t row0, zl_stream s) {
+    switch (m->shape.kind) {
+    case ZL_MODEL_MLP: zl_mlp_load_batch(&m->mlp, seed, row0, s); break;
+    }
+}
+
+void zl_model_forward(zl_model *m, int k, const zl_half *params, zl_stream s) {
+    switch (m->shape.kind) {
+    case ZL_MODEL_MLP: zl_mlp_forward(&m->mlp, k, params, s); break;
+    }
+}
+
+float *zl_model_loss(zl_model *m, float loss_scale, zl_stream s) {
+    switch (m->shape.kind) {
+    case ZL_MODEL_MLP: return zl_mlp_loss(&m->mlp, loss_scale, s);
+    }
+    return NULL;
+}
+
+void zl_model_backward(zl_model *m, int k, const zl_half *params, zl_half *grads, zl_stream s) {
+    switch (m->shape.kind) {
+    case ZL_MODEL_MLP: zl_mlp_backward(&m->mlp, k, params, grads, s); break;
+    }
+}
