@@ -26,7 +26,7 @@ MPI_INC = $(shell $(MPICC) -showme:compile 2>/dev/null || $(MPICC) -show 2>/dev/
 
 STAGES   := stage0_ddp stage1 stage2 stage3
 COMMON   := common/util.c common/alloc.c common/partition.c common/model.c common/formulas.c common/comm.c common/args.c \
-            common/runtime.c common/report.c
+            common/runtime.c common/report.c common/scaler.c
 CPU_SRC  := kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c
 HEADERS  := $(wildcard common/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
 
@@ -76,7 +76,7 @@ build/cuda/test_kernels_gpu: build/cuda/obj/tests/gpu/test_kernels_gpu.o $(CUDA_
 	$(MPICC) $(CFLAGS) $^ $(CUDA_LIBS) -o $@
 
 # ---- tests ----
-UNIT_SRC := tests/test_kernels.c tests/test_common.c
+UNIT_SRC := tests/test_kernels.c tests/test_common.c tests/test_numerics.c
 build/tests/test_unit: $(UNIT_SRC) $(COMMON) $(CPU_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion -lm -o $@
