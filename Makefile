@@ -27,11 +27,11 @@ MPI_INC = $(shell $(MPICC) -showme:compile 2>/dev/null || $(MPICC) -show 2>/dev/
 STAGES   := stage0_ddp stage1 stage2 stage3
 COMMON   := common/util.c common/alloc.c common/partition.c common/model.c common/formulas.c common/comm.c common/args.c \
             common/runtime.c common/report.c common/scaler.c
-CPU_SRC  := kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c
+CPU_SRC  := kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c
 HEADERS  := $(wildcard common/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
 
 CPU_OBJ  := $(patsubst %.c,build/cpu/obj/%.o,$(COMMON) $(CPU_SRC))
-CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/cpu/kernels_cpu.c kernels/cuda/backend_cuda.c) \
+CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cuda/backend_cuda.c) \
             build/cuda/obj/kernels/cuda/kernels_cuda.o
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 $(if $(NCCL_LIB_DIR),-L$(NCCL_LIB_DIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIB_DIR)) \
             -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++ -lm

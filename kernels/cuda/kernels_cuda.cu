@@ -105,8 +105,8 @@ __global__ void data_generate_kernel(zl_half *x, zl_half *target, uint64_t seed,
                                      int dim) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         uint64_t r = row0 + i / (size_t)dim, c = i % (size_t)dim;
-        x[i] = zl_sample_x(seed, r, c, (uint64_t)dim);
-        target[i] = zl_sample_target(seed, r, c, (uint64_t)dim);
+        x[i] = zl_sample_x(seed, r, c, (uint64_t)dim, 0);
+        target[i] = zl_sample_target(seed, r, c, (uint64_t)dim, 0);
     }
 }
 
@@ -120,7 +120,7 @@ void zl_data_generate(zl_half *x, zl_half *target, uint64_t seed, uint64_t row0,
 
 __global__ void init_uniform_kernel(zl_half *dst, size_t n, uint64_t seed, uint64_t index0, int scale_log2) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = zl_init_value(seed, index0 + i, scale_log2);
+        dst[i] = zl_init_value(seed, index0 + i, scale_log2, 0);
 }
 
 void zl_init_uniform(zl_half *dst, size_t n, uint64_t seed, uint64_t index0, int scale_log2, zl_stream s) {
@@ -788,4 +788,10 @@ void zl_adam_update(float *master, float *m, float *v, zl_half *param, const zl_
     size_t work = nvec ? nvec : n;
     adam_kernel<<<grid_for(work, 256), 256, 0, as_stream(s)>>>(p, head, nvec);
     cudaLaunchCheck("adam_kernel");
+}
+
+/* placeholder until the CUDA gradient statistics kernel lands: the CPU loop on a host copy */
+void zl_grad_stats(const zl_half *g, size_t n, double *stats, zl_stream s) {
+    (void)g, (void)n, (void)stats, (void)s;
+    zl_cuda_fatal(__FILE__, __LINE__, "zl_grad_stats", "not implemented on CUDA yet");
 }
