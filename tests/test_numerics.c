@@ -166,3 +166,108 @@ Test(scaler, random_sequence_matches_integer_exponent_model) {
     cr_assert(diverged > 0 && capped > 0, "the sequence never reached the floor (%d) or the cap (%d)", diverged,
               capped);
 }
+
+/* ==== gradient statistics ================================================================ */
+
+/* Independent decoders: GCC's _Float16 for fp16, a 16-bit shift for bf16. */
+static double decode16(uint16_t v, int bf16) {
+    if (bf16) {
+        uint32_t u = (uint32_t)v << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    _Float16 h;
+    memcpy(&h, &v, 2);
+    return (double)h;
+}
+
+/* n values: mostly random finite patterns (subnormals included), with every 97th an inf or
+ * a NaN when with_nonfinite; returns the number of non-finite values placed. */
+static size_t fill_grads(zl_half *g, size_t n, int bf16, int with_nonfinite, uint64_t seed) {
+    uint64_t r = seed;
+    size_t placed = 0;
+    const uint16_t specials[] = {0x7c00, 0xfc00, 0x7e00, 0xfd01}; /* fp16 +inf, -inf, qNaN, sNaN */
+    const uint16_t specials_bf[] = {0x7f80, 0xff80, 0x7fc0, 0xff81};
+    for (size_t i = 0; i < n; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        uint16_t v = (uint16_t)(r >> 48);
+        if (with_nonfinite && i % 97 == 5) {
+            v = (bf16 ? specials_bf : specials)[(i / 97) % 4];
+        } else {
+            /* keep it finite: clear the top exponent bit when the pattern is inf/NaN */
+            int nonfinite = bf16 ? (v & 0x7f80u) == 0x7f80u : (v & 0x7c00u) == 0x7c00u;
+            if (nonfinite) v &= bf16 ? 0xbfffu : 0xbbffu;
+            if (i % 13 == 0) v &= bf16 ? 0x807fu : 0x83ffu; /* a subnormal (or zero) */
+        }
+        placed += !isfinite(decode16(v, bf16));
+        g[i] = v;
+    }
+    return placed;
+}
+
+static void naive_stats(const zl_half *g, size_t n, int bf16, double out[2]) {
+    out[0] = out[1] = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = decode16(g[i], bf16);
+        if (isnan(v) || isinf(v))
+            out[1] += 1;
+        else
+            out[0] += v * v;
+    }
+}
+
+static void check_grad_stats(int bf16) {
+    if (bf16) cr_assert_eq(zl_kernels_set_dtype(ZL_BF16), 0);
+    const size_t n = 100003;
+    zl_half *g = malloc(n * sizeof *g);
+    cr_assert(g);
+    for (int with_nonfinite = 0; with_nonfinite <= 1; with_nonfinite++) {
+        size_t placed = fill_grads(g, n, bf16, with_nonfinite, 42 + (uint64_t)with_nonfinite);
+        cr_assert_eq(placed > 0, with_nonfinite, "the fill did (not) place non-finite values");
+        double want[2], got[2] = {0, 0};
+        naive_stats(g, n, bf16, want);
+        zl_cpu_grad_stats(g, n, got);
+        cr_assert(isfinite(got[0]), "a non-finite value leaked into the sum");
+        cr_assert(want[0] > 0);
+        cr_assert(fabs(got[0] - want[0]) <= 1e-12 * want[0], "sum %.17g, naive %.17g", got[0], want[0]);
+        cr_assert_eq(got[1], (double)placed, "non-finite count %g, want %zu", got[1], placed);
+        /* accumulates: two pieces add up to the whole */
+        double parts[2] = {0, 0};
+        zl_cpu_grad_stats(g, 12345, parts);
+        zl_cpu_grad_stats(g + 12345, n - 12345, parts);
+        cr_assert(fabs(parts[0] - want[0]) <= 1e-12 * want[0]);
+        cr_assert_eq(parts[1], want[1]);
+    }
+    free(g);
+}
+
+Test(grad_stats, fp16_matches_naive_double_loop) { check_grad_stats(0); }
+Test(grad_stats, bf16_matches_naive_double_loop) { check_grad_stats(1); }
+
+/* Hand-computed: squares of exactly known values, one inf and one NaN counted, the largest
+ * fp16 (65504² ≈ 4.3e9) does not overflow anything (subnormals: the random tests above). */
+Test(grad_stats, hand_computed_values) {
+    zl_half g[] = {0x3c00 /* 1 */, 0xc000 /* -2 */, 0x7bff /* 65504 */, 0x0001 /* 2^-24 */, 0x7c00 /* inf */,
+                   0x7e00 /* NaN */, 0x8000 /* -0 */};
+    double st[2] = {0.5, 1}; /* accumulated into, not overwritten */
+    zl_cpu_grad_stats(g, sizeof g / sizeof g[0], st);
+    cr_assert_eq(st[0], 0.5 + 1.0 + 4.0 + 65504.0 * 65504.0 + 0x1p-48);
+    cr_assert_eq(st[1], 1 + 2);
+    cr_assert_eq(zl_kernels_set_dtype(ZL_BF16), 0);
+    zl_half b[] = {0x3f80 /* 1 */, 0x4040 /* 3 */, 0x7f7f /* largest bf16 */, 0xff80 /* -inf */};
+    double sb[2] = {0, 0};
+    zl_cpu_grad_stats(b, 4, sb);
+    double big = 0x1.fep+127;
+    cr_assert_eq(sb[0], 1.0 + 9.0 + big * big, "the square of bf16's largest value fits a double");
+    cr_assert_eq(sb[1], 1);
+}
+
+Test(grad_stats, zero_helper_clears_both) {
+    double st[2] = {3, 4};
+    zl_grad_stats_zero(st, NULL); /* CPU streams are tokens; memset is synchronous */
+    cr_assert_eq(st[0], 0.0);
+    cr_assert_eq(st[1], 0.0);
+    zl_grad_stats(NULL, 0, st, NULL);
+    cr_assert_eq(st[0], 0.0);
+}
