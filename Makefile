@@ -27,12 +27,14 @@ MPI_INC = $(shell $(MPICC) -showme:compile 2>/dev/null || $(MPICC) -show 2>/dev/
 STAGES   := stage0_ddp stage1 stage2 stage3
 COMMON   := common/util.c common/alloc.c common/events.c common/partition.c common/formulas.c common/comm.c \
             common/args.c common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c \
-            model/layout.c model/model.c model/mlp.c
-CPU_SRC  := kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c kernels/gpu_select.c
+            common/scaler.c model/layout.c model/model.c model/mlp.c
+CPU_SRC  := kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c \
+            kernels/gpu_select.c
 HEADERS  := $(wildcard common/*.h model/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
 
 CPU_OBJ  := $(patsubst %.c,build/cpu/obj/%.o,$(COMMON) $(CPU_SRC))
-CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/cpu/kernels_cpu.c kernels/gpu_select.c kernels/cuda/backend_cuda.c) \
+CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/storage.c kernels/cpu/kernels_cpu.c kernels/gpu_select.c \
+                                              kernels/cuda/backend_cuda.c) \
             build/cuda/obj/kernels/cuda/kernels_cuda.o
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 $(if $(NCCL_LIB_DIR),-L$(NCCL_LIB_DIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIB_DIR)) \
             -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++ -lm
@@ -78,7 +80,7 @@ build/cuda/test_kernels_gpu: build/cuda/obj/tests/gpu/test_kernels_gpu.o $(CUDA_
 	$(MPICC) $(CFLAGS) $^ $(CUDA_LIBS) -o $@
 
 # ---- tests ----
-UNIT_SRC := tests/test_kernels.c tests/test_common.c tests/test_gpu_select.c
+UNIT_SRC := tests/test_kernels.c tests/test_common.c tests/test_gpu_select.c tests/test_numerics.c
 build/tests/test_unit: $(UNIT_SRC) $(COMMON) $(CPU_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion -lm -o $@

@@ -33,7 +33,7 @@ typedef struct {
 static int g_world, g_cap;
 static volatile int g_n; /* read by the watchdog thread */
 static log_entry *g_log; /* g_cap entries, events created up front */
-static zl_comm_stat g_stat[ZL_NOPS][ZL_NPURPOSES][3];
+static zl_comm_stat g_stat[ZL_NOPS][ZL_NPURPOSES][ZL_NDTYPES];
 static long g_steps, g_timed_steps;
 
 /* The watchdog's question "what is this rank waiting in?": the first collective of

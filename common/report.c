@@ -24,7 +24,7 @@ typedef struct {
     double states_measured, states_formula, peak_measured, peak_formula;
     double allocations_in_step;
     double dev_baseline, dev_after_alloc, dev_end, dev_total;
-    double comm[ZL_NOPS][ZL_NPURPOSES][3][C_N];
+    double comm[ZL_NOPS][ZL_NPURPOSES][ZL_NDTYPES][C_N];
     double comm_formula[ZL_NPURPOSES];
     double wire_measured, wire_formula; /* per step, excluding control */
     double wire_by_purpose[ZL_NPURPOSES]; /* measured, per step (the final gather: once) */
@@ -66,7 +66,7 @@ static void summarize(const zl_report *r, rank_summary *s) {
     double steps = (double)zl_comm_steps();
     for (int o = 0; o < ZL_NOPS; o++)
         for (int p = 0; p < ZL_NPURPOSES; p++)
-            for (int t = 0; t < 3; t++) {
+            for (int t = 0; t < ZL_NDTYPES; t++) {
                 const zl_comm_stat *st = zl_comm_get((zl_op)o, (zl_purpose)p, (zl_dtype)t);
                 double *c = s->comm[o][p][t];
                 c[C_CALLS] = (double)st->calls, c[C_S] = st->S_bytes, c[C_WIRE] = st->wire_bytes;
@@ -76,7 +76,7 @@ static void summarize(const zl_report *r, rank_summary *s) {
     for (int p = 0; p < ZL_NPURPOSES; p++) {
         double w = 0, n = p == ZL_P_GATHER_FINAL ? 1 : steps;
         for (int o = 0; o < ZL_NOPS; o++)
-            for (int t = 0; t < 3; t++) w += s->comm[o][p][t][C_WIRE];
+            for (int t = 0; t < ZL_NDTYPES; t++) w += s->comm[o][p][t][C_WIRE];
         s->wire_by_purpose[p] = n > 0 ? w / n : 0;
     }
     zl_comm_formula cf;
@@ -171,7 +171,7 @@ static void print_comm(const zl_report *r, const rank_summary *s) {
     printf("----------------+--------------------+-------+--------+----------------+------------------+------------------+-----------+-----------\n");
     for (int p = 0; p < ZL_NPURPOSES; p++)
         for (int o = 0; o < ZL_NOPS; o++)
-            for (int t = 0; t < 3; t++) {
+            for (int t = 0; t < ZL_NDTYPES; t++) {
                 if (s->comm[o][p][t][C_CALLS] == 0) continue;
                 collective_row row = collective_of(s, o, p, t, N);
                 printf("%-15s | %-18s | %-5s | %6.0f | %14.0f | %16.0f | %16.0f | %9.3f | %9.2f\n",
@@ -301,7 +301,7 @@ static void json_rank(FILE *f, const zl_report *r, const rank_summary *s, int ra
     for (int p = 0; p < ZL_NPURPOSES; p++) {
         double w = 0, steps = steps_of(s, p);
         for (int o = 0; o < ZL_NOPS; o++)
-            for (int t = 0; t < 3; t++) w += s->comm[o][p][t][C_WIRE];
+            for (int t = 0; t < ZL_NDTYPES; t++) w += s->comm[o][p][t][C_WIRE];
         fprintf(f, "%s\"%s\": %.17g", first ? "" : ", ", zl_purpose_name((zl_purpose)p), per_step(w, steps));
         first = 0;
     }
@@ -313,7 +313,7 @@ static void json_rank(FILE *f, const zl_report *r, const rank_summary *s, int ra
     first = 1;
     for (int p = 0; p < ZL_NPURPOSES; p++)
         for (int o = 0; o < ZL_NOPS; o++)
-            for (int t = 0; t < 3; t++) {
+            for (int t = 0; t < ZL_NDTYPES; t++) {
                 if (s->comm[o][p][t][C_CALLS] == 0) continue;
                 collective_row row = collective_of(s, o, p, t, N);
                 fprintf(f,

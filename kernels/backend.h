@@ -19,14 +19,18 @@
 extern "C" {
 #endif
 
-typedef uint16_t zl_half; /* IEEE binary16 bits (also in zl_math.h) */
+typedef uint16_t zl_half; /* 16-bit stored value, fp16 or bf16 bits (also in zl_math.h) */
 typedef struct zl_stream_s *zl_stream;
 typedef struct zl_event_s *zl_event;
 
-typedef enum { ZL_F16 = 0, ZL_F32 = 1, ZL_F64 = 2 } zl_dtype;
+/* Element types of collectives (and, ZL_F16 / ZL_BF16, the kernels' storage format). Sums of
+ * 16-bit types add in fp32 and round once, on both backends. ZL_NDTYPES sizes tables. */
+typedef enum { ZL_F16 = 0, ZL_F32 = 1, ZL_F64 = 2, ZL_BF16 = 3, ZL_NDTYPES = 4 } zl_dtype;
 
-static inline size_t zl_dtype_size(zl_dtype t) { return t == ZL_F16 ? 2 : t == ZL_F32 ? 4 : 8; }
-static inline const char *zl_dtype_name(zl_dtype t) { return t == ZL_F16 ? "fp16" : t == ZL_F32 ? "fp32" : "fp64"; }
+static inline size_t zl_dtype_size(zl_dtype t) { return t == ZL_F16 || t == ZL_BF16 ? 2 : t == ZL_F32 ? 4 : 8; }
+static inline const char *zl_dtype_name(zl_dtype t) {
+    return t == ZL_F16 ? "fp16" : t == ZL_BF16 ? "bf16" : t == ZL_F32 ? "fp32" : "fp64";
+}
 
 /* ---- lifetime -------------------------------------------------------------------
  * Called after MPI_Init, by every rank. Picks the device from the node-local rank

@@ -4,10 +4,12 @@
  *     h = x·W1 + b1          x: rows×D, W1: D×4D (row-major), b1: 4D
  *     a = gelu(h)            tanh approximation
  *     y = x + a·W2 + b2      W2: 4D×D (row-major), b2: D
- * and the loss is MSE against the teacher's targets. All tensors are fp16 in memory;
- * GEMMs and reductions accumulate in fp32. Each function has one implementation per
- * backend (kernels/cpu, kernels/cuda) and runs on the stream it is given.
- * The CPU versions are also exported as zl_cpu_* so GPU tests can compare the two. */
+ * and the loss is MSE against the teacher's targets. All zl_half tensors (data, parameters,
+ * activations, gradients) are 16-bit in memory, in one storage format: fp16 (the default,
+ * the paper's) or bf16 (zl_kernels_set_dtype); GEMMs and reductions accumulate in fp32.
+ * Each function has one implementation per backend (kernels/cpu, kernels/cuda) and runs on
+ * the stream it is given. The CPU versions are also exported as zl_cpu_* so GPU tests can
+ * compare the two. */
 #ifndef ZL_KERNELS_H
 #define ZL_KERNELS_H
 
@@ -21,6 +23,18 @@ extern "C" {
 typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
 } zl_adam_hparams;
+
+/* ---- storage format (kernels/storage.c, linked by both backends) ----------------------
+ * ZL_F16: IEEE binary16, 10 mantissa bits, max 65504 (needs a loss scale; the default).
+ * ZL_BF16: bfloat16, fp32's 8 exponent bits and 7 mantissa bits: fp32's range (no loss
+ * scale needed), 8× coarser rounding. Same 2 bytes an element, so every memory and traffic
+ * formula holds for both. One process-wide setting, read by every kernel below on both
+ * backends (and by the zl_cpu_* references): set it once, before the first kernel runs.
+ * Conversions round to nearest even (zl_math.h). */
+int zl_kernels_set_dtype(zl_dtype t); /* 0, or -1 (format unchanged) unless t is ZL_F16 or ZL_BF16 */
+zl_dtype zl_kernels_dtype(void);      /* ZL_F16 until set */
+zl_half zl_storage_from_float(float f); /* host: f rounded to the current format */
+float zl_storage_to_float(zl_half v);   /* host: the stored value, exact */
 
 /* Scratch the kernels may use (cuBLASLt workspace, loss partials, CPU fp32 panels).
  * The stage allocates exactly this many bytes through the tracked allocator
@@ -52,16 +66,33 @@ void zl_mse_loss_backward(const zl_half *y, const zl_half *t, zl_half *dy, float
                           float loss_scale, zl_stream s);
 
 /* Fused mixed-precision AdamW over a flat range of n elements:
- *   g = float(grad[i]) * grad_mult         (grad_mult = 1/(loss_scale·N): unscale and average)
+ *   g = float(grad[i]) * grad_mult         (grad_mult = 1/(loss_scale·N): unscale and average;
+ *                                           gradient clipping folds its factor in here too)
  *   m = b1·m + (1-b1)·g;  v = b2·v + (1-b2)·g²
  *   master -= lr·( (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + wd·master )
- *   param[i] = fp16(master)                (round to nearest even)
+ *   param[i] = storage(master)             (round to nearest even, fp16 or bf16)
  * step t starts at 1. */
 void zl_adam_update(float *master, float *m, float *v, zl_half *param, const zl_half *grad, size_t n,
                     float grad_mult, int t, zl_adam_hparams hp, zl_stream s);
 
-/* dst[i] = float(src[i]) — used to create the fp32 master copy from the fp16 init. */
+/* dst[i] = float(src[i]) — used to create the fp32 master copy from the 16-bit init. */
 void zl_half_to_float_array(float *dst, const zl_half *src, size_t n, zl_stream s);
+
+/* Gradient statistics in one pass over n stored values (for the overflow check and the
+ * global gradient norm):
+ *   stats[0] += Σ float(g[i])²  over the finite g[i]
+ *   stats[1] += the number of non-finite g[i] (±inf, NaN)
+ * stats: 2 doubles in device memory, accumulated into, so that the ranges a rank owns
+ * (units, slices) add up; zero them first with zl_grad_stats_zero. Double because the
+ * squares of 16-bit values are exact in it and a sum over billions of them stays exact to
+ * ~1e-16 relative; the count is exact below 2^53. A non-finite value is counted, never
+ * added, so a count > 0 is the overflow verdict and stats[0] stays the sum of the rest.
+ * The values are the loss-scaled gradient sums: the unscaled norm is
+ * sqrt(stats[0])·grad_mult. Repeatable bits (fixed summation order for a given n and
+ * alignment). On CUDA it uses its own part of the workspace, so it may run on another
+ * stream beside the block kernels, but not beside another zl_grad_stats. */
+void zl_grad_stats(const zl_half *g, size_t n, double *stats, zl_stream s);
+static inline void zl_grad_stats_zero(double *stats, zl_stream s) { zl_memset_async(stats, 0, 2 * sizeof(double), s); }
 
 /* CPU reference implementations (same contracts, no stream). Always built. */
 size_t zl_cpu_workspace_bytes(int rows, int dim);
@@ -77,6 +108,8 @@ void zl_cpu_mse_loss_backward(const zl_half *y, const zl_half *t, zl_half *dy, f
                               float loss_scale);
 void zl_cpu_adam_update(float *master, float *m, float *v, zl_half *param, const zl_half *grad, size_t n,
                         float grad_mult, int t, zl_adam_hparams hp);
+void zl_cpu_half_to_float_array(float *dst, const zl_half *src, size_t n);
+void zl_cpu_grad_stats(const zl_half *g, size_t n, double stats[2]); /* stats in host memory */
 float zl_cpu_gelu(float x);      /* tanh approximation */
 float zl_cpu_gelu_grad(float x); /* its derivative */
 

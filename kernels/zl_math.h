@@ -1,8 +1,8 @@
 /* zl_math.h — bit-exact helpers shared by the CPU and CUDA backends.
  *
  * Everything here is integer arithmetic or exactly representable float arithmetic,
- * so host and device produce the same bits: fp16 rounding (round to nearest even),
- * the counter-based RNG, synthetic samples, teacher targets and parameter init.
+ * so host and device produce the same bits: fp16 and bf16 rounding (round to nearest
+ * even), the counter-based RNG, synthetic samples, teacher targets and parameter init.
  * Included by C files and by .cu files (ZL_HD adds __host__ __device__ there). */
 #ifndef ZL_MATH_H
 #define ZL_MATH_H
@@ -16,7 +16,9 @@
 #define ZL_HD static inline
 #endif
 
-typedef uint16_t zl_half; /* IEEE 754 binary16, stored as its bits */
+/* A stored 16-bit value, as its bits: IEEE 754 binary16 (fp16) or bfloat16 (bf16), whichever
+ * the storage format says (kernels.h); functions below that produce one take `int bf16`. */
+typedef uint16_t zl_half;
 
 ZL_HD uint32_t zl_f32_bits(float f) {
 #ifdef __CUDA_ARCH__
@@ -81,6 +83,27 @@ ZL_HD float zl_half_to_float(zl_half h) {
     return zl_bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
 }
 
+/* float -> bfloat16 (float's top 16 bits: sign, 8 exponent bits, 7 mantissa bits), round
+ * to nearest, ties to even. bf16 has float's exponent range, so subnormal floats round to
+ * bf16 subnormals by the same rule, and only values ≥ the largest bf16 plus half an ulp
+ * overflow: the rounding carry then runs into the exponent and gives ±inf, the correct
+ * result. NaN stays NaN (quiet bit set, sign and top payload kept): rounding a NaN's
+ * mantissa could carry it into inf or clear it to inf. */
+ZL_HD zl_half zl_float_to_bf16(float f) {
+    uint32_t x = zl_f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (zl_half)((x >> 16) | 0x0040u);
+    /* add just under half an ulp (0x7fff), plus one more when the kept part is odd: a tie
+     * then carries exactly when the kept part is odd, which makes it even */
+    return (zl_half)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+/* bfloat16 -> float, exact (the bits are float's top half). */
+ZL_HD float zl_bf16_to_float(zl_half b) { return zl_bits_f32((uint32_t)b << 16); }
+
+/* The storage format's rounding and widening: bf16 = 0 for fp16, 1 for bf16. */
+ZL_HD zl_half zl_round_storage(float f, int bf16) { return bf16 ? zl_float_to_bf16(f) : zl_float_to_half(f); }
+ZL_HD float zl_widen_storage(zl_half v, int bf16) { return bf16 ? zl_bf16_to_float(v) : zl_half_to_float(v); }
+
 /* splitmix64 finaliser: a counter-based RNG, value = f(seed, counter). */
 ZL_HD uint64_t zl_mix64(uint64_t z) {
     z += 0x9e3779b97f4a7c15ull;
@@ -105,30 +128,31 @@ ZL_HD int32_t zl_sample_int(uint64_t seed, uint64_t row, uint64_t col, uint64_t 
     return s - 131070;
 }
 
-/* Input x[row][col] = c * 2^-16 (exact in float), then rounded to fp16. */
-ZL_HD zl_half zl_sample_x(uint64_t seed, uint64_t row, uint64_t col, uint64_t dim) {
-    return zl_float_to_half((float)zl_sample_int(seed, row, col, dim) * 1.52587890625e-05f);
+/* Input x[row][col] = c * 2^-16 (exact in float), then rounded to the storage format. */
+ZL_HD zl_half zl_sample_x(uint64_t seed, uint64_t row, uint64_t col, uint64_t dim, int bf16) {
+    return zl_round_storage((float)zl_sample_int(seed, row, col, dim) * 1.52587890625e-05f, bf16);
 }
 
 /* The fixed teacher: t_j = x_j + 0.5*relu(x_{j+1}) - 0.25*x_{j+2} (indices mod dim),
  * evaluated on the exact integers (numerator < 2^21, so the float is exact), then
- * rounded to fp16. The residual t - x is a small nonlinear map an MLP block can learn. */
-ZL_HD zl_half zl_sample_target(uint64_t seed, uint64_t row, uint64_t col, uint64_t dim) {
+ * rounded to the storage format. The residual t - x is a small nonlinear map an MLP block can learn. */
+ZL_HD zl_half zl_sample_target(uint64_t seed, uint64_t row, uint64_t col, uint64_t dim, int bf16) {
     int32_t c0 = zl_sample_int(seed, row, col, dim);
     int32_t c1 = zl_sample_int(seed, row, (col + 1) % dim, dim);
     int32_t c2 = zl_sample_int(seed, row, (col + 2) % dim, dim);
     int32_t num = 4 * c0 + 2 * (c1 > 0 ? c1 : 0) - c2; /* in units of 2^-18 */
-    return zl_float_to_half((float)num * 3.814697265625e-06f);
+    return zl_round_storage((float)num * 3.814697265625e-06f, bf16);
 }
 
 /* Parameter init: uniform integer in [-2^15, 2^15) times 2^-(15+scale_log2), rounded to
- * fp16. A function of (seed, global unpadded parameter index) only, never of N or rank. */
-ZL_HD zl_half zl_init_value(uint64_t seed, uint64_t index, int scale_log2) {
+ * the storage format. A function of (seed, global unpadded parameter index) only, never
+ * of N or rank. */
+ZL_HD zl_half zl_init_value(uint64_t seed, uint64_t index, int scale_log2, int bf16) {
     uint64_t h = zl_hash2(seed ^ ZL_STREAM_PARAM, index);
     int32_t r = (int32_t)(h >> 48) - 32768;
     float v = (float)r * 3.0517578125e-05f; /* 2^-15, exact */
     for (int i = 0; i < scale_log2; i++) v *= 0.5f; /* exact powers of two */
-    return zl_float_to_half(v);
+    return zl_round_storage(v, bf16);
 }
 
 #endif

@@ -1,8 +1,10 @@
 /* test_kernels.c — Criterion tests of the CPU reference kernels (kernels/cpu/kernels_cpu.c)
- * and of zl_math.h's fp16 conversions.
+ * and of zl_math.h's fp16 and bf16 conversions, in both storage formats.
  *
  * Every check compares against something written independently of the code under test:
  *   - fp16 conversions against GCC's _Float16 (libgcc soft-float, round to nearest even);
+ *   - bf16 conversions against a value decoded field by field with ldexp, and rounding by
+ *     picking the nearer neighbour in double arithmetic (ties to the even pattern);
  *   - the block forward against a scalar double-precision forward written here;
  *   - the block backward against central finite differences of that double forward;
  *   - GELU, MSE and AdamW against double formulas / finite differences written here;
@@ -10,8 +12,11 @@
  * The gradient checks also feed deliberately wrong gradients to their own comparator and
  * require it to reject them, so a tolerance that accepts anything would be caught.
  * Workspaces are malloc'ed at exactly zl_cpu_workspace_bytes() so ASan sees overruns.
+ * The bf16 tests run the same checks with the storage format switched to bf16 (each test
+ * runs in its own process, so the switch never leaks) and tolerances scaled to bf16's
+ * unit roundoff, 2^-8 instead of fp16's 2^-11.
  *
- * Build: gcc -std=c11 -O1 -g -Wall -Wextra -Ikernels tests/test_kernels.c \
+ * Build: gcc -std=c11 -O1 -g -Wall -Wextra -Ikernels tests/test_kernels.c kernels/storage.c \
  *            kernels/cpu/kernels_cpu.c -lcriterion -lm -o /tmp/tk && /tmp/tk */
 #include <criterion/criterion.h>
 
@@ -58,7 +63,46 @@ static float bits_to_float(uint32_t u) {
     return f;
 }
 
-static double h2d(zl_half h) { return (double)ref_h2f(h); }
+/* The independent bf16 reference. The value from its fields; NaN and inf are left to the
+ * callers. Rounding: the largest pattern not above |f| (binary search over the finite
+ * patterns, whose values grow with the pattern), then the nearer of it and the next one in
+ * double arithmetic, a tie going to the even pattern; past the largest finite bf16 the
+ * "next" is 2^128, which stands for inf. */
+static double ref_bf16_value(uint16_t b) {
+    int e = (b >> 7) & 0xff, m = b & 0x7f;
+    double v = e ? ldexp(128.0 + m, e - 127 - 7) : ldexp((double)m, -126 - 7);
+    return (b & 0x8000u) ? -v : v;
+}
+static int bf16_is_nan(uint16_t b) { return (b & 0x7f80u) == 0x7f80u && (b & 0x7fu) != 0; }
+static double ref_bf16_magnitude(uint16_t p) { return p == 0x7f80u ? 0x1p128 : ref_bf16_value(p); }
+static uint16_t ref_f2bf(float f) {
+    uint16_t sign = signbit(f) ? 0x8000u : 0;
+    if (isinf(f)) return sign | 0x7f80u;
+    double a = fabs((double)f);
+    uint16_t lo = 0, hi = 0x7f80u; /* invariant: value(lo) <= a < value(hi) */
+    while (hi - lo > 1) {
+        uint16_t mid = (uint16_t)((lo + hi) / 2);
+        if (ref_bf16_magnitude(mid) <= a)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    double dlo = a - ref_bf16_magnitude(lo), dhi = ref_bf16_magnitude(hi) - a;
+    uint16_t pick = dlo < dhi ? lo : dhi < dlo ? hi : (lo % 2 == 0 ? lo : hi);
+    return sign | pick;
+}
+
+/* The storage format under test: fp16 unless a test calls use_bf16() first. */
+static int g_bf16;
+static void use_bf16(void) {
+    cr_assert_eq(zl_kernels_set_dtype(ZL_BF16), 0);
+    g_bf16 = 1;
+}
+static double unit_roundoff(void) { return g_bf16 ? 0x1p-8 : 0x1p-11; }
+static double tol_scale(void) { return g_bf16 ? 8.0 : 1.0; } /* ratio of the unit roundoffs */
+static uint16_t ref_round(float f) { return g_bf16 ? ref_f2bf(f) : ref_f2h(f); }
+
+static double h2d(zl_half h) { return g_bf16 ? ref_bf16_value(h) : (double)ref_h2f(h); }
 
 static zl_half *half_alloc(size_t n) {
     zl_half *p = malloc(n * sizeof(zl_half) + 1);
@@ -71,7 +115,7 @@ static double *dbl_alloc(size_t n) {
     return p;
 }
 static void fill_half_uniform(zl_half *p, size_t n, double scale) {
-    for (size_t i = 0; i < n; i++) p[i] = ref_f2h((float)rng_uniform(-scale, scale));
+    for (size_t i = 0; i < n; i++) p[i] = ref_round((float)rng_uniform(-scale, scale));
 }
 static void half_to_dbl(double *d, const zl_half *h, size_t n) {
     for (size_t i = 0; i < n; i++) d[i] = h2d(h[i]);
@@ -281,6 +325,121 @@ Test(fp16, half_to_float_all_65536) {
     }
 }
 
+/* ==== bf16 conversions ===================================================================== */
+
+static void check_f2bf(float f) {
+    uint16_t got = zl_float_to_bf16(f);
+    if (isnan(f)) {
+        cr_assert(bf16_is_nan(got), "zl_float_to_bf16(NaN 0x%08x) = 0x%04x is not a NaN", (unsigned)zl_f32_bits(f),
+                  got);
+        cr_assert_eq(got & 0x8000u, (zl_f32_bits(f) >> 16) & 0x8000u, "NaN 0x%08x lost its sign",
+                     (unsigned)zl_f32_bits(f));
+        return;
+    }
+    uint16_t want = ref_f2bf(f);
+    cr_assert_eq(got, want, "zl_float_to_bf16(%a = 0x%08x) = 0x%04x, reference 0x%04x", (double)f,
+                 (unsigned)zl_f32_bits(f), got, want);
+}
+
+/* The reference itself, on hand-worked cases (so a wrong reference cannot agree with a
+ * wrong implementation): ties, the overflow boundary, subnormals. */
+Test(bf16, special_cases_explicit_bits) {
+    struct {
+        float f;
+        uint16_t bits;
+    } cases[] = {
+        {0.0f, 0x0000},           {-0.0f, 0x8000},          {INFINITY, 0x7f80},        {-INFINITY, 0xff80},
+        {1.0f, 0x3f80},           {-2.0f, 0xc000},          {0x1.01p+0f, 0x3f80},     /* 1 + 2^-8: tie -> even (1) */
+        {0x1.03p+0f, 0x3f82},     /* 1 + 3·2^-8: tie -> even (1 + 2^-6) */
+        {0x1.010002p+0f, 0x3f81}, /* just above the first tie */
+        {0x1.fep+127f, 0x7f7f},   /* largest finite bf16 */
+        {0x1.feffp+127f, 0x7f7f}, /* below the overflow midpoint */
+        {0x1.ffp+127f, 0x7f80},   /* the overflow midpoint: tie -> "even" = inf */
+        {0x1.fffffep+127f, 0x7f80}, /* FLT_MAX overflows */
+        {0x1p-126f, 0x0080},      /* smallest normal */
+        {0x1p-133f, 0x0001},      /* smallest bf16 subnormal */
+        {0x1p-134f, 0x0000},      /* tie between 0 and 1 ulp -> even (0) */
+        {0x1.8p-133f, 0x0002},    /* 3·2^-134: tie between 1 and 2 ulps -> even (2) */
+        {0x1p-149f, 0x0000},      /* the smallest float subnormal */
+        {-0x1.0002p-134f, 0x8001}, /* just above a tie (float subnormal spacing 2^-149), negative */
+        {257.0f, 0x4380},         /* 256 + 1: tie -> 256 */
+        {259.0f, 0x4382},         /* 256 + 3: tie -> 260 */
+        {3.140625f, 0x4049},      /* exact */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(ref_f2bf(cases[i].f), cases[i].bits, "case %zu: reference gives 0x%04x for %a, want 0x%04x", i,
+                     ref_f2bf(cases[i].f), (double)cases[i].f, cases[i].bits);
+        cr_assert_eq(zl_float_to_bf16(cases[i].f), cases[i].bits, "case %zu: zl_float_to_bf16(%a) = 0x%04x, want 0x%04x",
+                     i, (double)cases[i].f, zl_float_to_bf16(cases[i].f), cases[i].bits);
+    }
+    check_f2bf(NAN);
+    check_f2bf(-NAN);
+    check_f2bf(bits_to_float(0x7f800001u)); /* signalling, low payload: must not become inf */
+    check_f2bf(bits_to_float(0xff800001u));
+    check_f2bf(bits_to_float(0x7fffffffu)); /* all-ones payload: must not carry into the sign */
+}
+
+Test(bf16, bf16_to_float_all_65536_and_round_trip) {
+    for (uint32_t u = 0; u < 65536u; u++) {
+        float got = zl_bf16_to_float((zl_half)u);
+        if (bf16_is_nan((uint16_t)u)) {
+            cr_assert(isnan(got), "0x%04x: NaN expected", u);
+            cr_assert(bf16_is_nan(zl_float_to_bf16(got)), "0x%04x: NaN round trip", u);
+            continue;
+        }
+        if ((u & 0x7fffu) == 0x7f80u)
+            cr_assert(isinf(got) && (got < 0) == (u >> 15), "0x%04x: inf expected, got %a", u, (double)got);
+        else
+            cr_assert_eq((double)got, ref_bf16_value((uint16_t)u), "zl_bf16_to_float(0x%04x) = %a, want %a", u,
+                         (double)got, ref_bf16_value((uint16_t)u));
+        cr_assert_eq(zl_float_to_bf16(got), u, "round trip of 0x%04x", u);
+    }
+}
+
+/* Exhaustive over rounding boundaries: every bf16 value, every midpoint between adjacent
+ * finite values (including the virtual 2^128 above the largest), and the midpoint's float
+ * neighbours, with both signs. */
+Test(bf16, all_midpoints_match_reference) {
+    for (uint32_t b = 0; b < 0x7f80u; b++) {
+        double v = ref_bf16_value((uint16_t)b), next = ref_bf16_magnitude((uint16_t)(b + 1));
+        float mid = (float)(v + (next - v) * 0.5); /* exact: one more bit than bf16 has */
+        cr_assert_eq((double)mid, v + (next - v) * 0.5, "midpoint above 0x%04x is not a float", b);
+        float pts[] = {(float)v, mid, nextafterf(mid, 0.0f), nextafterf(mid, INFINITY)};
+        for (size_t k = 0; k < 4; k++) {
+            check_f2bf(pts[k]);
+            check_f2bf(-pts[k]);
+        }
+    }
+}
+
+Test(bf16, random_floats_match_reference) {
+    rng_seed(2);
+    for (int i = 0; i < 1000000; i++) check_f2bf(bits_to_float(rng_u32())); /* any pattern, NaNs included */
+    for (int i = 0; i < 1000000; i++) { /* tie-shaped low halves */
+        const uint32_t low16[] = {0x0000, 0x7fff, 0x8000, 0x8001, 0xffff};
+        check_f2bf(bits_to_float((rng_u32() & 0xffff0000u) | low16[i % 5]));
+    }
+}
+
+Test(bf16, storage_format_switch) {
+    cr_assert_eq(zl_kernels_dtype(), ZL_F16, "the default storage format must be fp16");
+    cr_assert_eq(zl_storage_from_float(1.0f / 3.0f), zl_float_to_half(1.0f / 3.0f));
+    cr_assert_eq(zl_storage_to_float(0x3c00), 1.0f);
+    cr_assert_eq(zl_kernels_set_dtype(ZL_F32), -1);
+    cr_assert_eq(zl_kernels_set_dtype(ZL_F64), -1);
+    cr_assert_eq(zl_kernels_dtype(), ZL_F16, "a rejected format changed the setting");
+    use_bf16();
+    cr_assert_eq(zl_kernels_dtype(), ZL_BF16);
+    cr_assert_eq(zl_storage_from_float(1.0f / 3.0f), ref_f2bf(1.0f / 3.0f));
+    cr_assert_eq(zl_storage_from_float(INFINITY), 0x7f80, "fault injection writes +inf through this");
+    cr_assert_eq(zl_storage_to_float(0x3f80), 1.0f);
+    cr_assert_eq(zl_storage_from_float(1e30f), ref_f2bf(1e30f), "bf16 holds fp32's range");
+    cr_assert_eq(zl_dtype_size(ZL_BF16), 2);
+    cr_assert_str_eq(zl_dtype_name(ZL_BF16), "bf16");
+    cr_assert_eq(zl_kernels_set_dtype(ZL_F16), 0);
+    cr_assert_eq(zl_storage_from_float(1.0f / 3.0f), zl_float_to_half(1.0f / 3.0f));
+}
+
 /* ==== GELU ============================================================================== */
 
 Test(gelu, value_and_grad_vs_double) {
@@ -314,7 +473,7 @@ static void check_forward(int R, int D, uint64_t seed) {
     ref_from_block(&m, &b);
     ref_forward(&m);
     int H = 4 * D;
-    const double u = 0x1p-10; /* 2× fp16's unit roundoff: covers storage + fp32 accumulation */
+    const double u = 2 * unit_roundoff(); /* covers storage + fp32 accumulation */
     double err2 = 0, ref2 = 0;
     for (int i = 0; i < R; i++) {
         for (int k = 0; k < H; k++) {
@@ -340,7 +499,7 @@ static void check_forward(int R, int D, uint64_t seed) {
         }
     }
     cr_assert(ref2 > 1e-4 * R * D, "reference output suspiciously small (%g)", ref2);
-    cr_assert(sqrt(err2 / ref2) < 2e-3, "relative error %.3g", sqrt(err2 / ref2));
+    cr_assert(sqrt(err2 / ref2) < 2e-3 * tol_scale(), "relative error %.3g", sqrt(err2 / ref2));
     ref_free(&m);
     block16_free(&b);
     free(ws);
@@ -382,9 +541,10 @@ static void finite_diff(ref_model *m, const double *Rw, double *p, size_t n, dou
     }
 }
 
-/* Does gradient g (fp16) match the reference r? Relative error in norm < 1e-2, every
- * element within 2e-2 of the tensor's largest magnitude, and the reference itself is
- * not ~0 (so the comparison cannot pass trivially). */
+/* Does gradient g (stored) match the reference r? Relative error in norm < 1e-2 (bf16:
+ * 3e-2, still below the 5% scale error the comparator must reject), every element within
+ * 2e-2 (bf16: 6e-2) of the tensor's largest magnitude, and the reference itself is not ~0
+ * (so the comparison cannot pass trivially). */
 static int grad_matches(const zl_half *g, const double *r, size_t n, double *rel_out) {
     double e2 = 0, r2 = 0, rmax = 0, emax = 0;
     for (size_t i = 0; i < n; i++) {
@@ -396,13 +556,14 @@ static int grad_matches(const zl_half *g, const double *r, size_t n, double *rel
     }
     double rel = r2 > 0 ? sqrt(e2 / r2) : INFINITY;
     if (rel_out) *rel_out = rel;
-    return r2 > 1e-6 && rel < 1e-2 && emax <= 2e-2 * rmax;
+    double tol = g_bf16 ? 3e-2 : 1e-2;
+    return r2 > 1e-6 && rel < tol && emax <= 2 * tol * rmax;
 }
 
 /* The comparator must reject plausible bugs: a 5% scale error and a reversed layout. */
 static void check_comparator_rejects_wrong(const zl_half *g, const double *r, size_t n, const char *name) {
     zl_half *w = half_alloc(n);
-    for (size_t i = 0; i < n; i++) w[i] = zl_float_to_half(1.05f * zl_half_to_float(g[i]));
+    for (size_t i = 0; i < n; i++) w[i] = ref_round(1.05f * (float)h2d(g[i]));
     cr_assert(!grad_matches(w, r, n, NULL), "%s: comparator accepted a gradient scaled by 1.05", name);
     if (n > 1) {
         for (size_t i = 0; i < n; i++) w[i] = g[n - 1 - i];
@@ -518,7 +679,7 @@ static void check_backward_analytic(int R, int D, uint64_t seed) {
         cr_assert(grad_matches(checks[c].g, checks[c].r, checks[c].n, &rel), "R=%d D=%d %s: relative error %.3g", R,
                   D, checks[c].name, rel);
         /* much tighter than the FD comparator: only rounding separates the two */
-        cr_assert(rel < 3e-3, "R=%d D=%d %s: relative error %.3g", R, D, checks[c].name, rel);
+        cr_assert(rel < 3e-3 * tol_scale(), "R=%d D=%d %s: relative error %.3g", R, D, checks[c].name, rel);
     }
     double *all[] = {dy, x, h, a, W1, W2, dh, dW1, dW2, db1, db2, dx};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
@@ -652,8 +813,9 @@ static void check_mse(int R, int D, float loss_scale, uint64_t seed) {
         yd[i] = keep;
         fd[i] = (Lp - Lm) / (2 * e);
         double g = h2d(dy[i]);
-        /* fp16 rounding of dy: half an ulp (2^-11 relative) plus the subnormal spacing */
-        cr_assert(fabs(g - fd[i]) <= 0x1p-11 * fabs(fd[i]) * 1.01 + 0x1p-25 + 1e-9 * fabs(fd[i]),
+        /* rounding of dy: half an ulp (the unit roundoff, relative) plus fp16's subnormal
+         * spacing (bf16's is below 1e-39) */
+        cr_assert(fabs(g - fd[i]) <= unit_roundoff() * fabs(fd[i]) * 1.01 + 0x1p-25 + 1e-9 * fabs(fd[i]),
                   "dy[%zu] = %.8g, finite difference %.8g", i, g, fd[i]);
     }
     double rel;
@@ -670,7 +832,7 @@ Test(mse, loss_and_grad) {
 
 /* ==== AdamW ======================================================================================== */
 
-Test(adam, matches_double_reference_over_steps) {
+static void check_adam_steps(void) {
     const size_t n = 1000;
     zl_adam_hparams hp = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
     const float grad_mult = 1.0f / (1024.0f * 4.0f);
@@ -700,8 +862,9 @@ Test(adam, matches_double_reference_over_steps) {
                       t, i, (double)master[i], M[i]);
             cr_assert(fabs(m[i] - Mm[i]) <= 1e-5 * Mabs[i] + 1e-12, "step %d m[%zu]", t, i);
             cr_assert(fabs(v[i] - Vv[i]) <= 1e-5 * fabs(Vv[i]) + 1e-15, "step %d v[%zu]", t, i);
-            cr_assert_eq(param[i], zl_float_to_half(master[i]), "step %d param[%zu] is not fp16(master)", t, i);
-            cr_assert_eq(param[i], ref_f2h(master[i]), "step %d param[%zu] is not RNE(master)", t, i);
+            cr_assert_eq(param[i], zl_storage_from_float(master[i]), "step %d param[%zu] is not round(master)", t,
+                         i);
+            cr_assert_eq(param[i], ref_round(master[i]), "step %d param[%zu] is not RNE(master)", t, i);
         }
     }
     /* the reference actually moved the parameters (so the comparison is not vacuous) */
@@ -710,6 +873,12 @@ Test(adam, matches_double_reference_over_steps) {
     for (size_t i = 0; i < n; i++) moved += fabs(M[i] - (double)(float)rng_uniform(-0.5, 0.5));
     cr_assert(moved / n > 5e-3, "parameters barely moved (%.3g)", moved / n);
     free(master), free(m), free(v), free(param), free(grad), free(M), free(Mm), free(Vv), free(Mabs);
+}
+
+Test(adam, matches_double_reference_over_steps) { check_adam_steps(); }
+Test(adam, bf16_matches_double_reference_and_writes_bf16) {
+    use_bf16();
+    check_adam_steps();
 }
 
 /* First step with no weight decay: m̂/sqrt(v̂) = sign(g), so each weight moves by ~lr. */
@@ -839,4 +1008,53 @@ Test(block, null_dx_gives_same_weight_gradients) {
     free(ws);
     block16_free(&b1);
     block16_free(&b2);
+}
+
+/* ==== the kernels in bf16 ============================================================================ */
+
+Test(block_forward_bf16, shapes) {
+    use_bf16();
+    check_forward(1, 1, 11);
+    check_forward(5, 6, 13);
+    check_forward(9, 20, 22);
+    check_forward(32, 64, 31);
+}
+
+Test(block_backward_bf16, finite_differences) {
+    use_bf16();
+    check_backward_fd(3, 4, 101);
+    check_backward_fd(6, 16, 103);
+}
+
+Test(block_backward_bf16, analytic_tile_shapes) {
+    use_bf16();
+    check_backward_analytic(9, 20, 202);
+    check_backward_analytic(37, 48, 203);
+}
+
+Test(mse_bf16, loss_and_grad) {
+    use_bf16();
+    check_mse(8, 32, 1.0f, 502);
+    check_mse(17, 16, 64.0f, 503);
+}
+
+/* bf16 data and init are the documented exact values rounded once to bf16 (not via fp16). */
+Test(data_bf16, values_are_the_exact_values_rounded_once) {
+    use_bf16();
+    const int R = 64, D = 24;
+    zl_half *x = half_alloc((size_t)R * D), *t = half_alloc((size_t)R * D);
+    zl_cpu_data_generate(x, t, 5, 77, R, D);
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < D; j++) {
+            float exact = (float)zl_sample_int(5, 77 + (uint64_t)i, (uint64_t)j, (uint64_t)D) * 0x1p-16f;
+            cr_assert_eq(x[i * D + j], ref_f2bf(exact), "x[%d,%d]", i, j);
+        }
+    const size_t n = 4096;
+    zl_half *w = half_alloc(n);
+    zl_cpu_init_uniform(w, n, 9, 1000, 3);
+    for (size_t i = 0; i < n; i++) {
+        int32_t r = (int32_t)(zl_hash2(9 ^ ZL_STREAM_PARAM, 1000 + i) >> 48) - 32768;
+        cr_assert_eq(w[i], ref_f2bf((float)ldexp((double)r, -15 - 3)), "init[%zu]", i);
+    }
+    free(x), free(t), free(w);
 }

@@ -1,8 +1,8 @@
 /* backend_cpu.c — the CPU backend: host memory, synchronous streams, MPI collectives.
  *
  * Every call completes before it returns, so a "stream" is only a token and an
- * event is a timestamp taken when it is recorded. fp16 sums go through a user-defined
- * MPI_Op that adds in fp32 and rounds once to fp16 (what NCCL's half sum does too).
+ * event is a timestamp taken when it is recorded. fp16 and bf16 sums go through user-defined
+ * MPI_Ops that add in fp32 and round once (what NCCL's half and bfloat16 sums do too).
  *
  * Collectives are issued non-blocking and waited for politely: MPICH's blocking calls
  * busy-poll, so a rank waiting for a stopped peer burns 100% of a core forever, and
@@ -28,7 +28,7 @@ struct zl_event_s {
 };
 
 static int g_rank, g_world;
-static MPI_Op g_half_sum = MPI_OP_NULL;
+static MPI_Op g_half_sum = MPI_OP_NULL, g_bf16_sum = MPI_OP_NULL;
 
 /* MPI_User_function: inout[i] = fp16(float(in[i]) + float(inout[i])). */
 static void half_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
@@ -38,14 +38,24 @@ static void half_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
     for (int i = 0; i < *len; i++) b[i] = zl_float_to_half(zl_half_to_float(a[i]) + zl_half_to_float(b[i]));
 }
 
+/* MPI_User_function: inout[i] = bf16(float(in[i]) + float(inout[i])). */
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)type;
+    const zl_half *a = in;
+    zl_half *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = zl_float_to_bf16(zl_bf16_to_float(a[i]) + zl_bf16_to_float(b[i]));
+}
+
 void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog) {
     (void)local_rank, (void)local_size, (void)prog;
     g_rank = rank, g_world = world;
     mpiCheck(MPI_Op_create(half_sum, 1, &g_half_sum));
+    mpiCheck(MPI_Op_create(bf16_sum, 1, &g_bf16_sum));
 }
 
 void zl_backend_finalize(void) {
     if (g_half_sum != MPI_OP_NULL) MPI_Op_free(&g_half_sum);
+    if (g_bf16_sum != MPI_OP_NULL) MPI_Op_free(&g_bf16_sum);
 }
 
 const char *zl_backend_name(void) { return "cpu"; }
@@ -104,8 +114,10 @@ static void wait_politely(MPI_Request *req) {
     }
 }
 
-static MPI_Datatype mpi_type(zl_dtype t) { return t == ZL_F16 ? MPI_UINT16_T : t == ZL_F32 ? MPI_FLOAT : MPI_DOUBLE; }
-static MPI_Op mpi_sum(zl_dtype t) { return t == ZL_F16 ? g_half_sum : MPI_SUM; }
+static MPI_Datatype mpi_type(zl_dtype t) {
+    return t == ZL_F16 || t == ZL_BF16 ? MPI_UINT16_T : t == ZL_F32 ? MPI_FLOAT : MPI_DOUBLE;
+}
+static MPI_Op mpi_sum(zl_dtype t) { return t == ZL_F16 ? g_half_sum : t == ZL_BF16 ? g_bf16_sum : MPI_SUM; }
 
 /* MPI counts are int: split large all-reduces into chunks. */
 void zl_backend_allreduce(void *buf, size_t count, zl_dtype t, zl_stream s) {

@@ -2,16 +2,17 @@
  *
  * These are the zl_cpu_* functions: the CPU backend dispatches to them, and the GPU
  * tests compare the CUDA kernels against them. Conventions, shared with CUDA:
- *   - tensors are fp16 bits (zl_half), converted with zl_math.h's canonical (bit-exact)
- *     zl_half_to_float / zl_float_to_half;
- *   - every GEMM and reduction accumulates in fp32 and each output is rounded to fp16
- *     exactly once;
+ *   - tensors are 16-bit (zl_half) in the storage format (kernels/storage.c: fp16 or
+ *     bf16), converted with zl_math.h's canonical (bit-exact) zl_widen_storage /
+ *     zl_round_storage; each entry point reads the format once into `bf`;
+ *   - every GEMM and reduction accumulates in fp32 and each output is rounded to the
+ *     storage format exactly once;
  *   - no allocation: all scratch lives in the workspace handed over by
  *     zl_cpu_set_workspace (the stages check that a training step allocates nothing);
  *   - deterministic: single-threaded, and every sum runs in a fixed order (the GEMM
  *     below always accumulates k = 0..K-1, whatever tile an element falls in).
  *
- * How the GEMMs are done: each fp16 operand is converted once per call into an fp32
+ * How the GEMMs are done: each 16-bit operand is converted once per call into an fp32
  * panel of the workspace (transposing it on the way when the math needs Wᵀ or xᵀ), so
  * every product becomes C += A·B on row-major fp32 with a small register tile that gcc
  * vectorizes from plain C (no intrinsics, no -march flags needed). */
@@ -73,15 +74,21 @@ static ws_panels ws_get(const char *fn, int rows, int dim) {
     return p;
 }
 
-/* ---- fp16 <-> fp32 panels ---------------------------------------------------------- */
+/* ---- 16-bit <-> fp32 panels ---------------------------------------------------------
+ * The format test sits outside the loops, so each loop body is one plain conversion. */
+
+static int storage_is_bf16(void) { return zl_kernels_dtype() == ZL_BF16; }
 
 /* dst[i] = float(src[i]) for a contiguous panel */
-static void h2f(float *restrict dst, const zl_half *restrict src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = zl_half_to_float(src[i]);
+static void h2f(float *restrict dst, const zl_half *restrict src, size_t n, int bf) {
+    if (bf)
+        for (size_t i = 0; i < n; i++) dst[i] = zl_bf16_to_float(src[i]);
+    else
+        for (size_t i = 0; i < n; i++) dst[i] = zl_half_to_float(src[i]);
 }
 
 /* dst (cols×rows) = float(src (rows×cols))ᵀ. Blocked so both sides stay in cache. */
-static void h2f_transpose(float *restrict dst, const zl_half *restrict src, int rows, int cols) {
+static void h2f_transpose(float *restrict dst, const zl_half *restrict src, int rows, int cols, int bf) {
     enum { TB = 32 };
     for (int i0 = 0; i0 < rows; i0 += TB) {
         int i1 = i0 + TB < rows ? i0 + TB : rows;
@@ -89,13 +96,16 @@ static void h2f_transpose(float *restrict dst, const zl_half *restrict src, int 
             int j1 = j0 + TB < cols ? j0 + TB : cols;
             for (int i = i0; i < i1; i++)
                 for (int j = j0; j < j1; j++)
-                    dst[(size_t)j * rows + i] = zl_half_to_float(src[(size_t)i * cols + j]);
+                    dst[(size_t)j * rows + i] = zl_widen_storage(src[(size_t)i * cols + j], bf);
         }
     }
 }
 
-static void f2h(zl_half *restrict dst, const float *restrict src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = zl_float_to_half(src[i]);
+static void f2h(zl_half *restrict dst, const float *restrict src, size_t n, int bf) {
+    if (bf)
+        for (size_t i = 0; i < n; i++) dst[i] = zl_float_to_bf16(src[i]);
+    else
+        for (size_t i = 0; i < n; i++) dst[i] = zl_float_to_half(src[i]);
 }
 
 /* ---- fp32 GEMM: C[M×N] += A[M×K]·B[K×N], row-major ---------------------------------
@@ -193,94 +203,94 @@ float zl_cpu_gelu_grad(float x) {
 
 /* ---- block forward -----------------------------------------------------------------
  *   h = x·W1 + b1 (fp32 acc, rounded once);  a = gelu(h) evaluated on the fp32
- *   accumulator (so a is also rounded once);  y = x + a·W2 + b2 with a the stored fp16
+ *   accumulator (so a is also rounded once);  y = x + a·W2 + b2 with a the stored 16-bit
  *   values (what backward differentiates through). */
 void zl_cpu_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, const zl_half *W2,
                           const zl_half *b2, zl_half *h, zl_half *a, zl_half *y, int rows, int dim) {
     ws_panels p = ws_get("zl_cpu_block_forward", rows, dim);
-    const int R = rows, D = dim, H = 4 * dim;
+    const int R = rows, D = dim, H = 4 * dim, bf = storage_is_bf16();
 
     /* h = x·W1 + b1: P_a is the accumulator, initialised with the bias */
-    h2f(p.x, x, (size_t)R * D);
-    h2f(p.w, W1, (size_t)D * H);
-    for (int j = 0; j < H; j++) p.a[j] = zl_half_to_float(b1[j]);
+    h2f(p.x, x, (size_t)R * D, bf);
+    h2f(p.w, W1, (size_t)D * H, bf);
+    h2f(p.a, b1, (size_t)H, bf);
     for (int i = 1; i < R; i++)
         for (int j = 0; j < H; j++) p.a[(size_t)i * H + j] = p.a[j];
     sgemm_acc(R, H, D, p.x, D, p.w, H, p.a, H);
 
-    /* round h, apply gelu, and keep fp32(a_fp16) in place as the next GEMM's A */
+    /* round h, apply gelu, and keep fp32(a as stored) in place as the next GEMM's A */
     for (size_t i = 0; i < (size_t)R * H; i++) {
         float hv = p.a[i];
-        h[i] = zl_float_to_half(hv);
-        zl_half av = zl_float_to_half(zl_cpu_gelu(hv));
+        h[i] = zl_round_storage(hv, bf);
+        zl_half av = zl_round_storage(zl_cpu_gelu(hv), bf);
         a[i] = av;
-        p.a[i] = zl_half_to_float(av);
+        p.a[i] = zl_widen_storage(av, bf);
     }
 
     /* y = x + (b2 + a·W2) */
-    h2f(p.w, W2, (size_t)H * D);
-    for (int j = 0; j < D; j++) p.y[j] = zl_half_to_float(b2[j]);
+    h2f(p.w, W2, (size_t)H * D, bf);
+    h2f(p.y, b2, (size_t)D, bf);
     for (int i = 1; i < R; i++)
         for (int j = 0; j < D; j++) p.y[(size_t)i * D + j] = p.y[j];
     sgemm_acc(R, D, H, p.a, H, p.w, D, p.y, D);
-    for (size_t i = 0; i < (size_t)R * D; i++) y[i] = zl_float_to_half(p.y[i] + p.x[i]);
+    for (size_t i = 0; i < (size_t)R * D; i++) y[i] = zl_round_storage(p.y[i] + p.x[i], bf);
 }
 
-/* column sums of an fp32 rows×cols panel, in row order, rounded to fp16 */
-static void colsum_to_half(zl_half *out, const float *P, int rows, int cols, float *acc) {
+/* column sums of an fp32 rows×cols panel, in row order, rounded to the storage format */
+static void colsum_to_half(zl_half *out, const float *P, int rows, int cols, float *acc, int bf) {
     for (int j = 0; j < cols; j++) acc[j] = 0.0f;
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < cols; j++) acc[j] += P[(size_t)i * cols + j];
-    f2h(out, acc, (size_t)cols);
+    f2h(out, acc, (size_t)cols, bf);
 }
 
 /* ---- block backward ----------------------------------------------------------------
  * Panel schedule (P_w/P_a/P_x/P_y are the workspace regions):
  *   1. P_y = dy                          db2 = colsum(dy)
  *   2. P_a = aᵀ, P_w = 0 += aᵀ·dy         dW2
- *   3. P_w = W2ᵀ, P_a = 0 += dy·W2ᵀ = da   dh = fp16(da ⊙ gelu'(h)); P_a = float(dh); db1
+ *   3. P_w = W2ᵀ, P_a = 0 += dy·W2ᵀ = da   dh = round(da ⊙ gelu'(h)); P_a = float(dh); db1
  *   4. P_x = xᵀ, P_w = 0 += xᵀ·dh          dW1
  *   5. P_w = W1ᵀ, P_y (= dy) += dh·W1ᵀ     dx
- * The GEMMs downstream of dh use its stored fp16 value, like the GPU path. */
+ * The GEMMs downstream of dh use its stored 16-bit value, like the GPU path. */
 void zl_cpu_block_backward(const zl_half *x, const zl_half *h, const zl_half *a, const zl_half *W1,
                            const zl_half *W2, const zl_half *dy, zl_half *dh, zl_half *dW1, zl_half *db1,
                            zl_half *dW2, zl_half *db2, zl_half *dx, int rows, int dim) {
     ws_panels p = ws_get("zl_cpu_block_backward", rows, dim);
-    const int R = rows, D = dim, H = 4 * dim;
+    const int R = rows, D = dim, H = 4 * dim, bf = storage_is_bf16();
     const size_t RD = (size_t)R * D, RH = (size_t)R * H, DH = (size_t)D * H;
 
     /* 1. dy panel and db2 */
-    h2f(p.y, dy, RD);
-    colsum_to_half(db2, p.y, R, D, p.w); /* P_w is free until step 2 */
+    h2f(p.y, dy, RD, bf);
+    colsum_to_half(db2, p.y, R, D, p.w, bf); /* P_w is free until step 2 */
 
     /* 2. dW2 = aᵀ·dy  (H×D, K = rows) */
-    h2f_transpose(p.a, a, R, H);
+    h2f_transpose(p.a, a, R, H, bf);
     for (size_t i = 0; i < DH; i++) p.w[i] = 0.0f;
     sgemm_acc(H, D, R, p.a, R, p.y, D, p.w, D);
-    f2h(dW2, p.w, DH);
+    f2h(dW2, p.w, DH, bf);
 
     /* 3. da = dy·W2ᵀ, dh = da ⊙ gelu'(h), db1 */
-    h2f_transpose(p.w, W2, H, D); /* W2ᵀ: D×H */
+    h2f_transpose(p.w, W2, H, D, bf); /* W2ᵀ: D×H */
     for (size_t i = 0; i < RH; i++) p.a[i] = 0.0f;
     sgemm_acc(R, H, D, p.y, D, p.w, H, p.a, H);
     for (size_t i = 0; i < RH; i++) {
-        zl_half d = zl_float_to_half(p.a[i] * zl_cpu_gelu_grad(zl_half_to_float(h[i])));
+        zl_half d = zl_round_storage(p.a[i] * zl_cpu_gelu_grad(zl_widen_storage(h[i], bf)), bf);
         dh[i] = d;
-        p.a[i] = zl_half_to_float(d);
+        p.a[i] = zl_widen_storage(d, bf);
     }
-    colsum_to_half(db1, p.a, R, H, p.w); /* P_w is rewritten in step 4 anyway */
+    colsum_to_half(db1, p.a, R, H, p.w, bf); /* P_w is rewritten in step 4 anyway */
 
     /* 4. dW1 = xᵀ·dh  (D×H, K = rows) */
-    h2f_transpose(p.x, x, R, D);
+    h2f_transpose(p.x, x, R, D, bf);
     for (size_t i = 0; i < DH; i++) p.w[i] = 0.0f;
     sgemm_acc(D, H, R, p.x, R, p.a, H, p.w, H);
-    f2h(dW1, p.w, DH);
+    f2h(dW1, p.w, DH, bf);
 
     /* 5. dx = dy + dh·W1ᵀ  (P_y still holds dy from step 1); skipped for the first block */
     if (!dx) return;
-    h2f_transpose(p.w, W1, D, H); /* W1ᵀ: H×D */
+    h2f_transpose(p.w, W1, D, H, bf); /* W1ᵀ: H×D */
     sgemm_acc(R, D, H, p.a, H, p.w, D, p.y, D);
-    f2h(dx, p.y, RD);
+    f2h(dx, p.y, RD, bf);
 }
 
 /* ---- loss ---------------------------------------------------------------------------- */
@@ -291,10 +301,11 @@ void zl_cpu_mse_loss_backward(const zl_half *y, const zl_half *t, zl_half *dy, f
      * to compare across backends */
     double sum = 0.0;
     float scale = loss_scale * 2.0f / (float)n;
+    const int bf = storage_is_bf16();
     for (size_t i = 0; i < n; i++) {
-        float d = zl_half_to_float(y[i]) - zl_half_to_float(t[i]);
+        float d = zl_widen_storage(y[i], bf) - zl_widen_storage(t[i], bf);
         sum += (double)d * (double)d;
-        dy[i] = zl_float_to_half(scale * d);
+        dy[i] = zl_round_storage(scale * d, bf);
     }
     *loss = n ? (float)(sum / (double)n) : 0.0f;
 }
@@ -305,8 +316,9 @@ void zl_cpu_adam_update(float *master, float *m, float *v, zl_half *param, const
     /* bias corrections are per call (same t for every element) */
     const float bc1 = 1.0f - powf(hp.beta1, (float)t);
     const float bc2 = 1.0f - powf(hp.beta2, (float)t);
+    const int bf = storage_is_bf16();
     for (size_t i = 0; i < n; i++) {
-        float g = zl_half_to_float(grad[i]) * grad_mult;
+        float g = zl_widen_storage(grad[i], bf) * grad_mult;
         float mi = hp.beta1 * m[i] + (1.0f - hp.beta1) * g;
         float vi = hp.beta2 * v[i] + (1.0f - hp.beta2) * g * g;
         m[i] = mi;
@@ -316,21 +328,41 @@ void zl_cpu_adam_update(float *master, float *m, float *v, zl_half *param, const
         float w = master[i];
         w -= hp.lr * (mhat / (sqrtf(vhat) + hp.eps) + hp.weight_decay * w);
         master[i] = w;
-        param[i] = zl_float_to_half(w);
+        param[i] = zl_round_storage(w, bf);
     }
+}
+
+void zl_cpu_half_to_float_array(float *dst, const zl_half *src, size_t n) { h2f(dst, src, n, storage_is_bf16()); }
+
+/* ---- gradient statistics ------------------------------------------------------------------
+ * One double accumulator in index order; a non-finite value is counted and skipped. */
+void zl_cpu_grad_stats(const zl_half *g, size_t n, double stats[2]) {
+    const int bf = storage_is_bf16();
+    double sum = 0.0, nonfinite = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        float v = zl_widen_storage(g[i], bf);
+        if (isfinite(v))
+            sum += (double)v * (double)v;
+        else
+            nonfinite += 1.0;
+    }
+    stats[0] += sum;
+    stats[1] += nonfinite;
 }
 
 /* ---- data and init ---------------------------------------------------------------------- */
 void zl_cpu_data_generate(zl_half *x, zl_half *target, uint64_t seed, uint64_t row0, int rows, int dim) {
+    const int bf = storage_is_bf16();
     for (int i = 0; i < rows; i++) {
         uint64_t r = row0 + (uint64_t)i;
         for (int j = 0; j < dim; j++) {
-            x[(size_t)i * dim + j] = zl_sample_x(seed, r, (uint64_t)j, (uint64_t)dim);
-            target[(size_t)i * dim + j] = zl_sample_target(seed, r, (uint64_t)j, (uint64_t)dim);
+            x[(size_t)i * dim + j] = zl_sample_x(seed, r, (uint64_t)j, (uint64_t)dim, bf);
+            target[(size_t)i * dim + j] = zl_sample_target(seed, r, (uint64_t)j, (uint64_t)dim, bf);
         }
     }
 }
 
 void zl_cpu_init_uniform(zl_half *dst, size_t n, uint64_t seed, uint64_t index0, int scale_log2) {
-    for (size_t i = 0; i < n; i++) dst[i] = zl_init_value(seed, index0 + i, scale_log2);
+    const int bf = storage_is_bf16();
+    for (size_t i = 0; i < n; i++) dst[i] = zl_init_value(seed, index0 + i, scale_log2, bf);
 }

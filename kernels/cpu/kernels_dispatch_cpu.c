@@ -48,5 +48,10 @@ void zl_adam_update(float *master, float *m, float *v, zl_half *param, const zl_
 
 void zl_half_to_float_array(float *dst, const zl_half *src, size_t n, zl_stream s) {
     (void)s;
-    for (size_t i = 0; i < n; i++) dst[i] = zl_half_to_float(src[i]);
+    zl_cpu_half_to_float_array(dst, src, n);
+}
+
+void zl_grad_stats(const zl_half *g, size_t n, double *stats, zl_stream s) {
+    (void)s;
+    zl_cpu_grad_stats(g, n, stats);
 }

@@ -242,6 +242,8 @@ static ncclDataType_t nccl_type(zl_dtype t) {
     case ZL_F16: return ncclFloat16;
     case ZL_F32: return ncclFloat32;
     case ZL_F64: return ncclFloat64;
+    case ZL_BF16: return ncclBfloat16; /* NCCL sums bf16 in fp32 and rounds once, like fp16 */
+    case ZL_NDTYPES: break;
     }
     zl_cuda_fatal(__FILE__, __LINE__, "nccl_type", "unknown zl_dtype");
     return ncclFloat32;

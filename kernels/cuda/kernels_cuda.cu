@@ -1,7 +1,14 @@
-/* kernels_cuda.cu — kernels.h on CUDA: the block's GEMMs through cuBLASLt (fp16 operands,
+/* kernels_cuda.cu — kernels.h on CUDA: the block's GEMMs through cuBLASLt (16-bit operands,
  * fp32 accumulation) with the bias / GELU / GELU-gradient / bias-gradient work fused into
  * cuBLASLt epilogues, plus the small kernels around them (synthetic data, parameter init,
- * MSE loss, fused AdamW, fp16 -> fp32 copy).
+ * MSE loss, fused AdamW, 16-bit -> fp32 copy, gradient statistics).
+ *
+ * Storage format. Every tensor is 16-bit, fp16 or bf16 (kernels/storage.c). Each kernel
+ * here is a template over BF (0: fp16, 1: bf16) that only changes the conversions (h2f /
+ * f2h below), and each launcher reads the format and starts the matching instance
+ * (LAUNCH16); the GEMMs give cuBLASLt CUDA_R_16F or CUDA_R_16BF layouts (the epilogues'
+ * bias and GELU-input vectors follow the output's type). The fp16 instances are the
+ * kernels as they were before bf16 existed: same operations, same bits.
  *
  * Layout. Every tensor is row-major; cuBLASLt is column-major. A row-major R×C matrix is
  * the same bytes as a column-major C×R one, so the row-major product C = A·B is computed
@@ -26,9 +33,11 @@
  * a GEMM costs one attribute update and one launch. Nothing here allocates device memory:
  * the cuBLASLt workspace and the partial sums of the loss and of the bias gradients live
  * in the workspace the stage hands over (zl_kernels_set_workspace). That workspace is
- * shared by all calls, so the kernels must not run on two streams at the same time. All
- * reductions run in a fixed order: bit-identical results from run to run. */
+ * shared by all calls, so the kernels must not run on two streams at the same time (except
+ * zl_grad_stats, which has its own part of it). All reductions run in a fixed order:
+ * bit-identical results from run to run. */
 #include <cublasLt.h>
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -42,31 +51,63 @@
 
 static cudaStream_t as_stream(zl_stream s) { return (cudaStream_t)s; }
 
-/* ---- fp16 helpers: zl_half is the raw bits; the hardware conversions round to nearest
- * even, exactly like zl_math.h's zl_float_to_half. ---------------------------------------- */
-__device__ __forceinline__ float h2f(zl_half h) { return __half2float(__ushort_as_half(h)); }
-__device__ __forceinline__ zl_half f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
+/* ---- 16-bit helpers: zl_half is the raw bits of the storage format BF; the hardware
+ * conversions round to nearest even, exactly like zl_math.h's zl_float_to_half and
+ * zl_float_to_bf16 (NaN payloads aside). ---------------------------------------------------- */
+template <int BF> __device__ __forceinline__ float h2f(zl_half h);
+template <> __device__ __forceinline__ float h2f<0>(zl_half h) { return __half2float(__ushort_as_half(h)); }
+template <> __device__ __forceinline__ float h2f<1>(zl_half h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
+template <int BF> __device__ __forceinline__ zl_half f2h(float f);
+template <> __device__ __forceinline__ zl_half f2h<0>(float f) { return __half_as_ushort(__float2half_rn(f)); }
+template <> __device__ __forceinline__ zl_half f2h<1>(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+
+/* Two adjacent values from one 4-byte load. */
+template <int BF> __device__ __forceinline__ float2 h2f_pair(const zl_half *p);
+template <> __device__ __forceinline__ float2 h2f_pair<0>(const zl_half *p) {
+    return __half22float2(*reinterpret_cast<const __half2 *>(p));
+}
+template <> __device__ __forceinline__ float2 h2f_pair<1>(const zl_half *p) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p));
+}
+
+static int storage_is_bf16(void) { return zl_kernels_dtype() == ZL_BF16; }
+
+/* Launch the instance of a BF-templated kernel that matches the storage format. */
+#define LAUNCH16(kernel, grid, block, stream, ...)                                                                     \
+    do {                                                                                                               \
+        if (storage_is_bf16())                                                                                         \
+            kernel<1><<<(grid), (block), 0, (stream)>>>(__VA_ARGS__);                                                  \
+        else                                                                                                           \
+            kernel<0><<<(grid), (block), 0, (stream)>>>(__VA_ARGS__);                                                  \
+        cudaLaunchCheck(#kernel);                                                                                      \
+    } while (0)
 
 /* ---- workspace -----------------------------------------------------------------------------
- * [ slack to align | cuBLASLt workspace 32 MiB | loss partials | column-sum partials ]
- * 32 MiB is what cuBLASLt recommends for Hopper. The column-sum partials (fp32, up to
- * ZL_COLSUM_CHUNKS row chunks of a rows×4D matrix) serve the bias gradients when they
- * are not fused into a GEMM: 16·4D·4 bytes, 1 MiB at D = 4096. */
+ * [ slack to align | cuBLASLt workspace 32 MiB | loss partials | gradient-statistics partials
+ *   | column-sum partials ]
+ * 32 MiB is what cuBLASLt recommends for Hopper. The gradient statistics have their own
+ * partials (2 doubles a block, 16 KiB) so that they may run beside the block kernels. The
+ * column-sum partials (fp32, up to ZL_COLSUM_CHUNKS row chunks of a rows×4D matrix) serve
+ * the bias gradients when they are not fused into a GEMM: 16·4D·4 bytes, 1 MiB at D = 4096. */
 #define ZL_LT_WS_BYTES ((size_t)32 << 20)
 #define ZL_LOSS_MAX_BLOCKS 1024
+#define ZL_STATS_MAX_BLOCKS 1024
 #define ZL_COLSUM_CHUNKS 16
 #define ZL_WS_ALIGN 256
 
 static char *g_ws_lt;           /* cuBLASLt workspace, ZL_WS_ALIGN-aligned */
 static double *g_ws_partials;   /* ZL_LOSS_MAX_BLOCKS per-block partial sums of the loss */
+static double *g_ws_stats;      /* ZL_STATS_MAX_BLOCKS × 2 per-block gradient statistics */
 static float *g_ws_colsum;      /* column-sum partials */
 static size_t g_ws_colsum_floats;
+
+#define ZL_FIXED_PARTIALS_BYTES (ZL_LOSS_MAX_BLOCKS * sizeof(double) + 2 * ZL_STATS_MAX_BLOCKS * sizeof(double))
 
 static size_t colsum_floats(int dim) { return (size_t)ZL_COLSUM_CHUNKS * 4 * (size_t)(dim > 0 ? dim : 0); }
 
 size_t zl_kernels_workspace_bytes(int rows, int dim) {
     (void)rows; /* nothing here grows with the rows */
-    return ZL_WS_ALIGN + ZL_LT_WS_BYTES + ZL_LOSS_MAX_BLOCKS * sizeof(double) + colsum_floats(dim) * sizeof(float);
+    return ZL_WS_ALIGN + ZL_LT_WS_BYTES + ZL_FIXED_PARTIALS_BYTES + colsum_floats(dim) * sizeof(float);
 }
 
 void zl_kernels_set_workspace(void *ws, size_t bytes) {
@@ -80,7 +121,8 @@ void zl_kernels_set_workspace(void *ws, size_t bytes) {
     uintptr_t base = ((uintptr_t)ws + ZL_WS_ALIGN - 1) & ~(uintptr_t)(ZL_WS_ALIGN - 1);
     g_ws_lt = (char *)base;
     g_ws_partials = (double *)(base + ZL_LT_WS_BYTES);
-    g_ws_colsum = (float *)(base + ZL_LT_WS_BYTES + ZL_LOSS_MAX_BLOCKS * sizeof(double));
+    g_ws_stats = g_ws_partials + ZL_LOSS_MAX_BLOCKS;
+    g_ws_colsum = (float *)(base + ZL_LT_WS_BYTES + ZL_FIXED_PARTIALS_BYTES);
     g_ws_colsum_floats = (bytes - need) / sizeof(float);
 }
 
@@ -101,12 +143,13 @@ static unsigned grid_for(size_t n, unsigned threads) {
  * Synthetic data and parameter init: the zl_math.h functions, one element per thread.
  * ====================================================================================== */
 
+template <int BF>
 __global__ void data_generate_kernel(zl_half *x, zl_half *target, uint64_t seed, uint64_t row0, size_t n,
                                      int dim) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         uint64_t r = row0 + i / (size_t)dim, c = i % (size_t)dim;
-        x[i] = zl_sample_x(seed, r, c, (uint64_t)dim);
-        target[i] = zl_sample_target(seed, r, c, (uint64_t)dim);
+        x[i] = zl_sample_x(seed, r, c, (uint64_t)dim, BF);
+        target[i] = zl_sample_target(seed, r, c, (uint64_t)dim, BF);
     }
 }
 
@@ -114,30 +157,28 @@ void zl_data_generate(zl_half *x, zl_half *target, uint64_t seed, uint64_t row0,
                       zl_stream s) {
     size_t n = (size_t)rows * (size_t)dim;
     if (n == 0) return;
-    data_generate_kernel<<<grid_for(n, 256), 256, 0, as_stream(s)>>>(x, target, seed, row0, n, dim);
-    cudaLaunchCheck("data_generate_kernel");
+    LAUNCH16(data_generate_kernel, grid_for(n, 256), 256, as_stream(s), x, target, seed, row0, n, dim);
 }
 
+template <int BF>
 __global__ void init_uniform_kernel(zl_half *dst, size_t n, uint64_t seed, uint64_t index0, int scale_log2) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = zl_init_value(seed, index0 + i, scale_log2);
+        dst[i] = zl_init_value(seed, index0 + i, scale_log2, BF);
 }
 
 void zl_init_uniform(zl_half *dst, size_t n, uint64_t seed, uint64_t index0, int scale_log2, zl_stream s) {
     if (n == 0) return;
-    init_uniform_kernel<<<grid_for(n, 256), 256, 0, as_stream(s)>>>(dst, n, seed, index0, scale_log2);
-    cudaLaunchCheck("init_uniform_kernel");
+    LAUNCH16(init_uniform_kernel, grid_for(n, 256), 256, as_stream(s), dst, n, seed, index0, scale_log2);
 }
 
-__global__ void half_to_float_kernel(float *dst, const zl_half *src, size_t n) {
+template <int BF> __global__ void half_to_float_kernel(float *dst, const zl_half *src, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = h2f(src[i]);
+        dst[i] = h2f<BF>(src[i]);
 }
 
 void zl_half_to_float_array(float *dst, const zl_half *src, size_t n, zl_stream s) {
     if (n == 0) return;
-    half_to_float_kernel<<<grid_for(n, 256), 256, 0, as_stream(s)>>>(dst, src, n);
-    cudaLaunchCheck("half_to_float_kernel");
+    LAUNCH16(half_to_float_kernel, grid_for(n, 256), 256, as_stream(s), dst, src, n);
 }
 
 /* ======================================================================================
@@ -165,6 +206,7 @@ typedef struct {
     const void *C; /* NULL when beta == 0 */
     void *D;
     int ldd;
+    cudaDataType_t type; /* of A, B, C, D: the storage format (CUDA_R_16F or CUDA_R_16BF) */
     cublasLtEpilogue_t epilogue;
     void *bias; /* bias (BIAS, GELU_AUX_BIAS) or bias-gradient output (DGELU_BGRAD, BGRADA) */
     void *aux;  /* GELU input: written by GELU_AUX_BIAS, read by DGELU / DGELU_BGRAD */
@@ -173,7 +215,7 @@ typedef struct {
 
 /* Everything the heuristic's answer may depend on. All ints: compared with memcmp. */
 typedef struct {
-    int transa, transb, m, n, k, lda, ldb, ldd, epilogue, ldaux;
+    int type, transa, transb, m, n, k, lda, ldb, ldd, epilogue, ldaux;
     int align_a, align_b, align_c, align_d, align_bias, align_aux;
 } gemm_key;
 
@@ -210,8 +252,8 @@ static int epilogue_has_aux(cublasLtEpilogue_t e) {
 
 static void describe_gemm(char *buf, size_t len, const gemm_args *g) {
     snprintf(buf, len,
-             "%s: m=%d n=%d k=%d op(A)=%c op(B)=%c lda=%d ldb=%d ldd=%d epilogue=%d, align A/B/C/D=%d/%d/%d/%d",
-             g->what, g->m, g->n, g->k, g->transa == CUBLAS_OP_T ? 'T' : 'N', g->transb == CUBLAS_OP_T ? 'T' : 'N',
+             "%s: %s m=%d n=%d k=%d op(A)=%c op(B)=%c lda=%d ldb=%d ldd=%d epilogue=%d, align A/B/C/D=%d/%d/%d/%d",
+             g->what, g->type == CUDA_R_16BF ? "bf16" : "fp16", g->m, g->n, g->k, g->transa == CUBLAS_OP_T ? 'T' : 'N', g->transb == CUBLAS_OP_T ? 'T' : 'N',
              g->lda, g->ldb, g->ldd, (int)g->epilogue, align_class(g->A), align_class(g->B),
              align_class(g->C ? g->C : g->D), align_class(g->D));
 }
@@ -233,6 +275,7 @@ static void set_epilogue_pointers(cublasLtMatmulDesc_t desc, const gemm_args *g)
 static gemm_key make_key(const gemm_args *g) {
     gemm_key k;
     memset(&k, 0, sizeof k);
+    k.type = (int)g->type;
     k.transa = (int)g->transa;
     k.transb = (int)g->transb;
     k.m = g->m;
@@ -267,9 +310,9 @@ static void plan_create(gemm_plan *p, const gemm_args *g) {
 
     int a_rows = g->transa == CUBLAS_OP_N ? g->m : g->k, a_cols = g->transa == CUBLAS_OP_N ? g->k : g->m;
     int b_rows = g->transb == CUBLAS_OP_N ? g->k : g->n, b_cols = g->transb == CUBLAS_OP_N ? g->n : g->k;
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16F, (uint64_t)a_rows, (uint64_t)a_cols, g->lda));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16F, (uint64_t)b_rows, (uint64_t)b_cols, g->ldb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&p->lcd, CUDA_R_16F, (uint64_t)g->m, (uint64_t)g->n, g->ldd));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->la, g->type, (uint64_t)a_rows, (uint64_t)a_cols, g->lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, g->type, (uint64_t)b_rows, (uint64_t)b_cols, g->ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lcd, g->type, (uint64_t)g->m, (uint64_t)g->n, g->ldd));
 
     cublasLtMatmulPreference_t pref;
     uint64_t ws_bytes = ZL_LT_WS_BYTES;
@@ -278,7 +321,7 @@ static void plan_create(gemm_plan *p, const gemm_args *g) {
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
                                                      sizeof ws_bytes));
-    /* split-K partial sums must stay fp32: no INPLACE / OUTPUT_TYPE reductions (fp16) */
+    /* split-K partial sums must stay fp32: no INPLACE / OUTPUT_TYPE reductions (16-bit) */
     uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
                                                      sizeof reductions));
@@ -367,6 +410,7 @@ static gemm_args gemm_make(const char *what, cublasOperation_t ta, cublasOperati
     g.C = C;
     g.D = D;
     g.ldd = ldd;
+    g.type = storage_is_bf16() ? CUDA_R_16BF : CUDA_R_16F;
     g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     return g;
 }
@@ -411,31 +455,32 @@ __device__ __forceinline__ float gelu_tanh_grad(float x) {
 }
 
 /* h (rows×cols, holding x·W1) += b1;  a = gelu(h). GELU is taken of the fp32 sum. */
-__global__ void bias_gelu_kernel(zl_half *h, const zl_half *bias, zl_half *a, size_t n, int cols) {
+template <int BF> __global__ void bias_gelu_kernel(zl_half *h, const zl_half *bias, zl_half *a, size_t n, int cols) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float v = h2f(h[i]) + h2f(bias[i % (size_t)cols]);
-        h[i] = f2h(v);
-        a[i] = f2h(gelu_tanh(v));
+        float v = h2f<BF>(h[i]) + h2f<BF>(bias[i % (size_t)cols]);
+        h[i] = f2h<BF>(v);
+        a[i] = f2h<BF>(gelu_tanh(v));
     }
 }
 
 /* y (rows×cols) += bias */
-__global__ void add_bias_kernel(zl_half *y, const zl_half *bias, size_t n, int cols) {
+template <int BF> __global__ void add_bias_kernel(zl_half *y, const zl_half *bias, size_t n, int cols) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = f2h(h2f(y[i]) + h2f(bias[i % (size_t)cols]));
+        y[i] = f2h<BF>(h2f<BF>(y[i]) + h2f<BF>(bias[i % (size_t)cols]));
 }
 
 /* dh (holding da = dy·W2ᵀ) *= gelu'(h) */
-__global__ void dgelu_kernel(zl_half *dh, const zl_half *h, size_t n) {
+template <int BF> __global__ void dgelu_kernel(zl_half *dh, const zl_half *h, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dh[i] = f2h(h2f(dh[i]) * gelu_tanh_grad(h2f(h[i])));
+        dh[i] = f2h<BF>(h2f<BF>(dh[i]) * gelu_tanh_grad(h2f<BF>(h[i])));
 }
 
-/* Column sums out[c] = Σ_r X[r][c] of a row-major rows×cols fp16 matrix, fp32, in a fixed
+/* Column sums out[c] = Σ_r X[r][c] of a row-major rows×cols 16-bit matrix, fp32, in a fixed
  * order. Pass 1: block (x, y) sums 64 columns over row chunk y: each warp reads 128
  * contiguous bytes of a row (2 columns a thread), the 8 warps take every 8th row, and
  * warp 0 adds their 8 partials in order into partials[y][c]. Pass 2 adds the chunks in
  * order. pair = 1 when cols is even and X 4-byte aligned (2 columns in one load). */
+template <int BF>
 __global__ void colsum_partial_kernel(const zl_half *X, float *partials, int rows, int cols, int rows_per_chunk,
                                       int pair) {
     __shared__ float part[8][64];
@@ -446,12 +491,12 @@ __global__ void colsum_partial_kernel(const zl_half *X, float *partials, int row
         for (int r = r0 + threadIdx.y; r < r1; r += 8) {
             const zl_half *row = X + (size_t)r * cols;
             if (pair) {
-                float2 v = __half22float2(*reinterpret_cast<const __half2 *>(row + c));
+                float2 v = h2f_pair<BF>(row + c);
                 s0 += v.x;
                 s1 += v.y;
             } else {
-                s0 += h2f(row[c]);
-                if (c + 1 < cols) s1 += h2f(row[c + 1]);
+                s0 += h2f<BF>(row[c]);
+                if (c + 1 < cols) s1 += h2f<BF>(row[c + 1]);
             }
         }
     }
@@ -470,12 +515,12 @@ __global__ void colsum_partial_kernel(const zl_half *X, float *partials, int row
     }
 }
 
-__global__ void colsum_final_kernel(const float *partials, zl_half *out, int chunks, int cols) {
+template <int BF> __global__ void colsum_final_kernel(const float *partials, zl_half *out, int chunks, int cols) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols) return;
     float s = 0.0f;
     for (int j = 0; j < chunks; j++) s += partials[(size_t)j * cols + c];
-    out[c] = f2h(s);
+    out[c] = f2h<BF>(s);
 }
 
 static void launch_colsum(const zl_half *X, zl_half *out, int rows, int cols, cudaStream_t s) {
@@ -492,10 +537,8 @@ static void launch_colsum(const zl_half *X, zl_half *out, int rows, int cols, cu
     }
     int pair = cols % 2 == 0 && ((uintptr_t)X & 3u) == 0;
     dim3 grid((unsigned)((cols + 63) / 64), (unsigned)chunks);
-    colsum_partial_kernel<<<grid, dim3(32, 8), 0, s>>>(X, g_ws_colsum, rows, cols, rows_per_chunk, pair);
-    cudaLaunchCheck("colsum_partial_kernel");
-    colsum_final_kernel<<<(unsigned)((cols + 255) / 256), 256, 0, s>>>(g_ws_colsum, out, chunks, cols);
-    cudaLaunchCheck("colsum_final_kernel");
+    LAUNCH16(colsum_partial_kernel, grid, dim3(32, 8), s, X, g_ws_colsum, rows, cols, rows_per_chunk, pair);
+    LAUNCH16(colsum_final_kernel, (unsigned)((cols + 255) / 256), 256, s, g_ws_colsum, out, chunks, cols);
 }
 
 /* ======================================================================================
@@ -523,8 +566,7 @@ void zl_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, co
         gemm_args p = gemm_make("forward x·W1 (unfused)", CUBLAS_OP_N, CUBLAS_OP_N, F, R, D, W1, F, x, D, 0.0f, NULL,
                                 h, F);
         gemm(&p, 1, st);
-        bias_gelu_kernel<<<grid_for(RF, 256), 256, 0, st>>>(h, b1, a, RF, F);
-        cudaLaunchCheck("bias_gelu_kernel");
+        LAUNCH16(bias_gelu_kernel, grid_for(RF, 256), 256, st, h, b1, a, RF, F);
     }
 
     /* yᵀ[D×R] = W2ᵀ[D×F]·aᵀ[F×R] + b2 + xᵀ: the residual rides in as C with beta = 1. */
@@ -536,8 +578,7 @@ void zl_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, co
         g2.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
         g2.what = "forward x + a·W2 (unfused)";
         gemm(&g2, 1, st);
-        add_bias_kernel<<<grid_for(RD, 256), 256, 0, st>>>(y, b2, RD, D);
-        cudaLaunchCheck("add_bias_kernel");
+        LAUNCH16(add_bias_kernel, grid_for(RD, 256), 256, st, y, b2, RD, D);
     }
 }
 
@@ -571,8 +612,7 @@ static void backward_dh(const zl_half *h, const zl_half *W2, const zl_half *dy, 
     g.what = "backward da = dy·W2ᵀ (unfused)";
     gemm(&g, 1, st);
     const size_t RF = (size_t)R * F;
-    dgelu_kernel<<<grid_for(RF, 256), 256, 0, st>>>(dh, h, RF);
-    cudaLaunchCheck("dgelu_kernel");
+    LAUNCH16(dgelu_kernel, grid_for(RF, 256), 256, st, dh, h, RF);
     launch_colsum(dh, db1, R, F, st);
 }
 
@@ -634,14 +674,16 @@ __device__ double block_sum(double v) {
     return v;
 }
 
+template <int BF>
 __device__ __forceinline__ void mse_one(zl_half y, zl_half t, float scale, zl_half *dy, double *acc) {
-    float d = __fsub_rn(h2f(y), h2f(t));
-    *dy = f2h(__fmul_rn(scale, d));
+    float d = __fsub_rn(h2f<BF>(y), h2f<BF>(t));
+    *dy = f2h<BF>(__fmul_rn(scale, d));
     *acc += (double)d * (double)d;
 }
 
 /* vec = 1: y, t, dy are 16-byte aligned and handled 8 elements at a time over
  * [0, 8·(n/8)); the remainder (< 8 elements) goes to the first threads. */
+template <int BF>
 __global__ void mse_partial_kernel(const zl_half *y, const zl_half *t, zl_half *dy, double *partials, size_t n,
                                    float scale, int vec) {
     double acc = 0.0;
@@ -653,12 +695,12 @@ __global__ void mse_partial_kernel(const zl_half *y, const zl_half *t, zl_half *
             uint4 yv = reinterpret_cast<const uint4 *>(y)[j], tv = reinterpret_cast<const uint4 *>(t)[j], dv;
             const zl_half *ye = reinterpret_cast<const zl_half *>(&yv), *te = reinterpret_cast<const zl_half *>(&tv);
             zl_half *de = reinterpret_cast<zl_half *>(&dv);
-            for (int e = 0; e < 8; e++) mse_one(ye[e], te[e], scale, &de[e], &acc);
+            for (int e = 0; e < 8; e++) mse_one<BF>(ye[e], te[e], scale, &de[e], &acc);
             reinterpret_cast<uint4 *>(dy)[j] = dv;
         }
         done = nv * 8;
     }
-    for (size_t i = done + tid; i < n; i += stride) mse_one(y[i], t[i], scale, &dy[i], &acc);
+    for (size_t i = done + tid; i < n; i += stride) mse_one<BF>(y[i], t[i], scale, &dy[i], &acc);
     acc = block_sum(acc);
     if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
@@ -688,8 +730,7 @@ void zl_mse_loss_backward(const zl_half *y, const zl_half *t, zl_half *dy, float
     size_t blocks = (n / (vec ? 8 : 1) + threads - 1) / threads;
     if (blocks < 1) blocks = 1;
     if (blocks > ZL_LOSS_MAX_BLOCKS) blocks = ZL_LOSS_MAX_BLOCKS;
-    mse_partial_kernel<<<(unsigned)blocks, threads, 0, st>>>(y, t, dy, g_ws_partials, n, scale, vec);
-    cudaLaunchCheck("mse_partial_kernel");
+    LAUNCH16(mse_partial_kernel, (unsigned)blocks, threads, st, y, t, dy, g_ws_partials, n, scale, vec);
     mse_final_kernel<<<1, 256, 0, st>>>(g_ws_partials, (int)blocks, n, loss);
     cudaLaunchCheck("mse_final_kernel");
 }
@@ -707,29 +748,30 @@ typedef struct {
     float grad_mult, lr, beta1, beta2, one_minus_beta1, one_minus_beta2, bc1, bc2, eps, wd;
 } adam_args;
 
+template <int BF>
 __device__ __forceinline__ void adam_one(const adam_args &p, float &w, float &m, float &v, zl_half g16,
                                          zl_half *out) {
-    float g = __fmul_rn(h2f(g16), p.grad_mult);
+    float g = __fmul_rn(h2f<BF>(g16), p.grad_mult);
     m = __fadd_rn(__fmul_rn(p.beta1, m), __fmul_rn(p.one_minus_beta1, g));
     v = __fadd_rn(__fmul_rn(p.beta2, v), __fmul_rn(__fmul_rn(p.one_minus_beta2, g), g));
     float mhat = __fdiv_rn(m, p.bc1);
     float vhat = __fdiv_rn(v, p.bc2);
     float step = __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), p.eps)), __fmul_rn(p.wd, w));
     w = __fsub_rn(w, __fmul_rn(p.lr, step));
-    *out = f2h(w);
+    *out = f2h<BF>(w);
 }
 
-__device__ __forceinline__ void adam_scalar(const adam_args &p, size_t i) {
+template <int BF> __device__ __forceinline__ void adam_scalar(const adam_args &p, size_t i) {
     float w = p.master[i], m = p.m[i], v = p.v[i];
-    adam_one(p, w, m, v, p.grad[i], &p.param[i]);
+    adam_one<BF>(p, w, m, v, p.grad[i], &p.param[i]);
     p.master[i] = w;
     p.m[i] = m;
     p.v[i] = v;
 }
 
-/* Elements [head, head + 4·nvec) go 4 at a time (16-byte fp32, 8-byte fp16 accesses);
+/* Elements [head, head + 4·nvec) go 4 at a time (16-byte fp32, 8-byte 16-bit accesses);
  * the < 4 elements before and the rest after are done one by one. */
-__global__ void adam_kernel(adam_args p, size_t head, size_t nvec) {
+template <int BF> __global__ void adam_kernel(adam_args p, size_t head, size_t nvec) {
     size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
     for (size_t j = tid; j < nvec; j += stride) {
         size_t i = head + 4 * j;
@@ -739,17 +781,17 @@ __global__ void adam_kernel(adam_args p, size_t head, size_t nvec) {
         uint2 gv = *reinterpret_cast<const uint2 *>(p.grad + i), pv;
         const zl_half *g = reinterpret_cast<const zl_half *>(&gv);
         zl_half *o = reinterpret_cast<zl_half *>(&pv);
-        adam_one(p, w.x, m.x, v.x, g[0], &o[0]);
-        adam_one(p, w.y, m.y, v.y, g[1], &o[1]);
-        adam_one(p, w.z, m.z, v.z, g[2], &o[2]);
-        adam_one(p, w.w, m.w, v.w, g[3], &o[3]);
+        adam_one<BF>(p, w.x, m.x, v.x, g[0], &o[0]);
+        adam_one<BF>(p, w.y, m.y, v.y, g[1], &o[1]);
+        adam_one<BF>(p, w.z, m.z, v.z, g[2], &o[2]);
+        adam_one<BF>(p, w.w, m.w, v.w, g[3], &o[3]);
         *reinterpret_cast<float4 *>(p.master + i) = w;
         *reinterpret_cast<float4 *>(p.m + i) = m;
         *reinterpret_cast<float4 *>(p.v + i) = v;
         *reinterpret_cast<uint2 *>(p.param + i) = pv;
     }
-    for (size_t i = tid; i < head; i += stride) adam_scalar(p, i);
-    for (size_t i = head + 4 * nvec + tid; i < p.n; i += stride) adam_scalar(p, i);
+    for (size_t i = tid; i < head; i += stride) adam_scalar<BF>(p, i);
+    for (size_t i = head + 4 * nvec + tid; i < p.n; i += stride) adam_scalar<BF>(p, i);
 }
 
 void zl_adam_update(float *master, float *m, float *v, zl_half *param, const zl_half *grad, size_t n,
@@ -786,6 +828,77 @@ void zl_adam_update(float *master, float *m, float *v, zl_half *param, const zl_
     }
     if (nvec == 0) head = 0; /* all scalar */
     size_t work = nvec ? nvec : n;
-    adam_kernel<<<grid_for(work, 256), 256, 0, as_stream(s)>>>(p, head, nvec);
-    cudaLaunchCheck("adam_kernel");
+    LAUNCH16(adam_kernel, grid_for(work, 256), 256, as_stream(s), p, head, nvec);
+}
+
+
+/* ======================================================================================
+ * Gradient statistics: Σ g² over the finite values (double) and the count of non-finite
+ * ones, in one read of g. Like the loss: per-block partials in a fixed tree order (the
+ * grid depends on n only), then one block adds them in index order and accumulates into
+ * stats, so the result repeats bit for bit and needs no atomics. Each thread squares and
+ * adds in double: the squares are exact (a 16-bit value has at most 11 significant bits)
+ * and cannot overflow (bf16's largest, 3.4e38, squares to 1.2e77). The order differs from
+ * the CPU's index order, so the two agree to rounding (~1e-16 relative), not bitwise.
+ * ====================================================================================== */
+
+template <int BF> __device__ __forceinline__ void stats_one(zl_half v, double *sum, double *nonfinite) {
+    float f = h2f<BF>(v);
+    if (isfinite(f))
+        *sum += (double)f * (double)f;
+    else
+        *nonfinite += 1.0;
+}
+
+/* vec = 1: g is 16-byte aligned and read 8 values at a time over [0, 8·(n/8)). */
+template <int BF> __global__ void grad_stats_partial_kernel(const zl_half *g, size_t n, double *partials, int vec) {
+    double sum = 0.0, nonfinite = 0.0;
+    size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    size_t done = 0;
+    if (vec) {
+        size_t nv = n / 8;
+        for (size_t j = tid; j < nv; j += stride) {
+            uint4 gv = reinterpret_cast<const uint4 *>(g)[j];
+            const zl_half *ge = reinterpret_cast<const zl_half *>(&gv);
+            for (int e = 0; e < 8; e++) stats_one<BF>(ge[e], &sum, &nonfinite);
+        }
+        done = nv * 8;
+    }
+    for (size_t i = done + tid; i < n; i += stride) stats_one<BF>(g[i], &sum, &nonfinite);
+    sum = block_sum(sum);
+    __syncthreads(); /* block_sum's shared scratch is reused */
+    nonfinite = block_sum(nonfinite);
+    if (threadIdx.x == 0) {
+        partials[2 * blockIdx.x] = sum;
+        partials[2 * blockIdx.x + 1] = nonfinite;
+    }
+}
+
+__global__ void grad_stats_final_kernel(const double *partials, int nblocks, double *stats) {
+    double sum = 0.0, nonfinite = 0.0;
+    for (int i = threadIdx.x; i < nblocks; i += blockDim.x) {
+        sum += partials[2 * i];
+        nonfinite += partials[2 * i + 1];
+    }
+    sum = block_sum(sum);
+    __syncthreads();
+    nonfinite = block_sum(nonfinite);
+    if (threadIdx.x == 0) {
+        stats[0] += sum;
+        stats[1] += nonfinite;
+    }
+}
+
+void zl_grad_stats(const zl_half *g, size_t n, double *stats, zl_stream s) {
+    require_workspace("zl_grad_stats");
+    if (n == 0) return;
+    cudaStream_t st = as_stream(s);
+    const int vec = aligned16(g);
+    const unsigned threads = 256;
+    size_t blocks = (n / (vec ? 8 : 1) + threads - 1) / threads;
+    if (blocks < 1) blocks = 1;
+    if (blocks > ZL_STATS_MAX_BLOCKS) blocks = ZL_STATS_MAX_BLOCKS;
+    LAUNCH16(grad_stats_partial_kernel, (unsigned)blocks, threads, st, g, n, g_ws_stats, vec);
+    grad_stats_final_kernel<<<1, 256, 0, st>>>(g_ws_stats, (int)blocks, stats);
+    cudaLaunchCheck("grad_stats_final_kernel");
 }

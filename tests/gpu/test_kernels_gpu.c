@@ -1,18 +1,21 @@
-/* test_kernels_gpu.c — every CUDA kernel against its zl_cpu_* reference, on one GPU.
+/* test_kernels_gpu.c — every CUDA kernel against its zl_cpu_* reference, on one GPU, in
+ * both storage formats (the whole suite runs in fp16, then again in bf16).
  *
  * Plain C (the GPU machine has no Criterion). Prints one PASS/FAIL line per check, naming
- * the kernel, the shape and the measured error, and exits 1 if any check failed.
- *   bit-exact:      data generation, parameter init, fp16 -> fp32, MSE dy, Adam (all five
+ * the format, the kernel, the shape and the measured error, and exits 1 if any check failed.
+ *   bit-exact:      data generation, parameter init, 16-bit -> fp32, MSE dy, Adam (all five
  *                   arrays; the CUDA Adam mirrors the CPU's float operations)
- *   ‖gpu−cpu‖/‖cpu‖ ≤ 1e-2: GEMM outputs (fp16 storage, different summation order)
+ *   ‖gpu−cpu‖/‖cpu‖ ≤ 1e-2 (bf16: 4e-2, its unit roundoff is 8× fp16's): GEMM outputs
+ *                   (16-bit storage, different summation order)
  *   ≤ 1e-5 relative: the loss
+ *   ≤ 1e-9 relative, count exact: gradient statistics (double sums in another order)
  * The block kernels run three times: with the default cuBLASLt epilogues (db1 by the
  * column-sum kernel), with DGELU_BGRAD too (ZL_CUBLASLT_EPILOGUES=31: db1 from the GEMM)
  * and with no epilogues at all (ZL_CUBLASLT_EPILOGUES=0: every fallback kernel).
  *
  *   mpirun -np 1 ./test_kernels_gpu              the checks
- *   mpirun -np 1 ./test_kernels_gpu --bench [rows dim iters]   block fwd/bwd TFLOP/s
- *                                                (default 8192 4096 20; honours ZL_CUBLASLT_EPILOGUES) */
+ *   mpirun -np 1 ./test_kernels_gpu --bench [rows dim iters [fp16|bf16]]   block fwd/bwd TFLOP/s
+ *                                                (default 8192 4096 20 fp16; honours ZL_CUBLASLT_EPILOGUES) */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <mpi.h>
@@ -26,11 +29,12 @@
 
 static int g_failures, g_checks;
 static zl_stream g_s;
+static int g_bf16; /* the storage format of the current pass */
 
 static void check(int ok, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    printf("%s ", ok ? "PASS" : "FAIL");
+    printf("%s %s ", ok ? "PASS" : "FAIL", g_bf16 ? "bf16" : "fp16");
     vprintf(fmt, ap);
     printf("\n");
     fflush(stdout);
@@ -71,7 +75,7 @@ static void *download(const void *dev, size_t bytes) {
     return h;
 }
 
-/* Deterministic pseudo-random fp16 in [-2^-s, 2^-s), from the init function. */
+/* Deterministic pseudo-random 16-bit values in [-2^-s, 2^-s), from the init function. */
 static zl_half *rand_half(size_t n, uint64_t seed, int scale_log2) {
     zl_half *h = xmalloc(n * sizeof *h);
     zl_cpu_init_uniform(h, n, seed, 0, scale_log2);
@@ -91,7 +95,7 @@ static cmp_result compare_half(const zl_half *gpu, const zl_half *cpu, size_t n)
     cmp_result r = {0, 0, 0, 0, 0};
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
-        double g = zl_half_to_float(gpu[i]), c = zl_half_to_float(cpu[i]);
+        double g = zl_storage_to_float(gpu[i]), c = zl_storage_to_float(cpu[i]);
         if (!isfinite(g)) r.nonfinite++;
         if (gpu[i] != cpu[i]) r.bit_mismatches++;
         double d = fabs(g - c);
@@ -113,8 +117,8 @@ static void check_close(const char *kernel, const char *tensor, int rows, int di
     check(r.nonfinite == 0 && r.rel <= tol,
           "%-22s %-4s rows=%-4d dim=%-4d %-8s rel=%.2e (tol %.0e) max_abs=%.3g at %zu (gpu %.6g cpu %.6g) "
           "bit-identical %.1f%%%s",
-          kernel, tensor, rows, dim, mode, r.rel, tol, r.max_abs, r.worst, zl_half_to_float(gpu[r.worst]),
-          zl_half_to_float(cpu[r.worst]), 100.0 * (double)(n - r.bit_mismatches) / (double)(n ? n : 1),
+          kernel, tensor, rows, dim, mode, r.rel, tol, r.max_abs, r.worst, zl_storage_to_float(gpu[r.worst]),
+          zl_storage_to_float(cpu[r.worst]), 100.0 * (double)(n - r.bit_mismatches) / (double)(n ? n : 1),
           r.nonfinite ? " NON-FINITE VALUES" : "");
 }
 
@@ -165,7 +169,7 @@ static void test_init_uniform(size_t n, uint64_t index0, int scale_log2) {
     zl_dev_free(d);
 }
 
-/* All 65536 fp16 bit patterns (twice, offset by one element to hit odd alignment). NaNs
+/* All 65536 16-bit patterns (twice, offset by one element to hit odd alignment). NaNs
  * only need to stay NaN: the hardware may quiet a signalling NaN's payload. */
 static void test_half_to_float(void) {
     size_t n = 65536 * 2 + 1;
@@ -177,11 +181,11 @@ static void test_half_to_float(void) {
     float *fg = download(fd, (n - 1) * 4);
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < n - 1; i++) {
-        float ref = zl_half_to_float(h[i + 1]);
+        float ref = zl_storage_to_float(h[i + 1]);
         int same = isnan(ref) ? isnan(fg[i]) : memcmp(&ref, &fg[i], 4) == 0;
         if (!same && bad++ == 0) first = i;
     }
-    check(bad == 0, "%-22s all fp16 bit patterns: %zu of %zu differ (first at %zu)", "zl_half_to_float_array", bad,
+    check(bad == 0, "%-22s all 16-bit patterns: %zu of %zu differ (first at %zu)", "zl_half_to_float_array", bad,
           n - 1, first);
     free(h), free(fg);
     zl_dev_free(d), zl_dev_free(fd);
@@ -275,7 +279,7 @@ static void test_block(int rows, int dim, const epi_mode *em) {
     block_case c = block_case_make(rows, dim, 0x1000 + (uint64_t)rows * 7 + (uint64_t)dim);
     zl_half *g[9];
     run_block_gpu(&c, g);
-    const double tol = 1e-2;
+    const double tol = g_bf16 ? 4e-2 : 1e-2;
     size_t F = 4 * (size_t)dim;
     check_close("zl_block_forward", "h", rows, dim, mode, g[0], c.h, c.RF, tol);
     check_close("zl_block_forward", "a", rows, dim, mode, g[1], c.a, c.RF, tol);
@@ -302,8 +306,9 @@ static void test_block(int rows, int dim, const epi_mode *em) {
 }
 
 /* Which GELU does the forward compute? With x = I (dim × dim) and b1 = 0 the GEMM is exact
- * (h = W1), W1 holds values k/512 in [-4, 4), and a is compared element by element with
- * fp16(gelu(h)) for the tanh approximation (the model's) and for the erf form. */
+ * (h = W1), W1 holds values k/512 in [-4, 4) (rounded to the storage format), and a is
+ * compared element by element with round(gelu(h)) for the tanh approximation (the model's)
+ * and for the erf form. */
 static float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 
 static void test_gelu_flavour(const epi_mode *em) {
@@ -314,9 +319,9 @@ static void test_gelu_flavour(const epi_mode *em) {
     zl_half *x = xmalloc((size_t)R * D * 2), *W1 = xmalloc(DF * 2), *zeros = xmalloc(F * 2);
     memset(x, 0, (size_t)R * D * 2);
     memset(zeros, 0, F * 2);
-    for (int i = 0; i < R; i++) x[(size_t)i * D + i] = 0x3c00; /* 1.0 */
+    for (int i = 0; i < R; i++) x[(size_t)i * D + i] = zl_storage_from_float(1.0f);
     for (size_t i = 0; i < DF; i++)
-        W1[i] = zl_float_to_half((float)((int)(zl_hash2(77, i) % 4096) - 2048) / 512.0f);
+        W1[i] = zl_storage_from_float((float)((int)(zl_hash2(77, i) % 4096) - 2048) / 512.0f);
     zl_half *xd = upload(x, (size_t)R * D * 2), *W1d = upload(W1, DF * 2), *zd = upload(zeros, F * 2);
     zl_half *W2d = upload(W1, DF * 2); /* any values: y is not looked at */
     zl_half *hd = dalloc((size_t)R * F * 2), *ad = dalloc((size_t)R * F * 2), *yd = dalloc((size_t)R * D * 2);
@@ -324,15 +329,15 @@ static void test_gelu_flavour(const epi_mode *em) {
     zl_half *h = download(hd, (size_t)R * F * 2), *a = download(ad, (size_t)R * F * 2);
     size_t n = (size_t)R * F, tanh_match = 0, erf_match = 0, h_bad = 0;
     for (size_t i = 0; i < n; i++) {
-        float hv = zl_half_to_float(W1[i]);
+        float hv = zl_storage_to_float(W1[i]);
         h_bad += h[i] != W1[i];
-        tanh_match += a[i] == zl_float_to_half(zl_cpu_gelu(hv));
-        erf_match += a[i] == zl_float_to_half(gelu_erf(hv));
+        tanh_match += a[i] == zl_storage_from_float(zl_cpu_gelu(hv));
+        erf_match += a[i] == zl_storage_from_float(gelu_erf(hv));
     }
     check(h_bad == 0, "%-22s %-8s GELU input h (aux output) equals x·W1 exactly: %zu of %zu differ", "gelu flavour",
           mode, h_bad, n);
     check(tanh_match > erf_match && tanh_match * 10 >= n * 9,
-          "%-22s %-8s a matches fp16(gelu_tanh(h)) in %.2f%%, fp16(gelu_erf(h)) in %.2f%% (want tanh)", "gelu flavour",
+          "%-22s %-8s a matches round(gelu_tanh(h)) in %.2f%%, round(gelu_erf(h)) in %.2f%% (want tanh)", "gelu flavour",
           mode, 100.0 * tanh_match / n, 100.0 * erf_match / n);
     free(x), free(W1), free(zeros), free(h), free(a);
     zl_half *all[] = {xd, W1d, zd, W2d, hd, ad, yd};
@@ -374,7 +379,7 @@ static void test_adam(size_t n, size_t offset) {
     const float grad_mult = 1.0f / (1024.0f * 4.0f);
     float *master = xmalloc(n * 4), *m = xmalloc(n * 4), *v = xmalloc(n * 4);
     zl_half *param = rand_half(n, 501, 4);
-    for (size_t i = 0; i < n; i++) master[i] = zl_half_to_float(param[i]), m[i] = 0, v[i] = 0;
+    for (size_t i = 0; i < n; i++) master[i] = zl_storage_to_float(param[i]), m[i] = 0, v[i] = 0;
 
     size_t tot = n + offset;
     float *md = dalloc(tot * 4), *mmd = dalloc(tot * 4), *vd = dalloc(tot * 4);
@@ -383,7 +388,7 @@ static void test_adam(size_t n, size_t offset) {
     zl_memcpy_h2d(mmd + offset, m, n * 4, g_s);
     zl_memcpy_h2d(vd + offset, v, n * 4, g_s);
     for (int t = 1; t <= 3; t++) {
-        zl_half *grad = rand_half(n, 600 + (uint64_t)t, 0); /* loss-scaled fp16 grads, |g| < 1 */
+        zl_half *grad = rand_half(n, 600 + (uint64_t)t, 0); /* loss-scaled 16-bit grads, |g| < 1 */
         zl_cpu_adam_update(master, m, v, param, grad, n, grad_mult, t, hp);
         zl_memcpy_h2d(gd + offset, grad, n * 2, g_s);
         zl_adam_update(md + offset, mmd + offset, vd + offset, pd + offset, gd + offset, n, grad_mult, t, hp, g_s);
@@ -411,6 +416,46 @@ static void test_adam(size_t n, size_t offset) {
     check_bits("zl_adam_update", what, pg, param, n, 2);
     free(master), free(m), free(v), free(param), free(mg), free(mmg), free(vg), free(pg);
     zl_dev_free(md), zl_dev_free(mmd), zl_dev_free(vd), zl_dev_free(pd), zl_dev_free(gd);
+}
+
+/* ---- gradient statistics ---------------------------------------------------------------------- */
+
+/* n values from the init function, with an inf, a -inf and a NaN every `every` elements
+ * (0: none), checked against zl_cpu_grad_stats: the device buffer starts `offset` elements
+ * in (0: vectorized; 1, 3: scalar), and is summed as two ranges into the same stats (they
+ * accumulate), twice (the bits repeat). The CPU adds in index order, the GPU in a tree:
+ * double rounding differences grow like sqrt(n)·2^-53, far below the 1e-9 allowed (and the
+ * 1e-6 the gradient norm must meet across stages). */
+static void test_grad_stats(size_t n, size_t offset, size_t every) {
+    zl_half *g = rand_half(n, 700 + n, 0);
+    const zl_half inf = zl_storage_from_float(INFINITY), ninf = zl_storage_from_float(-INFINITY);
+    const zl_half nan = g_bf16 ? 0x7fc0 : 0x7e00;
+    size_t placed = 0;
+    for (size_t i = every ? every / 2 : n; i < n; i += every, placed++)
+        g[i] = placed % 3 == 0 ? inf : placed % 3 == 1 ? ninf : nan;
+    if (n > 10) g[10] = 0x0001; /* the smallest subnormal, in either format */
+    double want[2] = {0, 0};
+    zl_cpu_grad_stats(g, n, want);
+    zl_half *gd = dalloc((n + offset) * 2);
+    zl_memcpy_h2d(gd + offset, g, n * 2, g_s);
+    double *sd = dalloc(2 * sizeof(double)), *got[2];
+    size_t cut = n / 3;
+    for (int rep = 0; rep < 2; rep++) {
+        zl_memset_async(sd, 0xff, 2 * sizeof(double), g_s); /* NaN: the zero helper must clear it */
+        zl_grad_stats_zero(sd, g_s);
+        zl_grad_stats(gd + offset, cut, sd, g_s);
+        zl_grad_stats(gd + offset + cut, n - cut, sd, g_s);
+        got[rep] = download(sd, 2 * sizeof(double));
+    }
+    double rel = want[0] > 0 ? fabs(got[0][0] - want[0]) / want[0] : fabs(got[0][0]);
+    check(rel <= 1e-9 && got[0][1] == want[1] && want[1] == (double)placed,
+          "%-22s n=%zu offset=%zu: sum gpu %.17g cpu %.17g rel=%.2e (tol 1e-9), non-finite gpu %.0f cpu %.0f "
+          "placed %zu",
+          "zl_grad_stats", n, offset, got[0][0], want[0], rel, got[0][1], want[1], placed);
+    check(memcmp(got[0], got[1], 2 * sizeof(double)) == 0, "%-22s n=%zu offset=%zu: run-to-run bit-identical",
+          "zl_grad_stats", n, offset);
+    free(g), free(got[0]), free(got[1]);
+    zl_dev_free(gd), zl_dev_free(sd);
 }
 
 /* ---- backend sanity (one rank: collectives are identities) ------------------------------------ */
@@ -529,6 +574,11 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
         int R = argc > 2 ? atoi(argv[2]) : 8192, D = argc > 3 ? atoi(argv[3]) : 4096;
         int iters = argc > 4 ? atoi(argv[4]) : 20;
+        if (argc > 5 && strcmp(argv[5], "bf16") == 0) {
+            zl_kernels_set_dtype(ZL_BF16);
+            g_bf16 = 1;
+            printf("storage format bf16\n");
+        }
         bench(R, D, iters);
         bench_adam(D, iters);
     } else {
@@ -544,22 +594,32 @@ int main(int argc, char **argv) {
         zl_cpu_set_workspace(cpu_ws, cpu_ws_bytes);
 
         test_backend();
-        test_half_to_float();
-        test_init_uniform(4 * 256 * 256 + 3, 0, 4);
-        test_init_uniform(100003, 123456789, 7);
-        for (int i = 0; i < nshapes; i++) test_data_generate(shapes[i][0], shapes[i][1]);
-        for (size_t m = 0; m < sizeof k_modes / sizeof k_modes[0]; m++) {
-            if (m != 1) test_gelu_flavour(&k_modes[m]); /* mode 1 has the same forward as 0 */
-            for (int i = 0; i < nshapes; i++) test_block(shapes[i][0], shapes[i][1], &k_modes[m]);
+        for (g_bf16 = 0; g_bf16 <= 1; g_bf16++) {
+            zl_kernels_set_dtype(g_bf16 ? ZL_BF16 : ZL_F16);
+            test_half_to_float();
+            test_init_uniform(4 * 256 * 256 + 3, 0, 4);
+            test_init_uniform(100003, 123456789, 7);
+            for (int i = 0; i < nshapes; i++) test_data_generate(shapes[i][0], shapes[i][1]);
+            for (size_t m = 0; m < sizeof k_modes / sizeof k_modes[0]; m++) {
+                if (m != 1) test_gelu_flavour(&k_modes[m]); /* mode 1 has the same forward as 0 */
+                for (int i = 0; i < nshapes; i++) test_block(shapes[i][0], shapes[i][1], &k_modes[m]);
+            }
+            for (int i = 0; i < nshapes; i++) {
+                test_mse(shapes[i][0], shapes[i][1], 0);
+                test_mse(shapes[i][0], shapes[i][1], 1);
+            }
+            test_adam(100003, 0);
+            test_adam(100003, 1);
+            test_adam(100003, 3);
+            test_adam(3, 0);
+            test_grad_stats(1000003, 0, 0);
+            test_grad_stats(1000003, 0, 4099);
+            test_grad_stats(1000003, 1, 4099);
+            test_grad_stats(70000000, 3, 1000003); /* more than 1024 blocks' worth: threads loop */
+            test_grad_stats(5, 0, 2);
         }
-        for (int i = 0; i < nshapes; i++) {
-            test_mse(shapes[i][0], shapes[i][1], 0);
-            test_mse(shapes[i][0], shapes[i][1], 1);
-        }
-        test_adam(100003, 0);
-        test_adam(100003, 1);
-        test_adam(100003, 3);
-        test_adam(3, 0);
+        g_bf16 = 0;
+        zl_kernels_set_dtype(ZL_F16);
         free(cpu_ws);
         printf("%s: %d of %d checks failed\n", g_failures ? "FAILED" : "ALL PASSED", g_failures, g_checks);
     }
