@@ -23,6 +23,16 @@ typedef struct {
     int device_known;    /* 1 when the backend reports device memory (CUDA) */
     size_t device_baseline, device_after_alloc, device_end, device_total;
     const char *variant; /* a word on what ran, e.g. "reduce-scatter" (may be NULL) */
+
+    /* mixed precision (the numerics issue). JSON: "dtype", "status", "loss_scale": [...],
+     * "grad_norm": [...], "skipped_steps": [...]; steps_done <= steps when training stopped. */
+    const char *dtype;        /* "fp16" or "bf16" */
+    const char *status;       /* "ok" or "diverged" */
+    int steps_done;           /* steps completed (the arrays' length) */
+    const float *loss_scale;  /* [steps_done] scale each step ran with */
+    const float *grad_norm;   /* [steps_done] global L2 norm of the unscaled gradient; NaN where not computed */
+    const int *skipped_steps; /* [n_skipped] step numbers skipped on overflow */
+    int n_skipped;
 } zl_report;
 
 /* One progress line (rank 0, unless --quiet). */
