@@ -108,12 +108,12 @@ build/tests/test_loud: tests/test_loud.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) tests/test_loud.c -lcriterion -lcjson -lm -o $@
 
-# The integration tests for a GPU machine that has no Criterion/cJSON: built here, with
+# The integration tests (test_integration, test_loud) for a GPU machine that has no Criterion/cJSON: built here, with
 # their shared libraries next to them (found through an rpath of $ORIGIN/lib).
-build/gpu-tests/test_integration: tests/test_integration.c tests/zl_test_util.h
+build/gpu-tests/%: tests/%.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)lib
-	$(MPICC) $(CFLAGS) tests/test_integration.c -lcriterion -lcjson -lm -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/lib' -o $@
-	ldd $@ | awk '/=> \// {print $$3}' | grep -v -E 'lib(c|m|pthread|dl|rt|resolv)\.so' | xargs -I{} cp -L {} $(dir $@)lib/
+	$(MPICC) $(CFLAGS) $< -lcriterion -lcjson -lm -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/lib' -o $@
+	ldd $@ | awk '/=> \// {print $$3}' | grep -v -E 'lib(c|m|pthread|dl|rt|resolv)\.so|/gpu-tests/lib/' | xargs -I{} cp -L {} $(dir $@)lib/
 
 # Install what is missing: the programs need an MPI; the tests also Criterion and cJSON.
 deps-run:

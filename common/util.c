@@ -8,7 +8,18 @@
 #include <stdlib.h>
 #include <time.h>
 
+static volatile int g_ending;
+void zl_set_ending(void) { g_ending = 1; }
+int zl_is_ending(void) { return g_ending; }
+void zl_wait_for_the_end(void) {
+    for (;;) {
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+    }
+}
+
 void zl_fatal_at(const char *file, int line, const char *fmt, ...) {
+    if (g_ending) zl_wait_for_the_end();
     int rank = -1, inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);

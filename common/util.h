@@ -13,6 +13,13 @@
 void zl_fatal_at(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
 #define zl_fatal(...) zl_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
 
+/* The watchdog is ending the job (exit 5): a failure the main thread meets from now on is
+ * a consequence (an aborted communicator), not the cause, so zl_fatal waits quietly for
+ * the watchdog's MPI_Abort instead of racing it with exit code 1. */
+void zl_set_ending(void);
+int zl_is_ending(void);
+void zl_wait_for_the_end(void) __attribute__((noreturn));
+
 /* MPI calls return an error code (we install MPI_ERRORS_RETURN); turn it into a message. */
 void zl_mpi_check_at(int err, const char *call, const char *file, int line);
 #define mpiCheck(call) zl_mpi_check_at((call), #call, __FILE__, __LINE__)

@@ -39,6 +39,7 @@ static void sleep_ms(long ms) {
 }
 
 static void fire(double idle_s) {
+    zl_set_ending();
     char waiting[192] = "";
     if (g_describe) g_describe(waiting, sizeof waiting);
     int step = atomic_load(&g_step);
@@ -62,6 +63,7 @@ static void *watch(void *arg) {
         sleep_ms(100);
         char msg[256];
         if (++ticks % 10 == 0 && zl_backend_async_error(msg, sizeof msg)) {
+            zl_set_ending();
             fprintf(stderr, "%s: rank %d: communicator failed: %s; ending the job\n", g_prog, g_rank, msg);
             fflush(stderr);
             zl_backend_abort();

@@ -26,6 +26,10 @@ it=build/tests/test_integration
 [ -x build/gpu-tests/test_integration ] && it=build/gpu-tests/test_integration
 step "integration tests on build/cuda, N <= $maxw ($it)"
 ZL_BUILD=build/cuda ZL_REFERENCE_BUILD=build/cpu ZL_MPIEXEC="$MPIEXEC" ZL_MAX_WORLD=$maxw "$it" -j1 || fail=1
+loud=build/tests/test_loud
+[ -x build/gpu-tests/test_loud ] && loud=build/gpu-tests/test_loud
+step "failing loudly on build/cuda: outputs, preflight, watchdog (SIGSTOP), flags, --check ($loud)"
+ZL_BUILD=build/cuda ZL_MPIEXEC="$MPIEXEC" ZL_MAX_WORLD=$maxw "$loud" -j1 || fail=1
 
 step "compute-sanitizer"
 for prog in stage0_ddp stage1 stage2 stage3; do

@@ -15,6 +15,7 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include "../../common/util.h" /* zl_is_ending: the watchdog is ending the job */
 #include "backend.h"
 #include "cuda_check.h"
 #include "gpu_select.h"
@@ -27,6 +28,7 @@ static cudaStream_t as_stream(zl_stream s) { return (cudaStream_t)s; }
 static cudaEvent_t as_event(zl_event e) { return (cudaEvent_t)e; }
 
 void zl_cuda_fatal(const char *file, int line, const char *what, const char *detail) {
+    if (zl_is_ending()) zl_wait_for_the_end(); /* the watchdog aborted NCCL under us: it reports, exit 5 */
     int rank = -1, inited = 0;
     MPI_Initialized(&inited);
     if (inited) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
