@@ -27,7 +27,7 @@ MPI_INC = $(shell $(MPICC) -showme:compile 2>/dev/null || $(MPICC) -show 2>/dev/
 STAGES   := stage0_ddp stage1 stage2 stage3
 COMMON   := common/util.c common/alloc.c common/events.c common/partition.c common/formulas.c common/comm.c \
             common/args.c common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c \
-            common/scaler.c model/layout.c model/model.c model/mlp.c
+            common/scaler.c common/numerics.c model/layout.c model/model.c model/mlp.c
 CPU_SRC  := kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c \
             kernels/gpu_select.c
 HEADERS  := $(wildcard common/*.h model/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
@@ -108,6 +108,10 @@ build/tests/test_loud: tests/test_loud.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) tests/test_loud.c -lcriterion -lcjson -lm -o $@
 
+build/tests/test_mixed: tests/test_mixed.c tests/zl_test_util.h kernels/zl_math.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) tests/test_mixed.c -lcriterion -lcjson -lm -o $@
+
 # The integration tests (test_integration, test_loud) for a GPU machine that has no Criterion/cJSON: built here, with
 # their shared libraries next to them (found through an rpath of $ORIGIN/lib).
 build/gpu-tests/%: tests/%.c tests/zl_test_util.h
@@ -123,7 +127,7 @@ deps: deps-run
 
 test: deps
 	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) build/tests/test_integration build/tests/test_loud \
-		build/tests/test_zerocalc
+		build/tests/test_mixed build/tests/test_zerocalc
 	$(MAKE) test-unit test-asan test-zerocalc test-integration test-scripts test-words
 
 test-unit: build/tests/test_unit
@@ -140,9 +144,10 @@ test-asan: build/asan/test_unit $(ASAN_BINS)
 test-zerocalc: build/tests/test_zerocalc build/zerocalc
 	build/tests/test_zerocalc -j2
 
-test-integration: build/tests/test_integration build/tests/test_loud $(CPU_BINS)
+test-integration: build/tests/test_integration build/tests/test_loud build/tests/test_mixed $(CPU_BINS)
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" ZL_MAX_WORLD=9 build/tests/test_integration -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_loud -j1
+	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_mixed -j1
 
 # Shell scripts parse and pass shellcheck (if installed); the Slurm body runs in a pretend allocation.
 test-scripts: $(CPU_BINS)

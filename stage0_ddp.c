@@ -17,6 +17,7 @@
 #include "common/alloc.h"    /* zl_mem_alloc: every buffer, by category */
 #include "common/comm.h"     /* zl_allreduce, zl_reduce_scatter, zl_allgather: logged collectives */
 #include "common/events.h"   /* zl_events_create: one event per unit or slot */
+#include "common/numerics.h" /* zl_numerics: loss scale, overflow verdict, clipping, Adam's step */
 #include "common/preflight.h" /* zl_preflight: does the run fit? (before any allocation) */
 #include "common/report.h"   /* zl_report: measured beside formulas, at the end */
 #include "common/runtime.h"  /* zl_runtime_start: MPI, flags, backend; the param digest */
@@ -39,6 +40,9 @@ typedef struct {
     float *master, *adam_m, *adam_v;
 
     zl_half *staging; /* host, one unit: for param_hash */
+    double *stats;    /* 2 fp64: Σg² and the non-finite count of the gradient this rank owns */
+    zl_numerics num;  /* loss scale, clip factor, Adam's step, the per-step record */
+    zl_dtype half;    /* the 16-bit format of params, grads and activations (--dtype) */
 
     zl_stream compute, comm;
     zl_event *grads_ready; /* one per unit: its gradients are final */
@@ -60,6 +64,7 @@ static void allocate(Trainer *t) {
     t->adam_m = zl_mem_alloc(ZL_MEM_ADAM_M, 4 * psi_pad, "Adam m");
     t->adam_v = zl_mem_alloc(ZL_MEM_ADAM_V, 4 * psi_pad, "Adam v");
     t->model = zl_model_create(t->shape); /* activations, scratch, kernel workspace */
+    t->stats = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * sizeof(double), "gradient statistics");
     t->staging = zl_mem_alloc(ZL_MEM_HOST_STAGING, 2 * t->part.max_unit, "host staging for param_hash");
 }
 
@@ -83,27 +88,38 @@ static void forward(Trainer *t) {
 /* Backward from the last use to the first. The moment unit u's gradients are final,
  * the communication stream is told (event) and all-reduces them, overlapping with the
  * backward of the unit before it on the compute stream. */
-static void backward_and_allreduce(Trainer *t) {
+static void backward_and_allreduce(Trainer *t, int step) {
     for (int k = t->n_uses - 1; k >= 0; k--) {
         int u = unit_of_use(t, k);
         zl_model_backward(t->model, k, unit(t, t->params, u), unit(t, t->grads, u), t->compute);
         if (!zl_model_grads_final(t->shape, k)) continue; /* a tied unit: more of its gradient to come */
+        if (u == 0 && zl_numerics_inject_now(&t->num, step)) /* --inject-overflow: into rank 0's slice */
+            zl_inject_inf(unit(t, t->grads, u), t->compute);
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
         /* The whole padded unit: padding is zero on every rank, so the sum keeps it zero. */
-        zl_allreduce(unit(t, t->grads, u), t->part.n_pad[u], ZL_F16, ZL_P_GRAD_SYNC, u, t->comm);
+        zl_allreduce(unit(t, t->grads, u), t->part.n_pad[u], t->half, ZL_P_GRAD_SYNC, u, t->comm);
     }
     zl_event_record(t->comm_done, t->comm);
 }
 
 /* Every rank runs the same Adam over the same summed gradient: 1/(loss_scale·N) turns
  * the sum of N scaled per-rank gradients into the unscaled mean. */
-static void optimizer_step(Trainer *t, int step) {
+static void optimizer_step(Trainer *t) {
     const zl_config *c = &t->rt.cfg;
     zl_adam_hparams hp = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay};
     zl_stream_wait_event(t->compute, t->comm_done);
     zl_adam_update(t->master, t->adam_m, t->adam_v, t->params, t->grads, t->part.psi_pad,
-                   1.0f / (c->loss_scale * (float)t->rt.world), step, hp, t->compute);
+                   t->num.grad_mult, t->num.adam_step, hp, t->compute);
+}
+
+/* Did the step overflow, and how large is the gradient? After the all-reduce every rank
+ * holds the same summed gradient, so each rank answers alone — nothing to agree on. (From
+ * ZeRO-1 on each rank holds a slice and the answers must be all-reduced: stage1.c.) */
+static zl_step_verdict check_gradients(Trainer *t, int step, const float *loss) {
+    zl_grad_stats_zero(t->stats, t->comm);
+    zl_grad_stats(t->grads, t->part.psi_pad, t->stats, t->comm); /* padding is zero */
+    return zl_numerics_decide(&t->num, step, t->stats, loss, t->comm);
 }
 
 /* One training step; returns the mean loss over all N·B rows. */
@@ -114,17 +130,16 @@ static float train_step(Trainer *t, int step) {
     zl_comm_step_begin();
     zl_model_load_batch(t->model, c->seed, row0, t->compute);
     forward(t);
-    float *loss = zl_model_loss(t->model, c->loss_scale, t->compute); /* and dL/d(output), for backward */
+    float *loss = zl_model_loss(t->model, zl_numerics_scale(&t->num), t->compute); /* and dL/d(output), for backward */
     zl_event_record(t->loss_ready, t->compute);
     zl_stream_wait_event(t->comm, t->loss_ready);
     zl_allreduce(loss, 1, ZL_F32, ZL_P_CONTROL, -1, t->comm); /* sum of per-rank means */
-    backward_and_allreduce(t);
-    optimizer_step(t, step);
-    float loss_sum;
+    backward_and_allreduce(t, step);
+    if (check_gradients(t, step, loss) == ZL_STEP_APPLY) optimizer_step(t); /* else: skipped, or diverged */
     zl_stream_sync(t->comm);
-    zl_memcpy_d2h(&loss_sum, loss, sizeof loss_sum, t->compute); /* also waits for Adam */
-    zl_comm_step_end(step > 1 || c->steps == 1);                  /* step 1 is warm-up for timing */
-    return loss_sum / (float)t->rt.world;
+    zl_stream_sync(t->compute);
+    zl_comm_step_end(step > 1 || c->steps == 1); /* step 1 is warm-up for timing */
+    return t->num.loss;
 }
 
 static uint64_t param_hash(Trainer *t) {
@@ -142,6 +157,7 @@ int main(int argc, char **argv) {
     zl_runtime_start(&t.rt, STAGE, argc, argv); /* exits on bad flags, before any allocation */
     const zl_config *c = &t.rt.cfg;
     t.shape = zl_model_shape_of(c);
+    t.half = c->dtype;
     if (zl_model_partition(&t.part, t.shape, t.rt.world)) zl_fatal("model too large: byte counts overflow");
     t.n_units = t.part.n_units, t.n_uses = zl_model_n_uses(t.shape);
 
@@ -150,8 +166,8 @@ int main(int argc, char **argv) {
     t.grads_ready = zl_events_create(t.n_units);
     t.loss_ready = zl_event_create();
     t.comm_done = zl_event_create();
-    int grad_syncs = t.n_units, loss_syncs = 1;
-    zl_comm_init(t.rt.world, grad_syncs + loss_syncs); /* collectives per step */
+    int grad_syncs = t.n_units, control_syncs = 1; /* the loss */
+    zl_comm_init(t.rt.world, grad_syncs + control_syncs); /* collectives per step */
 
     /* every buffer before step 1, then training with allocation frozen */
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
@@ -167,25 +183,29 @@ int main(int argc, char **argv) {
     float *losses = malloc((size_t)c->steps * sizeof(float));
     if (!losses) zl_fatal("out of host memory");
     double timed_ms = 0;
+    zl_numerics_init(&t.num, &t.rt);
     zl_mem_freeze(); /* from here to the end of training, no allocation */
-    for (int step = 1; step <= c->steps; step++) {
+    for (int step = 1; step <= c->steps && !t.num.diverged; step++) { /* every rank stops at the same step */
         double t0 = zl_wall_seconds();
         losses[step - 1] = train_step(&t, step);
         double ms = (zl_wall_seconds() - t0) * 1e3;
         if (step > 1 || c->steps == 1) timed_ms += ms;
-        zl_report_step(&t.rt, step, c->steps, losses[step - 1], ms);
+        zl_report_step(&t.rt, step, c->steps, losses[step - 1], t.num.scales[step - 1], t.num.norms[step - 1],
+                       t.num.n_skipped && t.num.skipped[t.num.n_skipped - 1] == step, ms);
     }
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
 
     /* the report: measured beside the formulas (a collective: every rank takes part) */
     rep.losses = losses;
-    rep.ms_per_step = timed_ms / (c->steps > 1 ? c->steps - 1 : 1);
+    zl_numerics_report(&t.num, &rep); /* dtype, status, scales, norms, skipped steps */
+    rep.ms_per_step = timed_ms / (rep.steps > 1 ? rep.steps - 1 : 1);
     rep.param_hash = param_hash(&t);
     int status = zl_report_final(&rep); /* 0, or 1 (an output was lost), 4 (--check) */
 
     /* tear down */
     free(losses);
+    zl_numerics_free(&t.num);
     zl_model_free(t.model);
     zl_mem_free_all();
     zl_comm_finalize();

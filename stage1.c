@@ -24,6 +24,7 @@
 #include "common/alloc.h"    /* zl_mem_alloc: every buffer, by category */
 #include "common/comm.h"     /* zl_allreduce, zl_reduce_scatter, zl_allgather: logged collectives */
 #include "common/events.h"   /* zl_events_create: one event per unit or slot */
+#include "common/numerics.h" /* zl_numerics: loss scale, overflow verdict, clipping, Adam's step */
 #include "common/preflight.h" /* zl_preflight: does the run fit? (before any allocation) */
 #include "common/report.h"   /* zl_report: measured beside formulas, at the end */
 #include "common/runtime.h"  /* zl_runtime_start: MPI, flags, backend; the param digest */
@@ -47,6 +48,9 @@ typedef struct {
     float *master, *adam_m, *adam_v;
 
     zl_half *staging; /* host, one unit: for param_hash */
+    double *stats;    /* 2 fp64: Σg² and the non-finite count of the gradient this rank owns */
+    zl_numerics num;  /* loss scale, clip factor, Adam's step, the per-step record */
+    zl_dtype half;    /* the 16-bit format of params, grads and activations (--dtype) */
 
     zl_stream compute, comm;
     zl_event *grads_ready;  /* one per unit: its gradients are final */
@@ -75,6 +79,7 @@ static void allocate(Trainer *t) {
     t->adam_m = zl_mem_alloc(ZL_MEM_ADAM_M, 4 * shard, "Adam m (this rank's slices)");
     t->adam_v = zl_mem_alloc(ZL_MEM_ADAM_V, 4 * shard, "Adam v (this rank's slices)");
     t->model = zl_model_create(t->shape); /* activations, scratch, kernel workspace */
+    t->stats = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * sizeof(double), "gradient statistics");
     t->staging = zl_mem_alloc(ZL_MEM_HOST_STAGING, 2 * t->part.max_unit, "host staging for param_hash");
 }
 
@@ -107,17 +112,19 @@ static void forward(Trainer *t) {
  * communication stream reduce-scatters them in place: this rank's slice of the sum over
  * ranks lands in its own place of the full gradient buffer (the rest of the unit's buffer
  * is left stale; nobody reads it). Overlaps the backward of the unit before it. */
-static void backward_and_reduce_scatter(Trainer *t) {
+static void backward_and_reduce_scatter(Trainer *t, int step) {
     for (int k = t->n_uses - 1; k >= 0; k--) {
         int u = unit_of_use(t, k);
         zl_model_backward(t->model, k, unit(t, t->params, u), unit(t, t->grads, u), t->compute);
         if (!zl_model_grads_final(t->shape, k)) continue; /* a tied unit: more of its gradient to come */
+        if (u == 0 && zl_numerics_inject_now(&t->num, step)) /* --inject-overflow: into rank 0's slice */
+            zl_inject_inf(unit(t, t->grads, u), t->compute);
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
         if (t->rt.cfg.grad_sync_allreduce) /* the from-scratch post's variant: the full sum; we use 1/N */
-            zl_allreduce(unit(t, t->grads, u), t->part.n_pad[u], ZL_F16, ZL_P_GRAD_SYNC, u, t->comm);
+            zl_allreduce(unit(t, t->grads, u), t->part.n_pad[u], t->half, ZL_P_GRAD_SYNC, u, t->comm);
         else
-            zl_reduce_scatter(unit(t, t->grads, u), my_slice(t, t->grads, u), t->part.slice_len[u], ZL_F16,
+            zl_reduce_scatter(unit(t, t->grads, u), my_slice(t, t->grads, u), t->part.slice_len[u], t->half,
                               ZL_P_GRAD_SYNC, u, t->comm);
         zl_event_record(t->grads_synced[u], t->comm);
     }
@@ -126,22 +133,33 @@ static void backward_and_reduce_scatter(Trainer *t) {
 /* Each rank updates only its slice of each unit — 1/N of DDP's optimizer work and state —
  * and writes the new fp16 values into that slice of the full param buffer. Then the unit
  * is all-gathered in place, so every rank holds every new fp16 param again; the gather of
- * unit u overlaps the update of unit u+1. 1/(loss_scale·N): unscale, and sum -> mean. */
-static void optimizer_step_and_allgather(Trainer *t, int step) {
+ * unit u overlaps the update of unit u+1. grad_mult = 1/(loss_scale·N) (unscale, and sum -> mean), times the clip factor. */
+static void optimizer_step_and_allgather(Trainer *t) {
     const zl_config *c = &t->rt.cfg;
     zl_adam_hparams hp = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay};
     for (int u = 0; u < t->n_units; u++) {
         size_t off = t->part.slice_off[u];
         zl_stream_wait_event(t->compute, t->grads_synced[u]);
         zl_adam_update(t->master + off, t->adam_m + off, t->adam_v + off, my_slice(t, t->params, u),
-                       my_slice(t, t->grads, u), t->part.slice_len[u], 1.0f / (c->loss_scale * (float)t->rt.world),
-                       step, hp, t->compute);
+                       my_slice(t, t->grads, u), t->part.slice_len[u], t->num.grad_mult,
+                       t->num.adam_step, hp, t->compute);
         zl_event_record(t->slice_updated[u], t->compute);
         zl_stream_wait_event(t->comm, t->slice_updated[u]);
-        zl_allgather(my_slice(t, t->params, u), unit(t, t->params, u), t->part.slice_len[u], ZL_F16,
+        zl_allgather(my_slice(t, t->params, u), unit(t, t->params, u), t->part.slice_len[u], t->half,
                      ZL_P_GATHER_STEP, u, t->comm);
         zl_event_record(t->params_gathered[u], t->comm);
     }
+}
+
+/* Did the step overflow, and how large is the gradient? Each rank holds only its slices of
+ * the summed gradient, so neither question has a local answer: every rank measures what it
+ * owns (Σg², non-finite count), one 16-byte all-reduce adds the answers up, and every rank
+ * then takes the same decision — skip, clip or apply — from the same numbers. */
+static zl_step_verdict check_gradients(Trainer *t, int step, const float *loss) {
+    zl_grad_stats_zero(t->stats, t->comm);
+    for (int u = 0; u < t->n_units; u++) zl_grad_stats(my_slice(t, t->grads, u), t->part.slice_len[u], t->stats, t->comm);
+    if (t->num.consensus) zl_allreduce(t->stats, 2, ZL_F64, ZL_P_CONTROL, -1, t->comm);
+    return zl_numerics_decide(&t->num, step, t->stats, loss, t->comm);
 }
 
 /* One training step; returns the mean loss over all N·B rows. */
@@ -152,17 +170,16 @@ static float train_step(Trainer *t, int step) {
     zl_comm_step_begin();
     zl_model_load_batch(t->model, c->seed, row0, t->compute);
     forward(t);
-    float *loss = zl_model_loss(t->model, c->loss_scale, t->compute); /* and dL/d(output), for backward */
+    float *loss = zl_model_loss(t->model, zl_numerics_scale(&t->num), t->compute); /* and dL/d(output), for backward */
     zl_event_record(t->loss_ready, t->compute);
     zl_stream_wait_event(t->comm, t->loss_ready);
     zl_allreduce(loss, 1, ZL_F32, ZL_P_CONTROL, -1, t->comm); /* sum of per-rank means */
-    backward_and_reduce_scatter(t);
-    optimizer_step_and_allgather(t, step);
-    float loss_sum;
+    backward_and_reduce_scatter(t, step);
+    if (check_gradients(t, step, loss) == ZL_STEP_APPLY) optimizer_step_and_allgather(t); /* else: skipped, or diverged */
     zl_stream_sync(t->comm);
-    zl_memcpy_d2h(&loss_sum, loss, sizeof loss_sum, t->compute); /* also waits for Adam */
-    zl_comm_step_end(step > 1 || c->steps == 1);                  /* step 1 is warm-up for timing */
-    return loss_sum / (float)t->rt.world;
+    zl_stream_sync(t->compute);
+    zl_comm_step_end(step > 1 || c->steps == 1); /* step 1 is warm-up for timing */
+    return t->num.loss;
 }
 
 static uint64_t param_hash(Trainer *t) {
@@ -180,6 +197,7 @@ int main(int argc, char **argv) {
     zl_runtime_start(&t.rt, STAGE, argc, argv); /* exits on bad flags, before any allocation */
     const zl_config *c = &t.rt.cfg;
     t.shape = zl_model_shape_of(c);
+    t.half = c->dtype;
     if (zl_model_partition(&t.part, t.shape, t.rt.world)) zl_fatal("model too large: byte counts overflow");
     t.n_units = t.part.n_units, t.n_uses = zl_model_n_uses(t.shape);
 
@@ -190,8 +208,8 @@ int main(int argc, char **argv) {
     t.slice_updated = zl_events_create(t.n_units);
     t.params_gathered = zl_events_create(t.n_units);
     t.loss_ready = zl_event_create();
-    int grad_syncs = t.n_units, param_gathers = t.n_units, loss_syncs = 1;
-    zl_comm_init(t.rt.world, grad_syncs + param_gathers + loss_syncs); /* collectives per step */
+    int grad_syncs = t.n_units, param_gathers = t.n_units, control_syncs = 2;
+    zl_comm_init(t.rt.world, grad_syncs + param_gathers + control_syncs); /* control: loss, gradient stats */
 
     /* every buffer before step 1, then training with allocation frozen */
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
@@ -208,13 +226,15 @@ int main(int argc, char **argv) {
     float *losses = malloc((size_t)c->steps * sizeof(float));
     if (!losses) zl_fatal("out of host memory");
     double timed_ms = 0;
+    zl_numerics_init(&t.num, &t.rt);
     zl_mem_freeze(); /* from here to the end of training, no allocation */
-    for (int step = 1; step <= c->steps; step++) {
+    for (int step = 1; step <= c->steps && !t.num.diverged; step++) { /* every rank stops at the same step */
         double t0 = zl_wall_seconds();
         losses[step - 1] = train_step(&t, step);
         double ms = (zl_wall_seconds() - t0) * 1e3;
         if (step > 1 || c->steps == 1) timed_ms += ms;
-        zl_report_step(&t.rt, step, c->steps, losses[step - 1], ms);
+        zl_report_step(&t.rt, step, c->steps, losses[step - 1], t.num.scales[step - 1], t.num.norms[step - 1],
+                       t.num.n_skipped && t.num.skipped[t.num.n_skipped - 1] == step, ms);
     }
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
@@ -223,12 +243,14 @@ int main(int argc, char **argv) {
     rep.variant = c->grad_sync_allreduce ? "all-reduce + all-gather (the PyTorch from-scratch post; 1.5x DDP traffic)"
                                          : "reduce-scatter + all-gather (in place; DDP traffic)";
     rep.losses = losses;
-    rep.ms_per_step = timed_ms / (c->steps > 1 ? c->steps - 1 : 1);
+    zl_numerics_report(&t.num, &rep); /* dtype, status, scales, norms, skipped steps */
+    rep.ms_per_step = timed_ms / (rep.steps > 1 ? rep.steps - 1 : 1);
     rep.param_hash = param_hash(&t);
     int status = zl_report_final(&rep); /* 0, or 1 (an output was lost), 4 (--check) */
 
     /* tear down */
     free(losses);
+    zl_numerics_free(&t.num);
     zl_model_free(t.model);
     zl_mem_free_all();
     zl_comm_finalize();

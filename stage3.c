@@ -21,6 +21,7 @@
 #include "common/alloc.h"    /* zl_mem_alloc: every buffer, by category */
 #include "common/comm.h"     /* zl_allreduce, zl_reduce_scatter, zl_allgather: logged collectives */
 #include "common/events.h"   /* zl_events_create: one event per unit or slot */
+#include "common/numerics.h" /* zl_numerics: loss scale, overflow verdict, clipping, Adam's step */
 #include "common/preflight.h" /* zl_preflight: does the run fit? (before any allocation) */
 #include "common/report.h"   /* zl_report: measured beside formulas, at the end */
 #include "common/runtime.h"  /* zl_runtime_start: MPI, flags, backend; the param digest */
@@ -46,6 +47,9 @@ typedef struct {
     zl_half **gather;   /* n_slots buffers of one full padded unit of fp16 params each */
 
     zl_half *staging; /* host, one unit: for param_hash */
+    double *stats;    /* 2 fp64: Σg² and the non-finite count of the gradient this rank owns */
+    zl_numerics num;  /* loss scale, clip factor, Adam's step, the per-step record */
+    zl_dtype half;    /* the 16-bit format of params, grads and activations (--dtype) */
 
     zl_stream compute, comm;
     zl_event *grads_ready;  /* one per unit: its gradients are final */
@@ -77,6 +81,7 @@ static void allocate(Trainer *t) {
     for (int k = 0; k < t->n_slots; k++) /* likewise constant: (1 + prefetch) units */
         t->gather[k] = zl_mem_alloc(ZL_MEM_PARAM_GATHER, 2 * t->part.max_unit_pad, "parameter gather buffer");
     t->model = zl_model_create(t->shape); /* activations, scratch, kernel workspace */
+    t->stats = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * sizeof(double), "gradient statistics");
     t->staging = zl_mem_alloc(ZL_MEM_HOST_STAGING, 2 * t->part.max_unit, "host staging for param_hash");
 }
 
@@ -114,7 +119,7 @@ static void gather_for_visit(Trainer *t, int v) {
     if (v >= n_visits(t)) return;
     int u = unit_of_use(t, use_of_visit(t, v)), slot = slot_of_visit(t, v);
     zl_stream_wait_event(t->comm, t->slot_free[slot]);
-    zl_allgather(my_params(t, u), t->gather[slot], t->part.slice_len[u], ZL_F16,
+    zl_allgather(my_params(t, u), t->gather[slot], t->part.slice_len[u], t->half,
                  v < t->n_uses ? ZL_P_GATHER_FWD : ZL_P_GATHER_BWD, u, t->comm);
     zl_event_record(t->gathered[slot], t->comm);
 }
@@ -144,34 +149,47 @@ static void forward(Trainer *t) {
  * alternating buckets, release the parameters, and, once unit u's gradients are final,
  * reduce-scatter the bucket into this rank's gradient shard while backward goes on with
  * the unit before it (as in stage 2). */
-static void backward_and_reduce_scatter(Trainer *t) {
+static void backward_and_reduce_scatter(Trainer *t, int step) {
     for (int k = t->n_uses - 1; k >= 0; k--) {
         int u = unit_of_use(t, k), b = u % 2, v = n_visits(t) - 1 - k;
         zl_stream_wait_event(t->compute, t->bucket_free[b]);
         zl_model_backward(t->model, k, acquire(t, v), t->bucket[b], t->compute);
         release(t, v);
         if (!zl_model_grads_final(t->shape, k)) continue; /* a tied unit: more of its gradient to come */
+        if (u == 0 && zl_numerics_inject_now(&t->num, step)) /* --inject-overflow: into rank 0's slice */
+            zl_inject_inf(t->bucket[b], t->compute);
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
-        zl_reduce_scatter(t->bucket[b], my_grads(t, u), t->part.slice_len[u], ZL_F16, ZL_P_GRAD_SYNC, u, t->comm);
+        zl_reduce_scatter(t->bucket[b], my_grads(t, u), t->part.slice_len[u], t->half, ZL_P_GRAD_SYNC, u, t->comm);
         zl_event_record(t->grads_synced[u], t->comm);
         zl_event_record(t->bucket_free[b], t->comm);
     }
 }
 
 /* Each rank updates only its slice of each unit and writes the new fp16 values straight
- * into its parameter shard: the next step's gathers fetch them. 1/(loss_scale·N):
- * unscale, and sum -> mean. */
-static void optimizer_step(Trainer *t, int step) {
+ * into its parameter shard: the next step's gathers fetch them. grad_mult = 1/(loss_scale·N)
+ * (unscale, and sum -> mean), times the clip factor. */
+static void optimizer_step(Trainer *t) {
     const zl_config *c = &t->rt.cfg;
     zl_adam_hparams hp = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay};
     for (int u = 0; u < t->n_units; u++) {
         size_t off = t->part.slice_off[u];
         zl_stream_wait_event(t->compute, t->grads_synced[u]);
         zl_adam_update(t->master + off, t->adam_m + off, t->adam_v + off, my_params(t, u), my_grads(t, u),
-                       t->part.slice_len[u], 1.0f / (c->loss_scale * (float)t->rt.world), step, hp, t->compute);
+                       t->part.slice_len[u], t->num.grad_mult, t->num.adam_step, hp, t->compute);
     }
     zl_event_record(t->adam_done, t->compute);
+}
+
+/* Did the step overflow, and how large is the gradient? Each rank holds only its slices of
+ * the summed gradient, so neither question has a local answer: every rank measures what it
+ * owns (Σg², non-finite count), one 16-byte all-reduce adds the answers up, and every rank
+ * then takes the same decision — skip, clip or apply — from the same numbers. */
+static zl_step_verdict check_gradients(Trainer *t, int step, const float *loss) {
+    zl_grad_stats_zero(t->stats, t->comm);
+    for (int u = 0; u < t->n_units; u++) zl_grad_stats(my_grads(t, u), t->part.slice_len[u], t->stats, t->comm);
+    if (t->num.consensus) zl_allreduce(t->stats, 2, ZL_F64, ZL_P_CONTROL, -1, t->comm);
+    return zl_numerics_decide(&t->num, step, t->stats, loss, t->comm);
 }
 
 /* One training step; returns the mean loss over all N·B rows. */
@@ -184,17 +202,16 @@ static float train_step(Trainer *t, int step) {
     for (int v = 0; v < t->n_slots; v++) gather_for_visit(t, v);
     zl_model_load_batch(t->model, c->seed, row0, t->compute);
     forward(t);
-    float *loss = zl_model_loss(t->model, c->loss_scale, t->compute); /* and dL/d(output), for backward */
+    float *loss = zl_model_loss(t->model, zl_numerics_scale(&t->num), t->compute); /* and dL/d(output), for backward */
     zl_event_record(t->loss_ready, t->compute);
     zl_stream_wait_event(t->comm, t->loss_ready);
     zl_allreduce(loss, 1, ZL_F32, ZL_P_CONTROL, -1, t->comm); /* sum of per-rank means */
-    backward_and_reduce_scatter(t);
-    optimizer_step(t, step);
-    float loss_sum;
+    backward_and_reduce_scatter(t, step);
+    if (check_gradients(t, step, loss) == ZL_STEP_APPLY) optimizer_step(t); /* else: skipped, or diverged */
     zl_stream_sync(t->comm);
-    zl_memcpy_d2h(&loss_sum, loss, sizeof loss_sum, t->compute); /* also waits for Adam */
-    zl_comm_step_end(step > 1 || c->steps == 1);                  /* step 1 is warm-up for timing */
-    return loss_sum / (float)t->rt.world;
+    zl_stream_sync(t->compute);
+    zl_comm_step_end(step > 1 || c->steps == 1); /* step 1 is warm-up for timing */
+    return t->num.loss;
 }
 
 /* The full parameters exist nowhere: gather each unit once more (reported apart from
@@ -205,7 +222,7 @@ static uint64_t param_hash(Trainer *t) {
     zl_comm_step_begin();
     zl_stream_wait_event(t->comm, t->adam_done);
     for (int u = 0; u < t->n_units; u++) {
-        zl_allgather(my_params(t, u), t->gather[0], t->part.slice_len[u], ZL_F16, ZL_P_GATHER_FINAL, u, t->comm);
+        zl_allgather(my_params(t, u), t->gather[0], t->part.slice_len[u], t->half, ZL_P_GATHER_FINAL, u, t->comm);
         zl_stream_sync(t->comm);
         zl_digest_unit(&d, t->gather[0], t->part.n[u], t->staging, t->comm);
     }
@@ -220,6 +237,7 @@ int main(int argc, char **argv) {
     zl_runtime_start(&t.rt, STAGE, argc, argv); /* exits on bad flags, before any allocation */
     const zl_config *c = &t.rt.cfg;
     t.shape = zl_model_shape_of(c);
+    t.half = c->dtype;
     if (zl_model_partition(&t.part, t.shape, t.rt.world)) zl_fatal("model too large: byte counts overflow");
     t.n_units = t.part.n_units, t.n_uses = zl_model_n_uses(t.shape);
 
@@ -235,8 +253,8 @@ int main(int argc, char **argv) {
     for (int b = 0; b < 2; b++) t.bucket_free[b] = zl_event_create();
     t.adam_done = zl_event_create();
     t.loss_ready = zl_event_create();
-    int grad_syncs = t.n_units, param_gathers = n_visits(&t), loss_syncs = 1;
-    zl_comm_init(t.rt.world, grad_syncs + param_gathers + loss_syncs); /* per step; param_hash's n_units fit too */
+    int grad_syncs = t.n_units, param_gathers = n_visits(&t), control_syncs = 2;
+    zl_comm_init(t.rt.world, grad_syncs + param_gathers + control_syncs); /* per step; param_hash's n_units fit too */
 
     /* every buffer before step 1, then training with allocation frozen */
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
@@ -252,13 +270,15 @@ int main(int argc, char **argv) {
     float *losses = malloc((size_t)c->steps * sizeof(float));
     if (!losses) zl_fatal("out of host memory");
     double timed_ms = 0;
+    zl_numerics_init(&t.num, &t.rt);
     zl_mem_freeze(); /* from here to the end of training, no allocation */
-    for (int step = 1; step <= c->steps; step++) {
+    for (int step = 1; step <= c->steps && !t.num.diverged; step++) { /* every rank stops at the same step */
         double t0 = zl_wall_seconds();
         losses[step - 1] = train_step(&t, step);
         double ms = (zl_wall_seconds() - t0) * 1e3;
         if (step > 1 || c->steps == 1) timed_ms += ms;
-        zl_report_step(&t.rt, step, c->steps, losses[step - 1], ms);
+        zl_report_step(&t.rt, step, c->steps, losses[step - 1], t.num.scales[step - 1], t.num.norms[step - 1],
+                       t.num.n_skipped && t.num.skipped[t.num.n_skipped - 1] == step, ms);
     }
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
@@ -268,12 +288,14 @@ int main(int argc, char **argv) {
     snprintf(variant, sizeof variant, "gather per unit, prefetch %d (%d gather buffers)", c->prefetch, t.n_slots);
     rep.variant = variant;
     rep.losses = losses;
-    rep.ms_per_step = timed_ms / (c->steps > 1 ? c->steps - 1 : 1);
+    zl_numerics_report(&t.num, &rep); /* dtype, status, scales, norms, skipped steps */
+    rep.ms_per_step = timed_ms / (rep.steps > 1 ? rep.steps - 1 : 1);
     rep.param_hash = param_hash(&t);
     int status = zl_report_final(&rep); /* 0, or 1 (an output was lost), 4 (--check) */
 
     /* tear down */
     free(losses);
+    zl_numerics_free(&t.num);
     zl_model_free(t.model);
     zl_mem_free_all();
     zl_comm_finalize();

@@ -82,13 +82,31 @@ static int parse_float(const char *flag, const char *s, double lo, int lo_open, 
                 hi_open ? ')' : ']', s);
 }
 
+/* "3,7,8": step numbers (checked against --steps once it is known). */
+static int parse_steps(const char *flag, const char *s, zl_config *c, char *err, int len) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    c->n_inject = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (c->n_inject == (int)(sizeof c->inject_steps / sizeof c->inject_steps[0]))
+            return fail(err, len, "%s: at most %d steps", flag, c->n_inject);
+        if (parse_int(flag, tok, 1, 1000000, &c->inject_steps[c->n_inject++], err, len))
+            return fail(err, len, "%s: expected step numbers separated by commas (e.g. 3,7), got '%s'", flag, s);
+    }
+    if (!c->n_inject) return fail(err, len, "%s: expected step numbers separated by commas (e.g. 3,7)", flag);
+    return ZL_ARGS_OK;
+}
+
 static void set_defaults(zl_config *c, int stage) {
     memset(c, 0, sizeof *c);
     c->stage = stage;
     c->layers = presets[0].layers, c->dim = presets[0].dim, c->batch = presets[0].batch, c->steps = presets[0].steps;
     strcpy(c->preset, "tiny");
     c->seed = 1234;
-    c->loss_scale = 1024.0f;
+    c->loss_scale = -1.0f; /* by dtype, once known: dynamic from 65536 (fp16), static 1 (bf16) */
+    c->loss_scale_dynamic = -1;
+    c->loss_scale_window = 1000;
+    c->dtype = ZL_F16;
     c->lr = -1.0f, c->beta1 = 0.9f, c->beta2 = 0.999f, c->eps = 1e-8f, c->weight_decay = 0.0f;
     c->prefetch = -1; /* min(1, L-1) once L is known */
     c->timeout_s = 300;
@@ -151,7 +169,9 @@ static const char *flag_name(const char *arg, char *name, size_t cap, const char
 
 static const char *const valued_flags[] = {"--layers", "--dim", "--batch", "--steps", "--seed", "--loss-scale",
                                            "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--json",
-                                           "--dump-params", "--preset", "--prefetch", "--grad-sync", "--timeout"};
+                                           "--dump-params", "--preset", "--prefetch", "--grad-sync", "--timeout",
+                                           "--loss-scale-init", "--loss-scale-window", "--clip-grad-norm", "--dtype",
+                                           "--inject-overflow"};
 static const char *const switch_flags[] = {"--quiet", "--no-preflight", "--check"};
 
 static int is_one_of(const char *f, const char *const *list, size_t n) {
@@ -174,7 +194,26 @@ static int apply_value(zl_config *c, const char *f, const char *v, char *err, in
     if (!strcmp(f, "--batch")) return parse_int(f, v, 1, 1 << 20, &c->batch, err, len);
     if (!strcmp(f, "--steps")) return parse_int(f, v, 1, 1000000, &c->steps, err, len);
     if (!strcmp(f, "--seed")) return parse_u64(f, v, &c->seed, err, len);
-    if (!strcmp(f, "--loss-scale")) return parse_float(f, v, 0, 1, 65536, 0, &c->loss_scale, err, len);
+    if (!strcmp(f, "--loss-scale")) {
+        if (!strcmp(v, "dynamic")) return c->loss_scale_dynamic = 1, ZL_ARGS_OK;
+        c->loss_scale_dynamic = 0;
+        if (parse_float(f, v, 0, 1, 65536, 0, &c->loss_scale, err, len) == ZL_ARGS_OK) return ZL_ARGS_OK;
+        if (strstr(err, "32-bit float")) return ZL_ARGS_ERROR; /* keep the narrowing explanation */
+        return fail(err, len, "--loss-scale: expected dynamic or a number in (0, 65536], got '%s'", v);
+    }
+    if (!strcmp(f, "--loss-scale-init")) {
+        if (c->loss_scale_dynamic < 0) c->loss_scale_dynamic = 1;
+        return parse_float(f, v, 1, 0, 16777216, 0, &c->loss_scale, err, len);
+    }
+    if (!strcmp(f, "--loss-scale-window")) return parse_int(f, v, 1, 100000000, &c->loss_scale_window, err, len);
+    if (!strcmp(f, "--clip-grad-norm")) return parse_float(f, v, 0, 1, 1e9, 0, &c->clip_grad_norm, err, len);
+    if (!strcmp(f, "--dtype")) {
+        if (!strcmp(v, "fp16")) c->dtype = ZL_F16;
+        else if (!strcmp(v, "bf16")) c->dtype = ZL_BF16;
+        else return fail(err, len, "--dtype: expected fp16 or bf16, got '%s'", v);
+        return ZL_ARGS_OK;
+    }
+    if (!strcmp(f, "--inject-overflow")) return parse_steps(f, v, c, err, len);
     if (!strcmp(f, "--lr")) return parse_float(f, v, 0, 1, 10, 0, &c->lr, err, len);
     if (!strcmp(f, "--beta1")) return parse_float(f, v, 0, 0, 1, 1, &c->beta1, err, len);
     if (!strcmp(f, "--beta2")) return parse_float(f, v, 0, 0, 1, 1, &c->beta2, err, len);
@@ -203,6 +242,12 @@ static int finish_config(zl_config *c, int stage, char *err, int len) {
      * positive), so a layer's output moves by ~fan_in·lr·mean(a); at D = 4096 a fixed 1e-3
      * sends the lab-1b model to inf in one step. */
     if (c->lr < 0) c->lr = 1e-3f * (c->dim > 256 ? 256.0f / (float)c->dim : 1.0f);
+    /* fp16 needs a loss scale (small gradients underflow); bf16 has fp32's exponent range. */
+    if (c->loss_scale_dynamic < 0) c->loss_scale_dynamic = c->dtype == ZL_F16;
+    if (c->loss_scale < 0) c->loss_scale = c->loss_scale_dynamic ? 65536.0f : 1.0f;
+    for (int i = 0; i < c->n_inject; i++)
+        if (c->inject_steps[i] > c->steps)
+            return fail(err, len, "--inject-overflow: step %d is beyond --steps %d", c->inject_steps[i], c->steps);
     /* One unit gathered ahead, unless there is no later unit to gather. */
     if (c->prefetch < 0) c->prefetch = stage == 3 ? (c->layers > 1 ? 1 : 0) : 0;
     if (stage == 3 && c->prefetch > c->layers - 1 && c->prefetch > 0)
@@ -262,7 +307,14 @@ void zl_args_usage(const char *prog, int stage) {
            "  --batch B       rows per rank, 1..1048576 (global batch = N*B)\n"
            "  --steps S       training steps, 1..1000000\n"
            "  --seed X        init and data seed (results never depend on N)\n"
-           "  --loss-scale K  static loss scale (0, 65536], default 1024\n"
+           "  --dtype fp16|bf16   16-bit format of params, grads, activations (default fp16, the paper's)\n"
+           "  --loss-scale dynamic|K  dynamic loss scaling (default for fp16) or a static scale in (0, 65536]\n"
+           "                      (default for bf16: static 1)\n"
+           "  --loss-scale-init K    dynamic: the first scale, [1, 2^24] (default 65536)\n"
+           "  --loss-scale-window W  dynamic: clean steps before the scale doubles (default 1000)\n"
+           "  --clip-grad-norm C  clip the global L2 norm of the unscaled gradient to C (default off)\n"
+           "  --inject-overflow S1,S2  fault injection (tests, labs): at these steps rank N-1 writes +inf\n"
+           "                      into a gradient element owned by rank 0\n"
            "  --lr --beta1 --beta2 --eps --weight-decay   AdamW (1e-3*min(1, 256/D), 0.9, 0.999, 1e-8, 0)\n"
            "  --json PATH     write the full report as JSON (rank 0)\n"
            "  --dump-params PATH  write the final fp16 parameters, unpadded, raw (rank 0)\n"
@@ -282,7 +334,8 @@ uint64_t zl_args_hash(const zl_config *c) {
     uint64_t h = ZL_FNV_OFFSET;
 #define H(field) h = zl_fnv1a(h, &c->field, sizeof c->field)
     H(stage), H(layers), H(dim), H(batch), H(steps), H(seed), H(loss_scale), H(lr), H(beta1), H(beta2), H(eps),
-        H(weight_decay), H(prefetch), H(grad_sync_allreduce), H(timeout_s), H(no_preflight), H(check);
+        H(weight_decay), H(prefetch), H(grad_sync_allreduce), H(timeout_s), H(no_preflight), H(check),
+        H(loss_scale_dynamic), H(loss_scale_window), H(clip_grad_norm), H(dtype), H(n_inject), H(inject_steps);
 #undef H
     h = zl_fnv1a(h, c->json_path, strlen(c->json_path));
     h = zl_fnv1a(h, c->dump_path, strlen(c->dump_path));

@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "../kernels/backend.h" /* zl_dtype */
+
 #define ZL_PATH_MAX 1024
 
 /* Exit codes of the four programs (README, --help). */
@@ -25,7 +27,14 @@ typedef struct {
     int stage; /* which program is parsing: 0..3 */
     int layers, dim, batch, steps;
     uint64_t seed;
-    float loss_scale, lr, beta1, beta2, eps, weight_decay;
+    float loss_scale; /* static scale, or the dynamic scaler's initial one (--loss-scale-init) */
+    int loss_scale_dynamic; /* 1: dynamic loss scaling (default for fp16); -1 until parsed */
+    int loss_scale_window;  /* clean steps before a dynamic scale doubles */
+    float clip_grad_norm;   /* 0: off */
+    zl_dtype dtype;         /* ZL_F16 (default, the paper's) or ZL_BF16 */
+    int n_inject;           /* --inject-overflow: steps at which rank N-1 writes +inf into a gradient */
+    int inject_steps[32];
+    float lr, beta1, beta2, eps, weight_decay;
     int prefetch;            /* stage 3; -1 until parsed: default min(1, L-1) */
     int grad_sync_allreduce; /* stage 1 */
     int quiet;

@@ -19,7 +19,7 @@ void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem
     b[ZL_MEM_GRAD_BUCKET] = c->stage >= 2 ? 2 * 2 * p->max_unit_pad : 0; /* two fp16 buckets */
     b[ZL_MEM_PARAM_GATHER] = c->stage == 3 ? (size_t)(1 + c->prefetch) * 2 * p->max_unit_pad : 0;
     b[ZL_MEM_ACTIVATIONS] = zl_model_activation_bytes(c->model);
-    b[ZL_MEM_SCRATCH] = zl_model_scratch_bytes(c->model);
+    b[ZL_MEM_SCRATCH] = zl_model_scratch_bytes(c->model) + 2 * sizeof(double); /* + the gradient statistics */
     b[ZL_MEM_WORKSPACE] = c->workspace_bytes;
     b[ZL_MEM_HOST_STAGING] = zl_formula_host_staging_bytes(p);
     for (int i = 0; i < ZL_MEM_N_MODEL_STATES; i++) out->model_states += b[i];
@@ -78,6 +78,8 @@ void zl_paper_digits(double v, char *buf, size_t n) {
 void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_formula *out) {
     *out = (zl_comm_formula){0};
     double N = p->world, fp16 = 2.0;
+    /* Stages 1-2 gather the params Adam changed; a step skipped on overflow changed none. */
+    double applied = c->steps > 0 ? (double)(c->steps - c->skipped_steps) / c->steps : 1.0;
     for (int u = 0; u < p->n_units; u++) {
         double ring = (N - 1) * (double)p->slice_len[u] * fp16; /* (N-1)/N · S */
         switch (c->stage) {
@@ -88,7 +90,7 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
         case 2:
             out->bytes[ZL_P_GRAD_SYNC] += (c->grad_sync_allreduce ? 2 : 1) * ring;
             out->calls[ZL_P_GRAD_SYNC] += 1;
-            out->bytes[ZL_P_GATHER_STEP] += ring, out->calls[ZL_P_GATHER_STEP] += 1;
+            out->bytes[ZL_P_GATHER_STEP] += applied * ring, out->calls[ZL_P_GATHER_STEP] += applied;
             break;
         default:
             out->bytes[ZL_P_GATHER_FWD] += ring, out->calls[ZL_P_GATHER_FWD] += 1;
@@ -97,8 +99,11 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
             out->bytes[ZL_P_GATHER_FINAL] += ring, out->calls[ZL_P_GATHER_FINAL] += 1; /* once, for the hash */
         }
     }
-    out->bytes[ZL_P_CONTROL] = 2 * (N - 1) / N * 4.0; /* one fp32 loss, all-reduced */
-    out->calls[ZL_P_CONTROL] = 1;
+    /* Control: the fp32 loss; from ZeRO-1 on also the gradient statistics (Σg², non-finite
+     * count: two fp64), since no rank holds the whole gradient. */
+    double control = 4.0 + (c->stage >= 1 ? 16.0 : 0.0);
+    out->bytes[ZL_P_CONTROL] = 2 * (N - 1) / N * control;
+    out->calls[ZL_P_CONTROL] = c->stage >= 1 ? 2 : 1;
     for (int i = 0; i < ZL_NPURPOSES; i++)
         if (zl_purpose_in_step_total((zl_purpose)i)) out->total += out->bytes[i];
 }

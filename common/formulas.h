@@ -22,6 +22,7 @@ typedef struct {
     int prefetch;         /* stage 3: units gathered ahead (gather buffers = 1 + prefetch) */
     int grad_sync_allreduce; /* stage 1 variant: all-reduce + all-gather (the PyTorch from-scratch post) */
     size_t workspace_bytes; /* what the backend's kernels declare they need */
+    int steps, skipped_steps; /* steps run, and how many skipped their update (no gather after Adam) */
 } zl_formula_config;
 
 /* Exact per-category bytes for one rank; model_states = first five; peak_total = sum

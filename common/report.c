@@ -29,6 +29,7 @@ typedef struct {
     double wire_measured, wire_formula; /* per step, excluding control */
     double wire_by_purpose[ZL_NPURPOSES]; /* measured, per step (the final gather: once) */
     double ms_per_step, steps, timed_steps;
+    double skipped; /* steps this rank skipped on overflow (every rank must agree) */
 } rank_summary;
 
 /* TEST ONLY: ZL_TEST_PERTURB_FORMULA=<memory category> adds one byte to that formula, so
@@ -84,6 +85,7 @@ static void summarize(const zl_report *r, rank_summary *s) {
     memcpy(s->comm_formula, cf.bytes, sizeof cf.bytes);
     s->wire_formula = cf.total;
     s->ms_per_step = r->ms_per_step;
+    s->skipped = r->n_skipped;
     s->steps = steps;
     s->timed_steps = (double)zl_comm_timed_steps();
 }
@@ -325,7 +327,7 @@ static void json_rank(FILE *f, const zl_report *r, const rank_summary *s, int ra
                         row.ms_per_step, row.algbw, row.busbw);
                 first = 0;
             }
-    fprintf(f, "]},\n     \"ms_per_step\": %.17g}", s->ms_per_step);
+    fprintf(f, "]},\n     \"skipped_steps\": %.0f,\n     \"ms_per_step\": %.17g}", s->skipped, s->ms_per_step);
 }
 
 static void write_json(const zl_report *r, const rank_summary *all, const check_result *chk, double ms,
@@ -357,6 +359,25 @@ static void write_json(const zl_report *r, const rank_summary *all, const check_
     fprintf(f, "],\n  \"ms_per_step\": %.17g,\n  \"samples_per_s\": %.17g,\n  \"tflops_per_gpu\": %.17g,\n", ms,
             samples_s, tflops);
     fprintf(f, "  \"param_hash\": \"%016llx\",\n", (unsigned long long)r->param_hash);
+    if (r->dtype) {
+        fprintf(f, "  \"dtype\": \"%s\",\n  \"status\": \"%s\",\n  \"steps_done\": %d,\n", r->dtype, r->status,
+                r->steps_done);
+        fprintf(f, "  \"loss_scale_mode\": \"%s\",\n  \"clip_grad_norm\": %.9g,\n", c->loss_scale_dynamic ? "dynamic" : "static",
+                c->clip_grad_norm);
+        const float *arrays[2] = {r->loss_scale, r->grad_norm};
+        const char *names[2] = {"loss_scale", "grad_norm"};
+        for (int a = 0; a < 2; a++) {
+            fprintf(f, "  \"%s\": [", names[a]);
+            for (int i = 0; i < r->steps_done; i++) {
+                if (isfinite(arrays[a][i])) fprintf(f, "%s%.9g", i ? ", " : "", arrays[a][i]);
+                else fprintf(f, "%snull", i ? ", " : "");
+            }
+            fprintf(f, "],\n");
+        }
+        fprintf(f, "  \"skipped_steps\": [");
+        for (int i = 0; i < r->n_skipped; i++) fprintf(f, "%s%d", i ? ", " : "", r->skipped_steps[i]);
+        fprintf(f, "],\n");
+    }
     fprintf(f, "  \"check\": {\"ok\": %s, \"enforced\": %s, \"compared\": %d, \"mismatches\": [", chk->ok ? "true" : "false",
             c->check ? "true" : "false", chk->compared);
     for (int i = 0; i < chk->n; i++) fprintf(f, "%s\"%s\"", i ? ", " : "", chk->what[i]);
@@ -369,9 +390,11 @@ static void write_json(const zl_report *r, const rank_summary *all, const check_
     if (fflush(f)) zl_output_failed(ZL_OUT_JSON, errno); /* reported by zl_outputs_close, after the report */
 }
 
-void zl_report_step(const zl_runtime *rt, int step, int steps, float loss, double ms) {
+void zl_report_step(const zl_runtime *rt, int step, int steps, float loss, float scale, float norm, int skipped,
+                    double ms) {
     if (rt->rank || rt->cfg.quiet) return;
-    printf("step %4d/%d | loss %.6f | %9.3f ms\n", step, steps, loss, ms);
+    printf("step %4d/%d | loss %.6f | scale %8g | grad norm %10.4g | %9.3f ms%s\n", step, steps, loss, scale, norm, ms,
+           skipped ? " | skipped (overflow)" : "");
     zl_stdout_flush();
 }
 
@@ -419,8 +442,16 @@ static int print_and_write(const zl_report *r) {
         }
     }
     print_comm(r, &all[0]);
-    if (!isfinite(r->losses[r->steps - 1]))
-        printf("\nWARNING: the loss is not finite: training diverged (lower --lr or --loss-scale)\n");
+    if (r->status && !strcmp(r->status, "diverged"))
+        printf("\nDIVERGED: training stopped at step %d of %d (exit 3)\n", r->steps_done, c->steps);
+    if (r->n_skipped * 10 > r->steps_done)
+        printf("\nWARNING: %d of %d steps were skipped on overflow (more than 10%%): the loss scale keeps "
+               "overflowing; a smaller --loss-scale-init or --lr may help\n",
+               r->n_skipped, r->steps_done);
+    if (r->dtype) printf("\nmixed precision: %s, loss scale %s (last %g), %d step(s) skipped%s\n", r->dtype,
+                         c->loss_scale_dynamic ? "dynamic" : "static",
+                         r->steps_done ? r->loss_scale[r->steps_done - 1] : c->loss_scale, r->n_skipped,
+                         c->clip_grad_norm > 0 ? ", gradient norm clipped" : "");
     printf("\nfinal loss %.6f (first %.6f) | %.3f ms/step | %.1f samples/s | %.4g TFLOP/s per %s (6*Psi*rows/step) "
            "| param_hash %016llx\n",
            r->losses[r->steps - 1], r->losses[0], ms, samples_s, tflops, zl_backend_name()[1] == 'u' ? "GPU" : "rank",
@@ -435,5 +466,6 @@ static int print_and_write(const zl_report *r) {
     zl_stdout_flush();
     write_json(r, all, &chk, ms, samples_s, tflops);
     free(all);
+    if (r->status && !strcmp(r->status, "diverged")) return ZL_EXIT_DIVERGED;
     return c->check && !chk.ok ? ZL_EXIT_CHECK : ZL_EXIT_OK;
 }

@@ -12,7 +12,7 @@
 #include "formulas.h"
 #include "runtime.h"
 
-typedef struct {
+typedef struct zl_report {
     const zl_runtime *rt;
     const zl_partition *part;
     zl_formula_config fc;
@@ -35,8 +35,9 @@ typedef struct {
     int n_skipped;
 } zl_report;
 
-/* One progress line (rank 0, unless --quiet). */
-void zl_report_step(const zl_runtime *rt, int step, int steps, float loss, double ms);
+/* One progress line (rank 0, unless --quiet): loss, loss scale, gradient norm, skipped. */
+void zl_report_step(const zl_runtime *rt, int step, int steps, float loss, float scale, float norm, int skipped,
+                    double ms);
 /* Collective: every rank must call it. Prints the report (rank 0), writes --json,
  * closes the outputs and returns the exit status every rank agrees on: 1 if an
  * output could not be written, 4 on a --check mismatch, else 0. */

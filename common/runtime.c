@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "outputs.h"
+#include "../kernels/kernels.h" /* zl_kernels_set_dtype */
 #include "util.h"
 #include "watchdog.h"
 
@@ -74,6 +75,7 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     mpiCheck(MPI_Comm_size(local, &rt->local_size));
     mpiCheck(MPI_Comm_free(&local));
     zl_backend_init(rt->rank, rt->world, rt->local_rank, rt->local_size, rt->prog);
+    if (zl_kernels_set_dtype(rt->cfg.dtype)) zl_fatal("--dtype %s: not a 16-bit storage format", zl_dtype_name(rt->cfg.dtype));
 }
 
 int zl_runtime_finish(zl_runtime *rt, int status) {

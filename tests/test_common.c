@@ -185,11 +185,12 @@ Test(formulas, exact_memory_hand_computed) {
     cr_assert_eq(f.bytes[ZL_MEM_GRADS_FP16], 352);
     cr_assert_eq(f.bytes[ZL_MEM_MASTER_FP32], 704);
     cr_assert_eq(f.model_states, 352 * 2 + 704 * 3);
-    /* activations: 2·[(L+1)·B·D + 8·L·B·D] = 2·(45 + 240) = 570; scratch 14·15 + 4 = 214 */
+    /* activations: 2·[(L+1)·B·D + 8·L·B·D] = 2·(45 + 240) = 570; scratch 14·15 + 4 = 214,
+     * plus the two fp64 gradient statistics = 230 */
     cr_assert_eq(f.bytes[ZL_MEM_ACTIVATIONS], 570);
-    cr_assert_eq(f.bytes[ZL_MEM_SCRATCH], 214);
+    cr_assert_eq(f.bytes[ZL_MEM_SCRATCH], 230);
     cr_assert_eq(f.bytes[ZL_MEM_GRAD_BUCKET], 0);
-    cr_assert_eq(f.peak_total, f.model_states + 570 + 214 + 100);
+    cr_assert_eq(f.peak_total, f.model_states + 570 + 230 + 100);
 
     c.stage = 1;
     zl_formula_memory(&p, &c, &f);
@@ -342,7 +343,13 @@ Test(args, every_bad_value_names_its_flag) {
         {0, "--steps", "--steps: missing value"},
         {0, "--seed -1", "--seed"},
         {0, "--seed 1.5", "--seed"},
-        {0, "--loss-scale 0", "--loss-scale: expected a number in (0, 65536]"},
+        {0, "--loss-scale 0", "--loss-scale: expected dynamic or a number in (0, 65536]"},
+        {0, "--loss-scale-init 0.5", "--loss-scale-init: expected a number in [1, 1.67772e+07]"},
+        {0, "--loss-scale-window 0", "--loss-scale-window"},
+        {0, "--clip-grad-norm 0", "--clip-grad-norm"},
+        {0, "--dtype fp8", "--dtype: expected fp16 or bf16"},
+        {0, "--inject-overflow 3,x", "--inject-overflow: expected step numbers"},
+        {0, "--steps 5 --inject-overflow 6", "--inject-overflow: step 6 is beyond --steps 5"},
         {0, "--loss-scale nan", "--loss-scale"},
         {0, "--lr -1", "--lr"},
         {0, "--beta1 1", "--beta1"},

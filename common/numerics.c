@@ -1,0 +1,99 @@
+/* numerics.c — gradient statistics to verdicts, the per-step record, fault injection. */
+#include "numerics.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+#include "util.h"
+#include "../kernels/kernels.h"
+
+void zl_numerics_init(zl_numerics *n, const zl_runtime *rt) {
+    const zl_config *c = &rt->cfg;
+    memset(n, 0, sizeof *n);
+    n->cfg = c;
+    n->world = rt->world, n->rank = rt->rank;
+    n->clip = c->clip_grad_norm;
+    /* TEST ONLY: lets the tests show that without the agreement the ranks drift apart. */
+    const char *off = getenv("ZL_TEST_NO_OVERFLOW_CONSENSUS");
+    n->consensus = !(off && !strcmp(off, "1"));
+    if (zl_scaler_init(&n->scaler, c->loss_scale_dynamic, c->loss_scale, c->loss_scale_window))
+        zl_fatal("loss scaler: bad settings (scale %g, window %d)", c->loss_scale, c->loss_scale_window);
+    n->scales = calloc((size_t)c->steps, sizeof(float));
+    n->norms = calloc((size_t)c->steps, sizeof(float));
+    n->skipped = calloc((size_t)c->steps, sizeof(int));
+    if (!n->scales || !n->norms || !n->skipped) zl_fatal("out of host memory");
+}
+
+void zl_numerics_free(zl_numerics *n) {
+    free(n->scales), free(n->norms), free(n->skipped);
+    n->scales = n->norms = NULL, n->skipped = NULL;
+}
+
+float zl_numerics_scale(zl_numerics *n) {
+    n->step_scale = n->scaler.scale;
+    return n->step_scale;
+}
+
+int zl_numerics_inject_now(const zl_numerics *n, int step) {
+    if (n->rank != n->world - 1) return 0;
+    for (int i = 0; i < n->cfg->n_inject; i++)
+        if (n->cfg->inject_steps[i] == step) return 1;
+    return 0;
+}
+
+void zl_inject_inf(zl_half *grad, zl_stream s) {
+    zl_half inf = zl_storage_from_float(INFINITY);
+    zl_memcpy_h2d(grad, &inf, sizeof inf, s);
+}
+
+zl_step_verdict zl_numerics_decide(zl_numerics *n, int step, const double *dev_stats, const float *dev_loss,
+                                   zl_stream s) {
+    double st[2];
+    float loss_sum;
+    zl_memcpy_d2h(st, dev_stats, sizeof st, s);
+    zl_memcpy_d2h(&loss_sum, dev_loss, sizeof loss_sum, s);
+    float loss = n->loss = loss_sum / (float)n->world;
+    float unscale = 1.0f / (n->step_scale * (float)n->world); /* sum over ranks -> mean, and unscale */
+    int overflow = st[1] > 0;
+    double norm = overflow ? NAN : sqrt(st[0]) * (double)unscale;
+    n->grad_mult = unscale;
+    if (n->clip > 0 && norm > n->clip) n->grad_mult = (float)((double)unscale * (n->clip / norm));
+    zl_step_verdict v = zl_scaler_update(&n->scaler, overflow);
+    /* A non-finite loss whose gradients stayed finite (bf16, or a static scale) is divergence too. */
+    if (v == ZL_STEP_APPLY && !isfinite(loss)) v = ZL_STEP_DIVERGED;
+    int i = step - 1;
+    n->scales[i] = n->step_scale, n->norms[i] = (float)norm;
+    n->steps_done = step;
+    if (v == ZL_STEP_SKIP) n->skipped[n->n_skipped++] = step;
+    if (v == ZL_STEP_APPLY) n->adam_step++;
+    n->diverged = v == ZL_STEP_DIVERGED;
+    if (v == ZL_STEP_DIVERGED) {
+        if (n->scaler.dynamic && overflow)
+            snprintf(n->diverged_why, sizeof n->diverged_why,
+                     "diverged at step %d: the gradient still overflows with the dynamic loss scale below 1 "
+                     "(loss = %g); try a smaller --lr",
+                     step, loss);
+        else
+            snprintf(n->diverged_why, sizeof n->diverged_why,
+                     "diverged at step %d: loss = %g%s with %s loss scale %g; try %sa smaller --lr", step, loss,
+                     overflow ? " and a non-finite gradient" : "", n->scaler.dynamic ? "dynamic" : "static",
+                     n->step_scale, n->scaler.dynamic || n->cfg->dtype == ZL_BF16 ? "" : "--loss-scale dynamic or ");
+    }
+    return v;
+}
+
+void zl_numerics_report(const zl_numerics *n, struct zl_report *r) {
+    r->dtype = zl_dtype_name(n->cfg->dtype);
+    r->status = n->diverged ? "diverged" : "ok";
+    r->steps = r->steps_done = n->steps_done;
+    r->loss_scale = n->scales, r->grad_norm = n->norms;
+    r->skipped_steps = n->skipped, r->n_skipped = n->n_skipped;
+    r->fc.steps = n->steps_done, r->fc.skipped_steps = n->n_skipped + n->diverged; /* neither updated */
+    if (n->diverged && n->rank == 0) {
+        fprintf(stderr, "%s: %s\n", r->rt->prog, n->diverged_why);
+        fflush(stderr);
+    }
+}

@@ -1,0 +1,62 @@
+/* numerics.h — mixed precision that survives: what a stage file needs around the
+ * optimizer step (the mechanics; the decisions stay in the stage files).
+ *
+ * Per step, each rank measures the gradient it owns with one fused pass (zl_grad_stats:
+ * Σg² and the number of non-finite values, into a device pair of doubles). From ZeRO-1 on
+ * no rank owns the whole gradient, so the stage file all-reduces that pair (16 bytes,
+ * purpose control) before anyone decides; DDP's ranks all hold the same all-reduced
+ * gradient and decide alone. zl_numerics_decide() then reads the agreed pair, computes the
+ * global norm of the unscaled gradient, the clipping factor and the scaler's verdict:
+ *   apply    -> run the optimizer with grad_mult (unscale, mean over N, clip) at adam_step
+ *   skip     -> nothing changes: params, master, m, v and Adam's step counter
+ *   diverged -> stop training (exit 3)
+ * Every rank runs the same arithmetic on the same agreed numbers, so they agree without
+ * more traffic. It also keeps the per-step record (scale, norm, skipped steps) for the
+ * report, and the fault injection of --inject-overflow (a test and lab tool). */
+#ifndef ZL_NUMERICS_H
+#define ZL_NUMERICS_H
+
+#include "runtime.h"
+#include "scaler.h"
+
+typedef struct {
+    zl_loss_scaler scaler;
+    float clip;       /* --clip-grad-norm, 0 = off */
+    int world, rank;
+    int adam_step;    /* Adam's t: steps applied so far (a skipped step does not count) */
+    float grad_mult;  /* for this step's optimizer: clip/(norm) · 1/(scale·N), or 1/(scale·N) */
+    float step_scale; /* the scale this step's backward ran with */
+    int consensus;    /* 1; 0 only under the test-only ZL_TEST_NO_OVERFLOW_CONSENSUS=1 */
+    int diverged;     /* the last verdict was ZL_STEP_DIVERGED: training stops */
+    float loss;       /* this step's agreed mean loss */
+    const zl_config *cfg;
+    /* per-step record, [steps]: */
+    float *scales, *norms;
+    int *skipped;
+    int n_skipped, steps_done;
+    char diverged_why[256];
+} zl_numerics;
+
+/* Host bookkeeping for `steps` steps (before step 1). */
+void zl_numerics_init(zl_numerics *n, const zl_runtime *rt);
+void zl_numerics_free(zl_numerics *n);
+
+/* The loss scale for this step's backward (fixed until zl_numerics_decide). */
+float zl_numerics_scale(zl_numerics *n);
+
+/* --inject-overflow: 1 if this rank (N-1) writes +inf into a gradient at this step. */
+int zl_numerics_inject_now(const zl_numerics *n, int step);
+/* Write +inf (in the run's dtype) into one gradient element, on stream s. */
+void zl_inject_inf(zl_half *grad, zl_stream s);
+
+/* Read the agreed statistics (device double[2]) and the all-reduced loss (device float,
+ * the sum of the ranks' means) once stream s has them, record the step, return the verdict. */
+zl_step_verdict zl_numerics_decide(zl_numerics *n, int step, const double *dev_stats, const float *dev_loss,
+                                   zl_stream s);
+
+/* Hand the record to the report (dtype, status, per-step scale/norm, skipped steps; the
+ * formulas learn how many steps skipped their update); rank 0 prints the divergence line. */
+struct zl_report;
+void zl_numerics_report(const zl_numerics *n, struct zl_report *r);
+
+#endif
