@@ -74,6 +74,8 @@ void zl_comm_finalize(void) {
 }
 
 static log_entry *begin_entry(zl_op op, zl_purpose why, zl_dtype t, int unit, size_t full_count, zl_stream s) {
+    /* After the watchdog aborted the communicator, collectives return without data: stop here. */
+    if (zl_is_ending()) zl_wait_for_the_end();
     if (g_n == g_cap) zl_fatal("more than %d collectives in one step: raise max_per_step", g_cap);
     log_entry *e = &g_log[g_n];
     e->op = op;

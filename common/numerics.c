@@ -55,6 +55,7 @@ zl_step_verdict zl_numerics_decide(zl_numerics *n, int step, const double *dev_s
     float loss_sum;
     zl_memcpy_d2h(st, dev_stats, sizeof st, s);
     zl_memcpy_d2h(&loss_sum, dev_loss, sizeof loss_sum, s);
+    if (zl_is_ending()) zl_wait_for_the_end(); /* numbers read after a watchdog abort mean nothing */
     float loss = n->loss = loss_sum / (float)n->world;
     float unscale = 1.0f / (n->step_scale * (float)n->world); /* sum over ranks -> mean, and unscale */
     int overflow = st[1] > 0;

@@ -27,6 +27,7 @@ void zl_progress_mark(const char *what) {
 }
 
 void zl_progress_step(int step) {
+    if (zl_is_ending()) zl_wait_for_the_end(); /* no step after the watchdog fired */
     atomic_store(&g_step, step);
     zl_progress_mark("training step");
 }
