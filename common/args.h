@@ -24,6 +24,8 @@ enum {
 typedef struct {
     int stage; /* which program is parsing: 0..3 */
     int layers, dim, batch, steps;
+    int accum;                  /* micro-batches per step (K): global batch N·K·B */
+    int checkpoint_activations; /* keep each unit's input only; recompute in backward */
     uint64_t seed;
     float loss_scale, lr, beta1, beta2, eps, weight_decay;
     int prefetch;            /* stage 3; -1 until parsed: default min(1, L-1) */

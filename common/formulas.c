@@ -74,10 +74,14 @@ void zl_paper_digits(double v, char *buf, size_t n) {
 }
 
 /* Per unit u, per rank: an all-reduce sends 2(N-1)·slice_len(u) elements, a reduce-scatter
- * or all-gather (N-1)·slice_len(u) — the ring convention with S = n_pad(u) elements. */
+ * or all-gather (N-1)·slice_len(u) — the ring convention with S = n_pad(u) elements. With K
+ * micro-batches per step, what happens once per micro-batch counts K times: ZeRO-2's
+ * gradient reduce-scatters (the full gradient never exists to accumulate in), ZeRO-3's
+ * gathers and reduce-scatters, and every stage's loss all-reduce. DDP and ZeRO-1 accumulate
+ * locally and sync once. */
 void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_formula *out) {
     *out = (zl_comm_formula){0};
-    double N = p->world, fp16 = 2.0;
+    double N = p->world, fp16 = 2.0, K = zl_model_micro_batches(c->model);
     for (int u = 0; u < p->n_units; u++) {
         double ring = (N - 1) * (double)p->slice_len[u] * fp16; /* (N-1)/N · S */
         switch (c->stage) {
@@ -85,20 +89,23 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
             out->bytes[ZL_P_GRAD_SYNC] += 2 * ring, out->calls[ZL_P_GRAD_SYNC] += 1;
             break;
         case 1:
-        case 2:
             out->bytes[ZL_P_GRAD_SYNC] += (c->grad_sync_allreduce ? 2 : 1) * ring;
             out->calls[ZL_P_GRAD_SYNC] += 1;
             out->bytes[ZL_P_GATHER_STEP] += ring, out->calls[ZL_P_GATHER_STEP] += 1;
             break;
+        case 2:
+            out->bytes[ZL_P_GRAD_SYNC] += K * ring, out->calls[ZL_P_GRAD_SYNC] += K;
+            out->bytes[ZL_P_GATHER_STEP] += ring, out->calls[ZL_P_GATHER_STEP] += 1;
+            break;
         default:
-            out->bytes[ZL_P_GATHER_FWD] += ring, out->calls[ZL_P_GATHER_FWD] += 1;
-            out->bytes[ZL_P_GATHER_BWD] += ring, out->calls[ZL_P_GATHER_BWD] += 1;
-            out->bytes[ZL_P_GRAD_SYNC] += ring, out->calls[ZL_P_GRAD_SYNC] += 1;
+            out->bytes[ZL_P_GATHER_FWD] += K * ring, out->calls[ZL_P_GATHER_FWD] += K;
+            out->bytes[ZL_P_GATHER_BWD] += K * ring, out->calls[ZL_P_GATHER_BWD] += K;
+            out->bytes[ZL_P_GRAD_SYNC] += K * ring, out->calls[ZL_P_GRAD_SYNC] += K;
             out->bytes[ZL_P_GATHER_FINAL] += ring, out->calls[ZL_P_GATHER_FINAL] += 1; /* once, for the hash */
         }
     }
-    out->bytes[ZL_P_CONTROL] = 2 * (N - 1) / N * 4.0; /* one fp32 loss, all-reduced */
-    out->calls[ZL_P_CONTROL] = 1;
+    out->bytes[ZL_P_CONTROL] = K * 2 * (N - 1) / N * 4.0; /* one fp32 loss per micro-batch, all-reduced */
+    out->calls[ZL_P_CONTROL] = K;
     for (int i = 0; i < ZL_NPURPOSES; i++)
         if (zl_purpose_in_step_total((zl_purpose)i)) out->total += out->bytes[i];
 }

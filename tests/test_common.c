@@ -105,21 +105,38 @@ Test(model, lab_1b_param_count) {
     zl_partition_free(&p);
 }
 
-Test(model, buffers_allocated_equal_the_byte_formulas) {
-    /* The model allocates its buffers one by one; the formulas are closed forms. Hand-computed
-     * for L = 2, D = 3, B = 5: activations 2·(3·15 + 8·2·15) = 570, scratch 2·7·15 + 4 = 214. */
-    zl_model_shape s = mlp(2, 3, 5);
-    cr_assert_eq(zl_model_activation_bytes(s), 570);
-    cr_assert_eq(zl_model_scratch_bytes(s), 214);
+static void check_model_buffers(zl_model_shape s, size_t activations, size_t scratch) {
+    cr_assert_eq(zl_model_activation_bytes(s), activations);
+    cr_assert_eq(zl_model_scratch_bytes(s), scratch);
     zl_mem_reset();
     zl_mem_init(malloc, free);
     zl_model *m = zl_model_create(s);
     const zl_mem_stats *st = zl_mem_get_stats();
-    cr_assert_eq(st->current[ZL_MEM_ACTIVATIONS], 570);
-    cr_assert_eq(st->current[ZL_MEM_SCRATCH], 214);
+    cr_assert_eq(st->current[ZL_MEM_ACTIVATIONS], activations);
+    cr_assert_eq(st->current[ZL_MEM_SCRATCH], scratch);
     cr_assert_eq(st->current[ZL_MEM_WORKSPACE], zl_model_workspace_bytes(s));
     zl_model_free(m);
     cr_assert_eq(st->current_total, 0); /* the model frees all it allocated */
+}
+
+Test(model, buffers_allocated_equal_the_byte_formulas) {
+    /* The model allocates its buffers one by one; the formulas are closed forms. Hand-computed
+     * for L = 2, D = 3, B = 5 (B·D = 15): activations x 3·15 + h 2·60 + one block's a 60 fp16
+     * = 2·225 = 450; scratch 2·7·15 + 4 = 214. */
+    check_model_buffers(mlp(2, 3, 5), 450, 214);
+}
+
+Test(model, checkpointing_keeps_one_block_of_h) {
+    /* x 3·15 + one block's h 60 + one block's a 60 = 165 fp16 = 330 bytes */
+    zl_model_shape s = mlp(2, 3, 5);
+    s.checkpoint = 1;
+    check_model_buffers(s, 330, 214);
+}
+
+Test(model, one_loss_per_micro_batch) {
+    zl_model_shape s = mlp(2, 3, 5);
+    s.micro_batches = 3; /* 2·7·15 + 3·4 */
+    check_model_buffers(s, 450, 222);
 }
 
 Test(model, mlp_uses_each_unit_once_in_order) {

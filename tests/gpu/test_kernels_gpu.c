@@ -226,7 +226,8 @@ static block_case block_case_make(int rows, int dim, uint64_t seed) {
     zl_cpu_block_forward(c.x, c.W1, c.b1, c.W2, c.b2, c.h, c.a, c.y, rows, dim);
     c.dh = xmalloc(c.RF * 2), c.dW1 = xmalloc(c.DF * 2), c.db1 = xmalloc(4 * (size_t)dim * 2);
     c.dW2 = xmalloc(c.DF * 2), c.db2 = xmalloc((size_t)dim * 2), c.dx = xmalloc(c.RD * 2);
-    zl_cpu_block_backward(c.x, c.h, c.a, c.W1, c.W2, c.dy, c.dh, c.dW1, c.db1, c.dW2, c.db2, c.dx, rows, dim);
+    zl_cpu_block_backward(c.x, c.h, c.a, c.W1, c.W2, c.dy, c.dh, c.dW1, c.db1, c.dW2, c.db2, c.dx, ZL_GRADS_WRITE,
+                          rows, dim);
     return c;
 }
 
@@ -252,7 +253,7 @@ static void run_block_gpu(const block_case *c, zl_half *out[9]) {
     zl_memcpy_h2d(a, c->a, c->RF * 2, g_s);
     zl_half *dh = dalloc(c->RF * 2), *dW1 = dalloc(c->DF * 2), *db1 = dalloc(F * 2);
     zl_half *dW2 = dalloc(c->DF * 2), *db2 = dalloc((size_t)D * 2), *dx = dalloc(c->RD * 2);
-    zl_block_backward(x, h, a, W1, W2, dy, dh, dW1, db1, dW2, db2, dx, R, D, g_s);
+    zl_block_backward(x, h, a, W1, W2, dy, dh, dW1, db1, dW2, db2, dx, ZL_GRADS_WRITE, R, D, g_s);
     out[3] = download(dh, c->RF * 2), out[4] = download(dW1, c->DF * 2), out[5] = download(db1, F * 2);
     out[6] = download(dW2, c->DF * 2), out[7] = download(db2, (size_t)D * 2), out[8] = download(dx, c->RD * 2);
 
@@ -515,7 +516,7 @@ static void bench(int R, int D, int iters) {
             zl_block_forward(x, W1, b1, W2, b2, h, a, y, R, D, g_s);
             zl_event_record(e[1], g_s);
             zl_mse_loss_backward(y, t, dy, loss, R, D, 1024.0f, g_s);
-            zl_block_backward(x, h, a, W1, W2, dy, dh, dW1, db1, dW2, db2, dx, R, D, g_s);
+            zl_block_backward(x, h, a, W1, W2, dy, dh, dW1, db1, dW2, db2, dx, ZL_GRADS_WRITE, R, D, g_s);
             zl_event_record(e[2], g_s);
             zl_stream_sync(g_s);
             fwd += zl_event_elapsed_ms(e[0], e[1]);
