@@ -17,6 +17,7 @@
  * every product becomes C += A·B on row-major fp32 with a small register tile that gcc
  * vectorizes from plain C (no intrinsics, no -march flags needed). */
 #include "kernels.h"
+#include "workspace.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -29,19 +30,14 @@
  *   P_x    R·D floats  x, xᵀ
  *   P_y    R·D floats  y accumulator, dy, dx accumulator
  * For D=256, R=64 that is 1.38 MiB. */
-#define ZL_WS_ALIGN 64u
+#define ZL_WS_ALIGN ZL_WS_CPU_ALIGN /* the byte formula: kernels/workspace.h */
 
 static void *g_ws;
 static size_t g_ws_bytes;
 
-static size_t round_up(size_t n) { return (n + ZL_WS_ALIGN - 1) / ZL_WS_ALIGN * ZL_WS_ALIGN; }
+static size_t round_up(size_t n) { return zl_ws_cpu_round_up(n); }
 
-size_t zl_cpu_workspace_bytes(int rows, int dim) {
-    size_t R = rows > 0 ? (size_t)rows : 0, D = dim > 0 ? (size_t)dim : 0;
-    size_t f = sizeof(float);
-    return ZL_WS_ALIGN + round_up(4 * D * D * f) + round_up(4 * R * D * f) + round_up(R * D * f) +
-           round_up(R * D * f);
-}
+size_t zl_cpu_workspace_bytes(int rows, int dim) { return zl_workspace_bytes_cpu(rows, dim); }
 
 void zl_cpu_set_workspace(void *ws, size_t bytes) {
     g_ws = ws;

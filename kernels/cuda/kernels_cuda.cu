@@ -51,6 +51,7 @@
 
 #include "cuda_check.h"
 #include "kernels.h"
+#include "workspace.h"
 
 static cudaStream_t as_stream(zl_stream s) { return (cudaStream_t)s; }
 
@@ -92,11 +93,7 @@ static int storage_is_bf16(void) { return zl_kernels_dtype() == ZL_BF16; }
  * partials (2 doubles a block, 16 KiB) so that they may run beside the block kernels. The
  * column-sum partials (fp32, up to ZL_COLSUM_CHUNKS row chunks of a rows×4D matrix) serve
  * the bias gradients when they are not fused into a GEMM: 16·4D·4 bytes, 1 MiB at D = 4096. */
-#define ZL_LT_WS_BYTES ((size_t)32 << 20)
-#define ZL_LOSS_MAX_BLOCKS 1024
-#define ZL_STATS_MAX_BLOCKS 1024
-#define ZL_COLSUM_CHUNKS 16
-#define ZL_WS_ALIGN 256
+#define ZL_WS_ALIGN ZL_WS_CUDA_ALIGN /* sizes and the byte formula: kernels/workspace.h */
 
 static char *g_ws_lt;           /* cuBLASLt workspace, ZL_WS_ALIGN-aligned */
 static double *g_ws_partials;   /* ZL_LOSS_MAX_BLOCKS per-block partial sums of the loss */
@@ -104,14 +101,7 @@ static double *g_ws_stats;      /* ZL_STATS_MAX_BLOCKS × 2 per-block gradient s
 static float *g_ws_colsum;      /* column-sum partials */
 static size_t g_ws_colsum_floats;
 
-#define ZL_FIXED_PARTIALS_BYTES (ZL_LOSS_MAX_BLOCKS * sizeof(double) + 2 * ZL_STATS_MAX_BLOCKS * sizeof(double))
-
-static size_t colsum_floats(int dim) { return (size_t)ZL_COLSUM_CHUNKS * 4 * (size_t)(dim > 0 ? dim : 0); }
-
-size_t zl_kernels_workspace_bytes(int rows, int dim) {
-    (void)rows; /* nothing here grows with the rows */
-    return ZL_WS_ALIGN + ZL_LT_WS_BYTES + ZL_FIXED_PARTIALS_BYTES + colsum_floats(dim) * sizeof(float);
-}
+size_t zl_kernels_workspace_bytes(int rows, int dim) { return zl_workspace_bytes_cuda(rows, dim); }
 
 void zl_kernels_set_workspace(void *ws, size_t bytes) {
     size_t need = zl_kernels_workspace_bytes(0, 0);
