@@ -202,11 +202,11 @@ Test(formulas, exact_memory_hand_computed) {
     cr_assert_eq(f.bytes[ZL_MEM_GRADS_FP16], 352);
     cr_assert_eq(f.bytes[ZL_MEM_MASTER_FP32], 704);
     cr_assert_eq(f.model_states, 352 * 2 + 704 * 3);
-    /* activations: 2·[(L+1)·B·D + 8·L·B·D] = 2·(45 + 240) = 570; scratch 14·15 + 4 = 214 */
-    cr_assert_eq(f.bytes[ZL_MEM_ACTIVATIONS], 570);
+    /* activations: 2·B·D·[(L+1) + 4L + 4] = 2·15·15 = 450; scratch 14·15 + 4 = 214 */
+    cr_assert_eq(f.bytes[ZL_MEM_ACTIVATIONS], 450);
     cr_assert_eq(f.bytes[ZL_MEM_SCRATCH], 214);
     cr_assert_eq(f.bytes[ZL_MEM_GRAD_BUCKET], 0);
-    cr_assert_eq(f.peak_total, f.model_states + 570 + 214 + 100);
+    cr_assert_eq(f.peak_total, f.model_states + 450 + 214 + 100);
 
     c.stage = 1;
     zl_formula_memory(&p, &c, &f);
@@ -373,6 +373,9 @@ Test(args, every_bad_value_names_its_flag) {
         {1, "--grad-sync ring", "--grad-sync: expected reducescatter or allreduce"},
         {3, "--prefetch -1", "--prefetch"},
         {3, "--layers 2 --prefetch 2", "--prefetch: expected an integer in [0, 1]"},
+        {0, "--accum 0", "--accum: expected an integer in [1, 1024], got '0'"},
+        {2, "--accum 1025", "--accum: expected an integer in [1, 1024]"},
+        {1, "--checkpoint-activations=1", "--checkpoint-activations takes no value"},
         {0, "--dim 65536 --batch 8192", "--batch: rows*4*dim must be below 2^31"},
         {0, "--dim 16777216 --layers 100000 --batch 1", "--layers/--dim"},
     };
@@ -427,6 +430,12 @@ Test(args, flag_equals_value_switches_and_defaults) {
     cr_expect(strstr(err, "same path"), "%s", err);
     cr_expect_eq(parse(0, err, &c, "--preset=demo"), ZL_ARGS_OK, "%s", err);
     cr_expect_eq(c.dim, 256);
+    cr_expect(c.accum == 1 && !c.checkpoint_activations, "defaults: one micro-batch, activations kept");
+    cr_assert_eq(parse(3, err, &c, "--accum=4 --checkpoint-activations"), ZL_ARGS_OK, "%s", err);
+    cr_expect(c.accum == 4 && c.checkpoint_activations);
+    zl_config d;
+    cr_assert_eq(parse(3, err, &d, "--accum=3 --checkpoint-activations"), ZL_ARGS_OK, "%s", err);
+    cr_expect_neq(zl_args_hash(&c), zl_args_hash(&d), "ranks launched with different --accum are told apart");
 }
 
 Test(args, control_characters_in_values_are_escaped) {
@@ -451,10 +460,10 @@ Test(args, hash_differs_when_a_value_differs) {
 /* ---- preflight -------------------------------------------------------------------- */
 
 /* lab-1b (L = 8, D = 4096, B = 8192) as ZeRO-2 on two GPUs: model states 9Ψ = 9.67 GB
- * (Ψ = 1,073,905,664), activations 2·73·B·D = 4.90 GB, buffers 2 buckets of 2·n_pad plus
- * scratch 2·7·B·D + 4 = 1.0 GB: 15.6 GB in all. ZeRO-3 needs
- * 15.0 GB (8Ψ = 8.59, activations 4.90, two gather buffers and two buckets of 2·n_pad = 1.07,
- * scratch 0.47). With 15.3 GB free, stage 2 does not fit and stage 3 does. */
+ * (Ψ = 1,073,905,664), activations 2·45·B·D = 3.02 GB, buffers 2 buckets of 2·n_pad plus
+ * scratch 2·7·B·D + 4 = 1.0 GB: 13.7 GB in all. ZeRO-3 needs
+ * 13.2 GB (8Ψ = 8.59, activations 3.02, two gather buffers and two buckets of 2·n_pad = 1.07,
+ * scratch 0.47). With 13.5 GB free, stage 2 does not fit and stage 3 does. */
 Test(preflight, verdict_names_needs_and_what_would_fit) {
     zl_model_shape shape = {.kind = ZL_MODEL_MLP, .layers = 8, .dim = 4096, .rows = 8192};
     zl_partition p;
@@ -463,14 +472,14 @@ Test(preflight, verdict_names_needs_and_what_would_fit) {
     char msg[1024];
     cr_expect_eq(zl_preflight_verdict(&p, &fc, 1, 2, (size_t)20e9, 0, msg, sizeof msg), 0, "%s", msg);
     cr_expect_str_eq(msg, "");
-    cr_assert_eq(zl_preflight_verdict(&p, &fc, 1, 2, (size_t)15.3e9, 0, msg, sizeof msg), 1);
-    const char *want[] = {"stage2 needs 15.6 GB per GPU", "model states 9.7", "activations 4.9", "buffers 1.0",
-                          "15.3 GB free", "stage3 needs 15.0 GB", "stage2 at N >= 3"};
+    cr_assert_eq(zl_preflight_verdict(&p, &fc, 1, 2, (size_t)13.5e9, 0, msg, sizeof msg), 1);
+    const char *want[] = {"stage2 needs 13.7 GB per GPU", "model states 9.7", "activations 3.0", "buffers 1.0",
+                          "13.5 GB free", "stage3 needs 13.2 GB", "stage2 at N >= 3"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_expect(strstr(msg, want[i]), "'%s' lacks '%s'", msg, want[i]);
     /* Host memory: the CPU backend's buffers live there, shared by the node's ranks. */
     cr_assert_eq(zl_preflight_verdict(&p, &fc, 0, 2, 0, (size_t)20e9, msg, sizeof msg), 1);
-    cr_expect(strstr(msg, "x 2 rank(s) on this node = 31."), "%s", msg);
+    cr_expect(strstr(msg, "x 2 rank(s) on this node = 27.9"), "%s", msg);
     cr_expect_eq(zl_preflight_verdict(&p, &fc, 0, 1, 0, (size_t)20e9, msg, sizeof msg), 0, "%s", msg);
     zl_partition_free(&p);
 }
