@@ -12,7 +12,9 @@
 /* ---- CPU: four fp32 panels, each rounded up to 64 bytes, plus 64 to align the base ---- */
 #define ZL_WS_CPU_ALIGN ((size_t)64)
 
-static inline size_t zl_ws_cpu_round_up(size_t n) { return (n + ZL_WS_CPU_ALIGN - 1) / ZL_WS_CPU_ALIGN * ZL_WS_CPU_ALIGN; }
+static inline size_t zl_ws_cpu_round_up(size_t n) {
+    return (n + ZL_WS_CPU_ALIGN - 1) / ZL_WS_CPU_ALIGN * ZL_WS_CPU_ALIGN;
+}
 
 /* P_w 4·D·D, P_a 4·R·D, P_x R·D, P_y R·D floats */
 static inline size_t zl_workspace_bytes_cpu(int rows, int dim) {

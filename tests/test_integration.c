@@ -273,8 +273,8 @@ static void check_checkpoint_bitwise(int stage, int N, const char *extra) {
     zl_run_result r;
     zl_run(&r, "-n %d {%s} --layers 3 --dim 24 --batch 3 --steps 4 --quiet --json %s%s", N, progs[stage], a, extra);
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
-    zl_run(&r, "-n %d {%s} --layers 3 --dim 24 --batch 3 --steps 4 --quiet --check --checkpoint-activations --json %s%s",
-           N, progs[stage], b, extra);
+    zl_run(&r, "-n %d {%s} --layers 3 --dim 24 --batch 3 --steps 4 --quiet --check --checkpoint-activations "
+           "--json %s%s", N, progs[stage], b, extra);
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
     cJSON *ja = zl_load_json(a), *jb = zl_load_json(b);
     cr_expect_str_eq(zl_get(ja, "param_hash")->valuestring, zl_get(jb, "param_hash")->valuestring, "%s%s",
@@ -297,8 +297,8 @@ static void check_zerocalc_matches(int stage, int N, int L, int D, int B, int K,
     snprintf(json, sizeof json, "/tmp/zl_zc_%d.json", getpid());
     const char *ck = ckpt ? " --checkpoint-activations" : "";
     zl_run_result r;
-    zl_run(&r, "-n %d {%s} --layers %d --dim %d --batch %d --accum %d --steps 2 --quiet --json %s%s", N, progs[stage], L,
-           D, B, K, json, ck);
+    zl_run(&r, "-n %d {%s} --layers %d --dim %d --batch %d --accum %d --steps 2 --quiet --json %s%s", N,
+           progs[stage], L, D, B, K, json, ck);
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
     snprintf(cmd, sizeof cmd, "build/zerocalc --layers %d --dim %d --batch %d --accum %d --ranks %d --stage %d "
              "--backend cpu --json%s", L, D, B, K, N, stage, ck);

@@ -140,7 +140,8 @@ static void parse(opts *o, int argc, char **argv) {
     }
     int run_flags = o->accum > 1 || o->checkpoint || o->prefetch >= 0 || o->backend_cpu;
     if ((o->batch || run_flags) && !(o->mode == MODE_CALC && o->layers && o->batch))
-        bad("--batch/--accum/--checkpoint-activations/--prefetch/--backend: a run's bytes need --layers, --dim and --batch");
+        bad("--batch/--accum/--checkpoint-activations/--prefetch/--backend: a run's bytes need --layers, --dim "
+            "and --batch");
     if (o->batch && strcmp(o->prec_name, "mixed")) bad("--batch: the programs train in mixed precision only");
     if (o->prefetch > o->layers - 1 && o->prefetch > 0)
         bad("--prefetch: expected an integer in [0, %d] (layers - 1), got %d", o->layers - 1, o->prefetch);
@@ -231,8 +232,8 @@ static void calc_run(const opts *o) {
     if (o->json) {
         printf("{\"params\": %zu, \"params_padded\": %zu, \"ranks\": %.0f, \"layers\": %d, \"dim\": %d, "
                "\"batch\": %d, \"accum\": %d, \"checkpoint_activations\": %s, \"backend\": \"%s\",\n \"stages\": [",
-               part.psi, part.psi_pad, o->ranks, o->layers, o->dim, o->batch, o->accum, o->checkpoint ? "true" : "false",
-               o->backend_cpu ? "cpu" : "cuda");
+               part.psi, part.psi_pad, o->ranks, o->layers, o->dim, o->batch, o->accum,
+               o->checkpoint ? "true" : "false", o->backend_cpu ? "cpu" : "cuda");
     } else {
         printf("L = %d, D = %d: Psi = %zu, Psi_pad = %zu over N = %.0f ranks; B = %d rows x K = %d micro-batches per "
                "rank per step; activations %s; %s kernels\nbytes per rank:\n%-16s",
