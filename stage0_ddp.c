@@ -10,6 +10,10 @@
  *
  * Traffic per step and rank: one all-reduce of 2Ψ_pad bytes = 2(N-1)/N · 2Ψ_pad on the wire.
  *
+ * --accum K runs K micro-batches of B rows before the step. Backward adds each micro-batch's
+ * gradients into the full gradient buffer, and the all-reduces wait for the last one
+ * (PyTorch DDP's no_sync): traffic per step does not grow with K.
+ *
  * Run: mpiexec -n N build/cpu/stage0_ddp --preset demo   (or build/cuda/stage0_ddp). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +57,8 @@ typedef struct {
 static zl_half *unit(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u]; }
 /* The unit whose parameters use k reads (the MLP: unit k). */
 static int unit_of_use(Trainer *t, int k) { return zl_model_unit_of_use(t->shape, k); }
+/* Micro-batch j's backward writes a unit's gradients (j = 0) or adds to them. */
+static zl_grads_mode grads_mode(int micro) { return micro == 0 ? ZL_GRADS_WRITE : ZL_GRADS_ADD; }
 
 /* Every buffer the run will ever use, allocated once before step 1 (ZeRO-R's
  * constant-size buffers): the step loop itself allocates nothing. */
@@ -85,22 +91,24 @@ static void forward(Trainer *t) {
         zl_model_forward(t->model, k, unit(t, t->params, unit_of_use(t, k)), t->compute);
 }
 
-/* Backward from the last use to the first. The moment unit u's gradients are final,
- * the communication stream is told (event) and all-reduces them, overlapping with the
- * backward of the unit before it on the compute stream. */
-static void backward_and_allreduce(Trainer *t, int step) {
+/* Backward from the last use to the first. In the step's last micro-batch, the moment unit
+ * u's gradients are final, the communication stream is told (event) and all-reduces them,
+ * overlapping with the backward of the unit before it on the compute stream; earlier
+ * micro-batches only accumulate (no_sync). */
+static void backward_and_allreduce(Trainer *t, int micro) {
+    int last = micro == t->rt.cfg.accum - 1;
     for (int k = t->n_uses - 1; k >= 0; k--) {
         int u = unit_of_use(t, k);
-        zl_model_backward(t->model, k, unit(t, t->params, u), unit(t, t->grads, u), t->compute);
-        if (!zl_model_grads_final(t->shape, k)) continue; /* a tied unit: more of its gradient to come */
-        if (u == 0 && zl_numerics_inject_now(&t->num, step)) /* --inject-overflow: into rank 0's slice */
+        zl_model_backward(t->model, k, unit(t, t->params, u), unit(t, t->grads, u), grads_mode(micro), t->compute);
+        if (!last || !zl_model_grads_final(t->shape, k)) continue; /* no_sync, or a tied unit: more to come */
+        if (u == 0 && zl_numerics_inject_now(&t->num)) /* --inject-overflow: into rank 0's slice */
             zl_inject_inf(unit(t, t->grads, u), t->compute);
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
         /* The whole padded unit: padding is zero on every rank, so the sum keeps it zero. */
         zl_allreduce(unit(t, t->grads, u), t->part.n_pad[u], t->half, ZL_P_GRAD_SYNC, u, t->comm);
     }
-    zl_event_record(t->comm_done, t->comm);
+    if (last) zl_event_record(t->comm_done, t->comm);
 }
 
 /* Every rank runs the same Adam over the same summed gradient: 1/(loss_scale·N) turns
@@ -116,30 +124,43 @@ static void optimizer_step(Trainer *t) {
 /* Did the step overflow, and how large is the gradient? After the all-reduce every rank
  * holds the same summed gradient, so each rank answers alone — nothing to agree on. (From
  * ZeRO-1 on each rank holds a slice and the answers must be all-reduced: stage1.c.) */
-static zl_step_verdict check_gradients(Trainer *t, int step, const float *loss) {
+static zl_step_verdict check_gradients(Trainer *t, int step, float loss) {
     zl_grad_stats_zero(t->stats, t->comm);
     zl_grad_stats(t->grads, t->part.psi_pad, t->stats, t->comm); /* padding is zero */
     return zl_numerics_decide(&t->num, step, t->stats, loss, t->comm);
 }
 
-/* One training step; returns the mean loss over all N·B rows. */
-static float train_step(Trainer *t, int step) {
+/* Micro-batch j (0..K-1) of step s: forward on this rank's rows, the loss (its all-reduce
+ * overlaps backward), backward. Rank r's K·B rows of step s start at global row
+ * ((s-1)·N + r)·K·B — the rows --accum 1 --batch K·B would give it — and micro-batch j
+ * takes B of them from j·B on: a function of (seed, step, rank, j) only. The loss seeds
+ * backward scaled by 1/K, so the K gradients sum to the gradient of the mean over K·B rows. */
+static void micro_batch(Trainer *t, int step, int j, float scale) {
     const zl_config *c = &t->rt.cfg;
-    /* Step s uses global rows [s·N·B, (s+1)·N·B); this rank takes its B of them. */
-    uint64_t row0 = ((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * (uint64_t)t->shape.rows;
-    zl_comm_step_begin();
+    uint64_t B = (uint64_t)t->shape.rows, K = (uint64_t)c->accum;
+    uint64_t row0 = (((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * K + (uint64_t)j) * B;
     zl_model_load_batch(t->model, c->seed, row0, t->compute);
     forward(t);
-    float *loss = zl_model_loss(t->model, zl_numerics_scale(&t->num), t->compute); /* and dL/d(output), for backward */
+    float *loss = zl_model_loss(t->model, j, scale / (float)K, t->compute); /* and dL/d(output) */
     zl_event_record(t->loss_ready, t->compute);
     zl_stream_wait_event(t->comm, t->loss_ready);
     zl_allreduce(loss, 1, ZL_F32, ZL_P_CONTROL, -1, t->comm); /* sum of per-rank means */
-    backward_and_allreduce(t, step);
+    backward_and_allreduce(t, j);
+}
+
+/* One training step: K micro-batches, then — if the ranks agree that the gradient is finite
+ * — one optimizer step. Returns the mean loss over all N·K·B rows. */
+static float train_step(Trainer *t, int step) {
+    const zl_config *c = &t->rt.cfg;
+    zl_comm_step_begin();
+    float scale = zl_numerics_step_begin(&t->num, step); /* this step's loss scale */
+    for (int j = 0; j < c->accum; j++) micro_batch(t, step, j, scale);
+    float loss = zl_model_loss_sum(t->model, t->comm) / (float)(t->rt.world * c->accum); /* the agreed mean */
     if (check_gradients(t, step, loss) == ZL_STEP_APPLY) optimizer_step(t); /* else: skipped, or diverged */
     zl_stream_sync(t->comm);
     zl_stream_sync(t->compute);
     zl_comm_step_end(step > 1 || c->steps == 1); /* step 1 is warm-up for timing */
-    return t->num.loss;
+    return loss;
 }
 
 static uint64_t param_hash(Trainer *t) {
@@ -166,7 +187,7 @@ int main(int argc, char **argv) {
     t.grads_ready = zl_events_create(t.n_units);
     t.loss_ready = zl_event_create();
     t.comm_done = zl_event_create();
-    int grad_syncs = t.n_units, control_syncs = 1; /* the loss */
+    int grad_syncs = t.n_units, control_syncs = c->accum; /* the loss of each micro-batch */
     zl_comm_init(t.rt.world, grad_syncs + control_syncs); /* collectives per step */
 
     /* every buffer before step 1, then training with allocation frozen */

@@ -17,6 +17,10 @@
  * instead: all-reduce the full gradient (then use only the slice) + all-gather = 1.5× DDP's
  * traffic.
  *
+ * --accum K runs K micro-batches of B rows before the step. The full gradient buffer is
+ * still here, so gradients accumulate in it locally, and the reduce-scatters wait for the
+ * last micro-batch: one per unit per step, traffic as with K = 1.
+ *
  * Run: mpiexec -n N build/cpu/stage1 --preset demo   (or build/cuda/stage1). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +72,8 @@ static int unit_of_use(Trainer *t, int k) { return zl_model_unit_of_use(t->shape
 static zl_half *my_slice(Trainer *t, zl_half *buf, int u) {
     return buf + t->part.off_pad[u] + (size_t)t->rt.rank * t->part.slice_len[u];
 }
+/* Micro-batch j's backward writes a unit's gradients (j = 0) or adds to them. */
+static zl_grads_mode grads_mode(int micro) { return micro == 0 ? ZL_GRADS_WRITE : ZL_GRADS_ADD; }
 
 /* Every buffer the run will ever use, allocated once before step 1 (ZeRO-R's
  * constant-size buffers): the step loop itself allocates nothing. */
@@ -108,16 +114,18 @@ static void forward(Trainer *t) {
     }
 }
 
-/* Backward from the last use to the first. The moment unit u's gradients are final, the
- * communication stream reduce-scatters them in place: this rank's slice of the sum over
- * ranks lands in its own place of the full gradient buffer (the rest of the unit's buffer
- * is left stale; nobody reads it). Overlaps the backward of the unit before it. */
-static void backward_and_reduce_scatter(Trainer *t, int step) {
+/* Backward from the last use to the first. In the step's last micro-batch, the moment unit
+ * u's gradients are final, the communication stream reduce-scatters them in place: this
+ * rank's slice of the sum over ranks lands in its own place of the full gradient buffer
+ * (the rest of the unit's buffer is left stale; nobody reads it). Overlaps the backward of
+ * the unit before it. Earlier micro-batches only accumulate. */
+static void backward_and_reduce_scatter(Trainer *t, int micro) {
+    int last = micro == t->rt.cfg.accum - 1;
     for (int k = t->n_uses - 1; k >= 0; k--) {
         int u = unit_of_use(t, k);
-        zl_model_backward(t->model, k, unit(t, t->params, u), unit(t, t->grads, u), t->compute);
-        if (!zl_model_grads_final(t->shape, k)) continue; /* a tied unit: more of its gradient to come */
-        if (u == 0 && zl_numerics_inject_now(&t->num, step)) /* --inject-overflow: into rank 0's slice */
+        zl_model_backward(t->model, k, unit(t, t->params, u), unit(t, t->grads, u), grads_mode(micro), t->compute);
+        if (!last || !zl_model_grads_final(t->shape, k)) continue; /* accumulating, or a tied unit: more to come */
+        if (u == 0 && zl_numerics_inject_now(&t->num)) /* --inject-overflow: into rank 0's slice */
             zl_inject_inf(unit(t, t->grads, u), t->compute);
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
@@ -155,31 +163,44 @@ static void optimizer_step_and_allgather(Trainer *t) {
  * the summed gradient, so neither question has a local answer: every rank measures what it
  * owns (Σg², non-finite count), one 16-byte all-reduce adds the answers up, and every rank
  * then takes the same decision — skip, clip or apply — from the same numbers. */
-static zl_step_verdict check_gradients(Trainer *t, int step, const float *loss) {
+static zl_step_verdict check_gradients(Trainer *t, int step, float loss) {
     zl_grad_stats_zero(t->stats, t->comm);
     for (int u = 0; u < t->n_units; u++) zl_grad_stats(my_slice(t, t->grads, u), t->part.slice_len[u], t->stats, t->comm);
     if (t->num.consensus) zl_allreduce(t->stats, 2, ZL_F64, ZL_P_CONTROL, -1, t->comm);
     return zl_numerics_decide(&t->num, step, t->stats, loss, t->comm);
 }
 
-/* One training step; returns the mean loss over all N·B rows. */
-static float train_step(Trainer *t, int step) {
+/* Micro-batch j (0..K-1) of step s: forward on this rank's rows, the loss (its all-reduce
+ * overlaps backward), backward. Rank r's K·B rows of step s start at global row
+ * ((s-1)·N + r)·K·B — the rows --accum 1 --batch K·B would give it — and micro-batch j
+ * takes B of them from j·B on: a function of (seed, step, rank, j) only. The loss seeds
+ * backward scaled by 1/K, so the K gradients sum to the gradient of the mean over K·B rows. */
+static void micro_batch(Trainer *t, int step, int j, float scale) {
     const zl_config *c = &t->rt.cfg;
-    /* Step s uses global rows [s·N·B, (s+1)·N·B); this rank takes its B of them. */
-    uint64_t row0 = ((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * (uint64_t)t->shape.rows;
-    zl_comm_step_begin();
+    uint64_t B = (uint64_t)t->shape.rows, K = (uint64_t)c->accum;
+    uint64_t row0 = (((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * K + (uint64_t)j) * B;
     zl_model_load_batch(t->model, c->seed, row0, t->compute);
     forward(t);
-    float *loss = zl_model_loss(t->model, zl_numerics_scale(&t->num), t->compute); /* and dL/d(output), for backward */
+    float *loss = zl_model_loss(t->model, j, scale / (float)K, t->compute); /* and dL/d(output) */
     zl_event_record(t->loss_ready, t->compute);
     zl_stream_wait_event(t->comm, t->loss_ready);
     zl_allreduce(loss, 1, ZL_F32, ZL_P_CONTROL, -1, t->comm); /* sum of per-rank means */
-    backward_and_reduce_scatter(t, step);
+    backward_and_reduce_scatter(t, j);
+}
+
+/* One training step: K micro-batches, then — if the ranks agree that the gradient is finite
+ * — one optimizer step. Returns the mean loss over all N·K·B rows. */
+static float train_step(Trainer *t, int step) {
+    const zl_config *c = &t->rt.cfg;
+    zl_comm_step_begin();
+    float scale = zl_numerics_step_begin(&t->num, step); /* this step's loss scale */
+    for (int j = 0; j < c->accum; j++) micro_batch(t, step, j, scale);
+    float loss = zl_model_loss_sum(t->model, t->comm) / (float)(t->rt.world * c->accum); /* the agreed mean */
     if (check_gradients(t, step, loss) == ZL_STEP_APPLY) optimizer_step_and_allgather(t); /* else: skipped, or diverged */
     zl_stream_sync(t->comm);
     zl_stream_sync(t->compute);
     zl_comm_step_end(step > 1 || c->steps == 1); /* step 1 is warm-up for timing */
-    return t->num.loss;
+    return loss;
 }
 
 static uint64_t param_hash(Trainer *t) {
@@ -208,8 +229,8 @@ int main(int argc, char **argv) {
     t.slice_updated = zl_events_create(t.n_units);
     t.params_gathered = zl_events_create(t.n_units);
     t.loss_ready = zl_event_create();
-    int grad_syncs = t.n_units, param_gathers = t.n_units, control_syncs = 2;
-    zl_comm_init(t.rt.world, grad_syncs + param_gathers + control_syncs); /* control: loss, gradient stats */
+    int grad_syncs = t.n_units, param_gathers = t.n_units, control_syncs = c->accum + 1; /* K losses, grad stats */
+    zl_comm_init(t.rt.world, grad_syncs + param_gathers + control_syncs); /* collectives per step */
 
     /* every buffer before step 1, then training with allocation frozen */
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};

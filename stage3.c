@@ -14,6 +14,11 @@
  * (N-1)/N·2Ψ_pad = 3(N-1)/N·2Ψ_pad, 1.5× DDP (paper §7.2.2). The gather of the final
  * parameters for param_hash is reported apart.
  *
+ * --accum K runs K micro-batches of B rows before the step. Parameters are gathered for
+ * the forward and the backward of every micro-batch, and each micro-batch's gradients are
+ * reduce-scattered and added into the shard (as in stage 2): all traffic grows ×K, per
+ * step 3K(N-1)/N·2Ψ_pad. The gather ring runs on across micro-batches.
+ *
  * Run: mpiexec -n N build/cpu/stage3 --preset demo --prefetch 1   (or build/cuda/stage3). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +71,19 @@ static int unit_of_use(Trainer *t, int k) { return zl_model_unit_of_use(t->shape
 /* This rank's parameter / gradient slice of unit u in its shards. */
 static zl_half *my_params(Trainer *t, int u) { return t->params + t->part.slice_off[u]; }
 static zl_half *my_grads(Trainer *t, int u) { return t->grads + t->part.slice_off[u]; }
+/* Reduce-scatter bucket b, holding unit u's gradients of micro-batch j, into this rank's
+ * gradient shard. Micro-batch 0 writes the shard; a later one reduce-scatters in place (the
+ * sum lands in this rank's slice of the bucket) and adds that into the shard. */
+static void reduce_scatter_into_shard(Trainer *t, int b, int u, int micro) {
+    size_t len = t->part.slice_len[u];
+    if (micro == 0) {
+        zl_reduce_scatter(t->bucket[b], my_grads(t, u), len, t->half, ZL_P_GRAD_SYNC, u, t->comm);
+        return;
+    }
+    zl_half *landed = t->bucket[b] + (size_t)t->rt.rank * len;
+    zl_reduce_scatter(t->bucket[b], landed, len, t->half, ZL_P_GRAD_SYNC, u, t->comm);
+    zl_add_into(my_grads(t, u), landed, len, t->comm);
+}
 
 /* Every buffer the run will ever use, allocated once before step 1 (ZeRO-R's
  * constant-size buffers): the step loop itself allocates nothing. */
@@ -106,11 +124,17 @@ static void initialise(Trainer *t) {
     zl_stream_sync(t->compute);
 }
 
-/* A step visits the model's uses twice: forward, visit v = k for use k = 0 .. n_uses-1,
- * then backward, visit v = 2·n_uses-1-k. Each visit gathers its unit into gather slot
- * v % (1 + prefetch). */
-static int n_visits(Trainer *t) { return 2 * t->n_uses; }
-static int use_of_visit(Trainer *t, int v) { return v < t->n_uses ? v : n_visits(t) - 1 - v; }
+/* A micro-batch visits the model's uses twice: forward, visit w = k for use k = 0 ..
+ * n_uses-1, then backward, visit w = 2·n_uses-1-k; micro-batch j's visits are numbered
+ * v = j·2·n_uses + w. Each visit gathers its unit into gather slot v % (1 + prefetch). */
+static int visits_per_micro(Trainer *t) { return 2 * t->n_uses; }
+static int n_visits(Trainer *t) { return t->rt.cfg.accum * visits_per_micro(t); }
+static int visit_of(Trainer *t, int micro, int w) { return micro * visits_per_micro(t) + w; }
+static int is_forward_visit(Trainer *t, int v) { return v % visits_per_micro(t) < t->n_uses; }
+static int use_of_visit(Trainer *t, int v) {
+    int w = v % visits_per_micro(t);
+    return w < t->n_uses ? w : visits_per_micro(t) - 1 - w;
+}
 static int slot_of_visit(Trainer *t, int v) { return v % t->n_slots; }
 
 /* All-gather the unit of visit v into its slot, once the use that last read the slot is
@@ -120,7 +144,7 @@ static void gather_for_visit(Trainer *t, int v) {
     int u = unit_of_use(t, use_of_visit(t, v)), slot = slot_of_visit(t, v);
     zl_stream_wait_event(t->comm, t->slot_free[slot]);
     zl_allgather(my_params(t, u), t->gather[slot], t->part.slice_len[u], t->half,
-                 v < t->n_uses ? ZL_P_GATHER_FWD : ZL_P_GATHER_BWD, u, t->comm);
+                 is_forward_visit(t, v) ? ZL_P_GATHER_FWD : ZL_P_GATHER_BWD, u, t->comm);
     zl_event_record(t->gathered[slot], t->comm);
 }
 
@@ -138,29 +162,30 @@ static void release(Trainer *t, int v) {
 
 /* Gather, compute, release — use by use. The first 1 + prefetch gathers were issued at
  * the start of the step. */
-static void forward(Trainer *t) {
+static void forward(Trainer *t, int micro) {
     for (int k = 0; k < t->n_uses; k++) {
-        zl_model_forward(t->model, k, acquire(t, k), t->compute);
-        release(t, k);
+        int v = visit_of(t, micro, k);
+        zl_model_forward(t->model, k, acquire(t, v), t->compute);
+        release(t, v);
     }
 }
 
 /* Backward from the last use to the first: gather the unit again, compute into
  * alternating buckets, release the parameters, and, once unit u's gradients are final,
  * reduce-scatter the bucket into this rank's gradient shard while backward goes on with
- * the unit before it (as in stage 2). */
-static void backward_and_reduce_scatter(Trainer *t, int step) {
+ * the unit before it (as in stage 2). Every micro-batch does so. */
+static void backward_and_reduce_scatter(Trainer *t, int micro) {
     for (int k = t->n_uses - 1; k >= 0; k--) {
-        int u = unit_of_use(t, k), b = u % 2, v = n_visits(t) - 1 - k;
+        int u = unit_of_use(t, k), b = u % 2, v = visit_of(t, micro, visits_per_micro(t) - 1 - k);
         zl_stream_wait_event(t->compute, t->bucket_free[b]);
-        zl_model_backward(t->model, k, acquire(t, v), t->bucket[b], t->compute);
+        zl_model_backward(t->model, k, acquire(t, v), t->bucket[b], ZL_GRADS_WRITE, t->compute);
         release(t, v);
         if (!zl_model_grads_final(t->shape, k)) continue; /* a tied unit: more of its gradient to come */
-        if (u == 0 && zl_numerics_inject_now(&t->num, step)) /* --inject-overflow: into rank 0's slice */
+        if (u == 0 && micro == t->rt.cfg.accum - 1 && zl_numerics_inject_now(&t->num)) /* rank 0's slice */
             zl_inject_inf(t->bucket[b], t->compute);
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
-        zl_reduce_scatter(t->bucket[b], my_grads(t, u), t->part.slice_len[u], t->half, ZL_P_GRAD_SYNC, u, t->comm);
+        reduce_scatter_into_shard(t, b, u, micro);
         zl_event_record(t->grads_synced[u], t->comm);
         zl_event_record(t->bucket_free[b], t->comm);
     }
@@ -185,33 +210,46 @@ static void optimizer_step(Trainer *t) {
  * the summed gradient, so neither question has a local answer: every rank measures what it
  * owns (Σg², non-finite count), one 16-byte all-reduce adds the answers up, and every rank
  * then takes the same decision — skip, clip or apply — from the same numbers. */
-static zl_step_verdict check_gradients(Trainer *t, int step, const float *loss) {
+static zl_step_verdict check_gradients(Trainer *t, int step, float loss) {
     zl_grad_stats_zero(t->stats, t->comm);
     for (int u = 0; u < t->n_units; u++) zl_grad_stats(my_grads(t, u), t->part.slice_len[u], t->stats, t->comm);
     if (t->num.consensus) zl_allreduce(t->stats, 2, ZL_F64, ZL_P_CONTROL, -1, t->comm);
     return zl_numerics_decide(&t->num, step, t->stats, loss, t->comm);
 }
 
-/* One training step; returns the mean loss over all N·B rows. */
-static float train_step(Trainer *t, int step) {
+/* Micro-batch j (0..K-1) of step s: forward on this rank's rows, the loss (its all-reduce
+ * overlaps backward), backward. Rank r's K·B rows of step s start at global row
+ * ((s-1)·N + r)·K·B — the rows --accum 1 --batch K·B would give it — and micro-batch j
+ * takes B of them from j·B on: a function of (seed, step, rank, j) only. The loss seeds
+ * backward scaled by 1/K, so the K gradients sum to the gradient of the mean over K·B rows. */
+static void micro_batch(Trainer *t, int step, int j, float scale) {
     const zl_config *c = &t->rt.cfg;
-    /* Step s uses global rows [s·N·B, (s+1)·N·B); this rank takes its B of them. */
-    uint64_t row0 = ((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * (uint64_t)t->shape.rows;
-    zl_comm_step_begin();
-    zl_stream_wait_event(t->comm, t->adam_done); /* the shards hold last step's update */
-    for (int v = 0; v < t->n_slots; v++) gather_for_visit(t, v);
+    uint64_t B = (uint64_t)t->shape.rows, K = (uint64_t)c->accum;
+    uint64_t row0 = (((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * K + (uint64_t)j) * B;
     zl_model_load_batch(t->model, c->seed, row0, t->compute);
-    forward(t);
-    float *loss = zl_model_loss(t->model, zl_numerics_scale(&t->num), t->compute); /* and dL/d(output), for backward */
+    forward(t, j);
+    float *loss = zl_model_loss(t->model, j, scale / (float)K, t->compute); /* and dL/d(output) */
     zl_event_record(t->loss_ready, t->compute);
     zl_stream_wait_event(t->comm, t->loss_ready);
     zl_allreduce(loss, 1, ZL_F32, ZL_P_CONTROL, -1, t->comm); /* sum of per-rank means */
-    backward_and_reduce_scatter(t, step);
+    backward_and_reduce_scatter(t, j);
+}
+
+/* One training step: K micro-batches, then — if the ranks agree that the gradient is finite
+ * — one optimizer step. Returns the mean loss over all N·K·B rows. */
+static float train_step(Trainer *t, int step) {
+    const zl_config *c = &t->rt.cfg;
+    zl_comm_step_begin();
+    zl_stream_wait_event(t->comm, t->adam_done); /* the shards hold last step's update */
+    for (int v = 0; v < t->n_slots; v++) gather_for_visit(t, v);
+    float scale = zl_numerics_step_begin(&t->num, step); /* this step's loss scale */
+    for (int j = 0; j < c->accum; j++) micro_batch(t, step, j, scale);
+    float loss = zl_model_loss_sum(t->model, t->comm) / (float)(t->rt.world * c->accum); /* the agreed mean */
     if (check_gradients(t, step, loss) == ZL_STEP_APPLY) optimizer_step(t); /* else: skipped, or diverged */
     zl_stream_sync(t->comm);
     zl_stream_sync(t->compute);
     zl_comm_step_end(step > 1 || c->steps == 1); /* step 1 is warm-up for timing */
-    return t->num.loss;
+    return loss;
 }
 
 /* The full parameters exist nowhere: gather each unit once more (reported apart from
@@ -253,8 +291,8 @@ int main(int argc, char **argv) {
     for (int b = 0; b < 2; b++) t.bucket_free[b] = zl_event_create();
     t.adam_done = zl_event_create();
     t.loss_ready = zl_event_create();
-    int grad_syncs = t.n_units, param_gathers = n_visits(&t), control_syncs = 2;
-    zl_comm_init(t.rt.world, grad_syncs + param_gathers + control_syncs); /* per step; param_hash's n_units fit too */
+    int grad_syncs = c->accum * t.n_units, param_gathers = n_visits(&t), control_syncs = c->accum + 1;
+    zl_comm_init(t.rt.world, grad_syncs + param_gathers + control_syncs); /* per step; param_hash's gathers fit */
 
     /* every buffer before step 1, then training with allocation frozen */
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};

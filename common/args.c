@@ -109,6 +109,7 @@ static void set_defaults(zl_config *c, int stage) {
     c->dtype = ZL_F16;
     c->lr = -1.0f, c->beta1 = 0.9f, c->beta2 = 0.999f, c->eps = 1e-8f, c->weight_decay = 0.0f;
     c->prefetch = -1; /* min(1, L-1) once L is known */
+    c->accum = 1;
     c->timeout_s = 300;
 }
 
@@ -171,8 +172,8 @@ static const char *const valued_flags[] = {"--layers", "--dim", "--batch", "--st
                                            "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--json",
                                            "--dump-params", "--preset", "--prefetch", "--grad-sync", "--timeout",
                                            "--loss-scale-init", "--loss-scale-window", "--clip-grad-norm", "--dtype",
-                                           "--inject-overflow"};
-static const char *const switch_flags[] = {"--quiet", "--no-preflight", "--check"};
+                                           "--inject-overflow", "--accum"};
+static const char *const switch_flags[] = {"--quiet", "--no-preflight", "--check", "--checkpoint-activations"};
 
 static int is_one_of(const char *f, const char *const *list, size_t n) {
     for (size_t k = 0; k < n; k++)
@@ -185,6 +186,7 @@ static int apply_switch(zl_config *c, const char *f) {
     if (!strcmp(f, "--quiet")) c->quiet = 1;
     else if (!strcmp(f, "--no-preflight")) c->no_preflight = 1;
     else if (!strcmp(f, "--check")) c->check = 1;
+    else if (!strcmp(f, "--checkpoint-activations")) c->checkpoint_activations = 1;
     return ZL_ARGS_OK;
 }
 
@@ -193,6 +195,7 @@ static int apply_value(zl_config *c, const char *f, const char *v, char *err, in
     if (!strcmp(f, "--dim")) return parse_int(f, v, 1, 1 << 24, &c->dim, err, len);
     if (!strcmp(f, "--batch")) return parse_int(f, v, 1, 1 << 20, &c->batch, err, len);
     if (!strcmp(f, "--steps")) return parse_int(f, v, 1, 1000000, &c->steps, err, len);
+    if (!strcmp(f, "--accum")) return parse_int(f, v, 1, 1024, &c->accum, err, len);
     if (!strcmp(f, "--seed")) return parse_u64(f, v, &c->seed, err, len);
     if (!strcmp(f, "--loss-scale")) {
         if (!strcmp(v, "dynamic")) return c->loss_scale_dynamic = 1, ZL_ARGS_OK;
@@ -304,7 +307,9 @@ void zl_args_usage(const char *prog, int stage) {
            "                              demo: L=4 D=256 B=32 steps=20; lab-1b: L=8 D=4096 B=8192 steps=10)\n"
            "  --layers L      residual MLP blocks (shard units), 1..1000000\n"
            "  --dim D         model width, 1..16777216 (Psi = L*(8D^2+5D))\n"
-           "  --batch B       rows per rank, 1..1048576 (global batch = N*B)\n"
+           "  --batch B       rows per rank per micro-batch, 1..1048576 (global batch = N*K*B)\n"
+           "  --accum K       micro-batches per step (gradient accumulation), 1..1024 (default 1)\n"
+           "  --checkpoint-activations  keep each block's input only; recompute its forward in backward\n"
            "  --steps S       training steps, 1..1000000\n"
            "  --seed X        init and data seed (results never depend on N)\n"
            "  --dtype fp16|bf16   16-bit format of params, grads, activations (default fp16, the paper's)\n"
@@ -335,7 +340,8 @@ uint64_t zl_args_hash(const zl_config *c) {
 #define H(field) h = zl_fnv1a(h, &c->field, sizeof c->field)
     H(stage), H(layers), H(dim), H(batch), H(steps), H(seed), H(loss_scale), H(lr), H(beta1), H(beta2), H(eps),
         H(weight_decay), H(prefetch), H(grad_sync_allreduce), H(timeout_s), H(no_preflight), H(check),
-        H(loss_scale_dynamic), H(loss_scale_window), H(clip_grad_norm), H(dtype), H(n_inject), H(inject_steps);
+        H(loss_scale_dynamic), H(loss_scale_window), H(clip_grad_norm), H(dtype), H(n_inject), H(inject_steps),
+        H(accum), H(checkpoint_activations);
 #undef H
     h = zl_fnv1a(h, c->json_path, strlen(c->json_path));
     h = zl_fnv1a(h, c->dump_path, strlen(c->dump_path));

@@ -26,6 +26,8 @@ enum {
 typedef struct {
     int stage; /* which program is parsing: 0..3 */
     int layers, dim, batch, steps;
+    int accum;                  /* micro-batches per step (K): global batch N·K·B */
+    int checkpoint_activations; /* keep each unit's input only; recompute in backward */
     uint64_t seed;
     float loss_scale; /* static scale, or the dynamic scaler's initial one (--loss-scale-init) */
     int loss_scale_dynamic; /* 1: dynamic loss scaling (default for fp16); -1 until parsed */

@@ -74,10 +74,14 @@ void zl_paper_digits(double v, char *buf, size_t n) {
 }
 
 /* Per unit u, per rank: an all-reduce sends 2(N-1)·slice_len(u) elements, a reduce-scatter
- * or all-gather (N-1)·slice_len(u) — the ring convention with S = n_pad(u) elements. */
+ * or all-gather (N-1)·slice_len(u) — the ring convention with S = n_pad(u) elements. With K
+ * micro-batches per step, what happens once per micro-batch counts K times: ZeRO-2's
+ * gradient reduce-scatters (the full gradient never exists to accumulate in), ZeRO-3's
+ * gathers and reduce-scatters, and every stage's loss all-reduce. DDP and ZeRO-1 accumulate
+ * locally and sync once. */
 void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_formula *out) {
     *out = (zl_comm_formula){0};
-    double N = p->world, fp16 = 2.0;
+    double N = p->world, fp16 = 2.0, K = zl_model_micro_batches(c->model);
     /* Stages 1-2 gather the params Adam changed; a step skipped on overflow changed none. */
     double applied = c->steps > 0 ? (double)(c->steps - c->skipped_steps) / c->steps : 1.0;
     for (int u = 0; u < p->n_units; u++) {
@@ -87,23 +91,26 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
             out->bytes[ZL_P_GRAD_SYNC] += 2 * ring, out->calls[ZL_P_GRAD_SYNC] += 1;
             break;
         case 1:
-        case 2:
             out->bytes[ZL_P_GRAD_SYNC] += (c->grad_sync_allreduce ? 2 : 1) * ring;
             out->calls[ZL_P_GRAD_SYNC] += 1;
             out->bytes[ZL_P_GATHER_STEP] += applied * ring, out->calls[ZL_P_GATHER_STEP] += applied;
             break;
+        case 2:
+            out->bytes[ZL_P_GRAD_SYNC] += K * ring, out->calls[ZL_P_GRAD_SYNC] += K;
+            out->bytes[ZL_P_GATHER_STEP] += applied * ring, out->calls[ZL_P_GATHER_STEP] += applied;
+            break;
         default:
-            out->bytes[ZL_P_GATHER_FWD] += ring, out->calls[ZL_P_GATHER_FWD] += 1;
-            out->bytes[ZL_P_GATHER_BWD] += ring, out->calls[ZL_P_GATHER_BWD] += 1;
-            out->bytes[ZL_P_GRAD_SYNC] += ring, out->calls[ZL_P_GRAD_SYNC] += 1;
+            out->bytes[ZL_P_GATHER_FWD] += K * ring, out->calls[ZL_P_GATHER_FWD] += K;
+            out->bytes[ZL_P_GATHER_BWD] += K * ring, out->calls[ZL_P_GATHER_BWD] += K;
+            out->bytes[ZL_P_GRAD_SYNC] += K * ring, out->calls[ZL_P_GRAD_SYNC] += K;
             out->bytes[ZL_P_GATHER_FINAL] += ring, out->calls[ZL_P_GATHER_FINAL] += 1; /* once, for the hash */
         }
     }
-    /* Control: the fp32 loss; from ZeRO-1 on also the gradient statistics (Σg², non-finite
-     * count: two fp64), since no rank holds the whole gradient. */
-    double control = 4.0 + (c->stage >= 1 ? 16.0 : 0.0);
-    out->bytes[ZL_P_CONTROL] = 2 * (N - 1) / N * control;
-    out->calls[ZL_P_CONTROL] = c->stage >= 1 ? 2 : 1;
+    /* Control: the fp32 loss of every micro-batch; from ZeRO-1 on also, once per step, the
+     * gradient statistics (Σg², non-finite count: two fp64), since no rank holds the whole
+     * gradient. */
+    out->bytes[ZL_P_CONTROL] = 2 * (N - 1) / N * (K * 4.0 + (c->stage >= 1 ? 16.0 : 0.0));
+    out->calls[ZL_P_CONTROL] = K + (c->stage >= 1 ? 1 : 0);
     for (int i = 0; i < ZL_NPURPOSES; i++)
         if (zl_purpose_in_step_total((zl_purpose)i)) out->total += out->bytes[i];
 }

@@ -43,10 +43,13 @@ size_t zl_formula_host_staging_bytes(const zl_partition *p);
  * stage 0: 16Ψ, 1: 4Ψ + 12Ψ/N, 2: 2Ψ + 14Ψ/N, 3: 16Ψ/N. */
 double zl_paper_model_states(double psi, int world, int stage, double bytes[5]);
 
-/* Wire bytes one rank sends per training step, by purpose (nccl-tests ring
- * convention). DDP, ZeRO-1, ZeRO-2: 2(N-1)/N·2Ψ_pad; ZeRO-3: 3(N-1)/N·2Ψ_pad;
- * ZeRO-1 with --grad-sync allreduce: 3(N-1)/N·2Ψ_pad. ZL_P_CONTROL is the one fp32
- * loss all-reduce per step. total excludes control. */
+/* Wire bytes one rank sends per training step of K micro-batches (--accum), by purpose
+ * (nccl-tests ring convention):
+ *   DDP, ZeRO-1   2(N-1)/N·2Ψ_pad        gradients accumulate locally, one sync per step
+ *   ZeRO-2        (K+1)(N-1)/N·2Ψ_pad    a reduce-scatter per micro-batch + one all-gather
+ *   ZeRO-3        3K(N-1)/N·2Ψ_pad       gather fwd, gather bwd, reduce-scatter per micro-batch
+ *   ZeRO-1 with --grad-sync allreduce: 3(N-1)/N·2Ψ_pad.
+ * ZL_P_CONTROL is the fp32 loss all-reduce, once per micro-batch. total excludes control. */
 typedef struct {
     double bytes[ZL_NPURPOSES];
     double calls[ZL_NPURPOSES];

@@ -32,15 +32,16 @@ void zl_numerics_free(zl_numerics *n) {
     n->scales = n->norms = NULL, n->skipped = NULL;
 }
 
-float zl_numerics_scale(zl_numerics *n) {
+float zl_numerics_step_begin(zl_numerics *n, int step) {
+    n->step = step;
     n->step_scale = n->scaler.scale;
     return n->step_scale;
 }
 
-int zl_numerics_inject_now(const zl_numerics *n, int step) {
+int zl_numerics_inject_now(const zl_numerics *n) {
     if (n->rank != n->world - 1) return 0;
     for (int i = 0; i < n->cfg->n_inject; i++)
-        if (n->cfg->inject_steps[i] == step) return 1;
+        if (n->cfg->inject_steps[i] == n->step) return 1;
     return 0;
 }
 
@@ -49,14 +50,10 @@ void zl_inject_inf(zl_half *grad, zl_stream s) {
     zl_memcpy_h2d(grad, &inf, sizeof inf, s);
 }
 
-zl_step_verdict zl_numerics_decide(zl_numerics *n, int step, const double *dev_stats, const float *dev_loss,
-                                   zl_stream s) {
+zl_step_verdict zl_numerics_decide(zl_numerics *n, int step, const double *dev_stats, float loss, zl_stream s) {
     double st[2];
-    float loss_sum;
     zl_memcpy_d2h(st, dev_stats, sizeof st, s);
-    zl_memcpy_d2h(&loss_sum, dev_loss, sizeof loss_sum, s);
     if (zl_is_ending()) zl_wait_for_the_end(); /* numbers read after a watchdog abort mean nothing */
-    float loss = n->loss = loss_sum / (float)n->world;
     float unscale = 1.0f / (n->step_scale * (float)n->world); /* sum over ranks -> mean, and unscale */
     int overflow = st[1] > 0;
     double norm = overflow ? NAN : sqrt(st[0]) * (double)unscale;

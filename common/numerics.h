@@ -28,7 +28,7 @@ typedef struct {
     float step_scale; /* the scale this step's backward ran with */
     int consensus;    /* 1; 0 only under the test-only ZL_TEST_NO_OVERFLOW_CONSENSUS=1 */
     int diverged;     /* the last verdict was ZL_STEP_DIVERGED: training stops */
-    float loss;       /* this step's agreed mean loss */
+    int step;         /* the step under way */
     const zl_config *cfg;
     /* per-step record, [steps]: */
     float *scales, *norms;
@@ -41,18 +41,17 @@ typedef struct {
 void zl_numerics_init(zl_numerics *n, const zl_runtime *rt);
 void zl_numerics_free(zl_numerics *n);
 
-/* The loss scale for this step's backward (fixed until zl_numerics_decide). */
-float zl_numerics_scale(zl_numerics *n);
+/* A step begins: returns the loss scale for its backward (fixed until zl_numerics_decide). */
+float zl_numerics_step_begin(zl_numerics *n, int step);
 
-/* --inject-overflow: 1 if this rank (N-1) writes +inf into a gradient at this step. */
-int zl_numerics_inject_now(const zl_numerics *n, int step);
+/* --inject-overflow: 1 if this rank (N-1) writes +inf into a gradient in this step. */
+int zl_numerics_inject_now(const zl_numerics *n);
 /* Write +inf (in the run's dtype) into one gradient element, on stream s. */
 void zl_inject_inf(zl_half *grad, zl_stream s);
 
-/* Read the agreed statistics (device double[2]) and the all-reduced loss (device float,
- * the sum of the ranks' means) once stream s has them, record the step, return the verdict. */
-zl_step_verdict zl_numerics_decide(zl_numerics *n, int step, const double *dev_stats, const float *dev_loss,
-                                   zl_stream s);
+/* Read the agreed statistics (device double[2]) once stream s has them, record the step
+ * with its agreed mean loss, return the verdict. */
+zl_step_verdict zl_numerics_decide(zl_numerics *n, int step, const double *dev_stats, float loss, zl_stream s);
 
 /* Hand the record to the report (dtype, status, per-step scale/norm, skipped steps; the
  * formulas learn how many steps skipped their update); rank 0 prints the divergence line. */

@@ -348,9 +348,10 @@ static void write_json(const zl_report *r, const rank_summary *all, const check_
     fprintf(f,
             "  \"config\": {\"preset\": \"%s\", \"layers\": %d, \"dim\": %d, \"batch\": %d, \"seed\": %llu, "
             "\"loss_scale\": %.9g, \"lr\": %.9g, \"beta1\": %.9g, \"beta2\": %.9g, \"eps\": %.9g, "
-            "\"weight_decay\": %.9g, \"prefetch\": %d},\n",
+            "\"weight_decay\": %.9g, \"prefetch\": %d, \"accum\": %d, \"checkpoint_activations\": %s},\n",
             c->preset, c->layers, c->dim, c->batch, (unsigned long long)c->seed, c->loss_scale, c->lr, c->beta1,
-            c->beta2, c->eps, c->weight_decay, c->stage == 3 ? c->prefetch : 0);
+            c->beta2, c->eps, c->weight_decay, c->stage == 3 ? c->prefetch : 0, c->accum,
+            c->checkpoint_activations ? "true" : "false");
     fprintf(f, "  \"steps\": %d,\n  \"loss\": [", r->steps);
     for (int i = 0; i < r->steps; i++) { /* JSON has no NaN or inf: a diverged loss is null */
         if (isfinite(r->losses[i])) fprintf(f, "%s%.9g", i ? ", " : "", r->losses[i]);
@@ -422,12 +423,16 @@ static int print_and_write(const zl_report *r) {
     int N = r->rt->world;
     const zl_config *c = &r->rt->cfg;
     double ms = all[0].ms_per_step;
-    double samples_s = ms > 0 ? (double)N * c->batch / (ms * 1e-3) : 0;
-    double tflops = ms > 0 ? 6.0 * (double)r->part->psi * c->batch / (ms * 1e-3) / 1e12 : 0;
+    double rows = (double)c->batch * c->accum; /* per rank per step: K micro-batches of B */
+    double samples_s = ms > 0 ? (double)N * rows / (ms * 1e-3) : 0;
+    double tflops = ms > 0 ? 6.0 * (double)r->part->psi * rows / (ms * 1e-3) / 1e12 : 0;
 
     printf("\n== %s | backend %s (%s) | N = %d | Psi = %zu | Psi_pad = %zu | %d units ==\n", stage_names[c->stage],
            zl_backend_name(), zl_backend_device_name(), N, r->part->psi, r->part->psi_pad, r->part->n_units);
     if (r->variant) printf("variant: %s\n", r->variant);
+    if (c->accum > 1 || c->checkpoint_activations)
+        printf("%d micro-batch%s of %d rows per rank per step%s\n", c->accum, c->accum > 1 ? "es" : "", c->batch,
+               c->checkpoint_activations ? "; activations checkpointed (each block's input kept, recomputed)" : "");
     if (N > 8) {
         print_minmax(all, N); /* one column per rank would not fit; the JSON has every rank */
     } else if (summaries_identical(all, N)) {

@@ -49,16 +49,33 @@ void zl_data_generate(zl_half *x, zl_half *target, uint64_t seed, uint64_t row0,
 /* dst[i] = zl_init_value(seed, index0 + i, scale_log2) for i < n. */
 void zl_init_uniform(zl_half *dst, size_t n, uint64_t seed, uint64_t index0, int scale_log2, zl_stream s);
 
-/* Forward of one block. Saves h (pre-activation) and a (= gelu(h)) for backward. */
+/* Forward of one block. Writes h (pre-activation) and a (= gelu(h)); y = NULL skips the
+ * second GEMM (a recompute for backward, which needs h and a only). */
 void zl_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, const zl_half *W2,
                       const zl_half *b2, zl_half *h, zl_half *a, zl_half *y, int rows, int dim, zl_stream s);
 
-/* Backward of one block, given dy (rows×D). Writes (overwrites, never accumulates)
- * dW1, db1, dW2, db2 and dx = dy + (dh)·W1ᵀ. dh (rows×4D) is scratch. dx must not alias dy;
- * dx = NULL skips that GEMM (block 0: nobody needs the gradient of the input). */
+/* How backward stores a parameter gradient. WRITE overwrites it; ADD adds this batch's
+ * gradient to what is there (accumulation over micro-batches): the new gradient and the
+ * stored value are summed in fp32 and rounded once (a GEMM with beta = 1 on the GPU). */
+typedef enum { ZL_GRADS_WRITE = 0, ZL_GRADS_ADD = 1 } zl_grads_mode;
+
+/* Backward of one block, given dy (rows×D). Stores dW1, db1, dW2, db2 as `mode` says, and
+ * writes dx = dy + (dh)·W1ᵀ. dh (rows×4D) is scratch. dx must not alias dy; dx = NULL skips
+ * that GEMM (block 0: nobody needs the gradient of the input). */
 void zl_block_backward(const zl_half *x, const zl_half *h, const zl_half *a, const zl_half *W1,
                        const zl_half *W2, const zl_half *dy, zl_half *dh, zl_half *dW1, zl_half *db1,
-                       zl_half *dW2, zl_half *db2, zl_half *dx, int rows, int dim, zl_stream s);
+                       zl_half *dW2, zl_half *db2, zl_half *dx, zl_grads_mode mode, int rows, int dim,
+                       zl_stream s);
+
+/* a[i] = gelu(h[i]) of the stored 16-bit h, rounded once: the activation backward
+ * recomputes when forward kept h only. Deterministic: the same h gives the same bits.
+ * (Forward's GEMM epilogue takes gelu of the unrounded fp32 h, so a stored a could differ
+ * from this in the last bit; backward uses this one in every activation policy.) */
+void zl_gelu_stored(const zl_half *h, zl_half *a, size_t n, zl_stream s);
+
+/* dst[i] += src[i] (fp32 sum, rounded once): a micro-batch's reduced gradient slice added
+ * into the gradient shard. Uses no workspace, so it may run on the communication stream. */
+void zl_add_into(zl_half *dst, const zl_half *src, size_t n, zl_stream s);
 
 /* MSE: *loss = mean over rows·dim of (y - t)^2 (fp32, device memory);
  * dy = loss_scale · 2(y - t)/(rows·dim), the gradient of loss_scale·loss. */
@@ -103,7 +120,9 @@ void zl_cpu_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1
                           const zl_half *b2, zl_half *h, zl_half *a, zl_half *y, int rows, int dim);
 void zl_cpu_block_backward(const zl_half *x, const zl_half *h, const zl_half *a, const zl_half *W1,
                            const zl_half *W2, const zl_half *dy, zl_half *dh, zl_half *dW1, zl_half *db1,
-                           zl_half *dW2, zl_half *db2, zl_half *dx, int rows, int dim);
+                           zl_half *dW2, zl_half *db2, zl_half *dx, zl_grads_mode mode, int rows, int dim);
+void zl_cpu_gelu_stored(const zl_half *h, zl_half *a, size_t n);
+void zl_cpu_add_into(zl_half *dst, const zl_half *src, size_t n);
 void zl_cpu_mse_loss_backward(const zl_half *y, const zl_half *t, zl_half *dy, float *loss, int rows, int dim,
                               float loss_scale);
 void zl_cpu_adam_update(float *master, float *m, float *v, zl_half *param, const zl_half *grad, size_t n,

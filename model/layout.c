@@ -7,7 +7,8 @@
 #include "mlp.h"
 
 zl_model_shape zl_model_shape_of(const zl_config *c) {
-    return (zl_model_shape){.kind = ZL_MODEL_MLP, .layers = c->layers, .dim = c->dim, .rows = c->batch};
+    return (zl_model_shape){.kind = ZL_MODEL_MLP, .layers = c->layers, .dim = c->dim, .rows = c->batch,
+                            .micro_batches = c->accum, .checkpoint = c->checkpoint_activations};
 }
 
 int zl_model_n_units(zl_model_shape s) {
@@ -64,14 +65,15 @@ int zl_model_grads_final(zl_model_shape s, int k) {
 
 size_t zl_model_activation_bytes(zl_model_shape s) {
     switch (s.kind) {
-    case ZL_MODEL_MLP: return zl_mlp_activation_bytes((size_t)s.layers, (size_t)s.dim, (size_t)s.rows);
+    case ZL_MODEL_MLP:
+        return zl_mlp_activation_bytes((size_t)s.layers, (size_t)s.dim, (size_t)s.rows, s.checkpoint);
     }
     return 0;
 }
 
 size_t zl_model_scratch_bytes(zl_model_shape s) {
     switch (s.kind) {
-    case ZL_MODEL_MLP: return zl_mlp_scratch_bytes((size_t)s.dim, (size_t)s.rows);
+    case ZL_MODEL_MLP: return zl_mlp_scratch_bytes((size_t)s.dim, (size_t)s.rows, (size_t)zl_model_micro_batches(s));
     }
     return 0;
 }

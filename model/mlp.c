@@ -1,7 +1,10 @@
 /* mlp.c — the residual MLP's buffers, init and kernels, one block per unit (see mlp.h). */
 #include "mlp.h"
 
+#include <stdlib.h>
+
 #include "../common/alloc.h"
+#include "../common/util.h" /* zl_fatal */
 #include "../kernels/kernels.h"
 
 /* ---- init: a function of the seed and the global parameter index only ---------------- */
@@ -42,17 +45,20 @@ void zl_mlp_init_range(int dim, size_t unit_off, size_t begin, size_t end, uint6
 /* ---- buffers ---------------------------------------------------------------------------- */
 
 /* Allocated in the order the report lists them; the byte formulas are in mlp.h. */
-void zl_mlp_create(zl_mlp *m, int layers, int dim, int rows) {
-    size_t L = (size_t)layers, BD = (size_t)rows * (size_t)dim;
-    *m = (zl_mlp){.L = layers, .D = dim, .B = rows};
+void zl_mlp_create(zl_mlp *m, int layers, int dim, int rows, int micro_batches, int checkpoint) {
+    size_t L = (size_t)layers, BD = (size_t)rows * (size_t)dim, K = (size_t)micro_batches;
+    *m = (zl_mlp){.L = layers, .D = dim, .B = rows, .K = micro_batches, .checkpoint = checkpoint};
     m->x = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * (L + 1) * BD, "block inputs x");
-    m->h = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * L * 4 * BD, "pre-activations h");
-    m->a = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * L * 4 * BD, "activations a = gelu(h)");
+    m->h = checkpoint ? zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * 4 * BD, "pre-activations h (one block, recomputed)")
+                      : zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * L * 4 * BD, "pre-activations h");
+    m->a = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * 4 * BD, "activations a = gelu(h) (one block, recomputed)");
     m->target = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "targets");
     m->dx[0] = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "activation grad 0");
     m->dx[1] = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "activation grad 1");
     m->dh = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * 4 * BD, "dh");
-    m->loss = zl_mem_alloc(ZL_MEM_SCRATCH, sizeof(float), "loss");
+    m->loss = zl_mem_alloc(ZL_MEM_SCRATCH, K * sizeof(float), "loss (one per micro-batch)");
+    m->loss_host = malloc(K * sizeof(float));
+    if (!m->loss_host) zl_fatal("out of host memory");
     size_t ws = zl_kernels_workspace_bytes(rows, dim);
     m->workspace = zl_mem_alloc(ZL_MEM_WORKSPACE, ws, "kernel workspace");
     zl_kernels_set_workspace(m->workspace, ws);
@@ -61,40 +67,57 @@ void zl_mlp_create(zl_mlp *m, int layers, int dim, int rows) {
 void zl_mlp_free(zl_mlp *m) {
     void *bufs[] = {m->x, m->h, m->a, m->target, m->dx[0], m->dx[1], m->dh, m->loss, m->workspace};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zl_mem_free(bufs[i]);
+    free(m->loss_host);
     *m = (zl_mlp){0};
 }
 
 /* ---- compute ---------------------------------------------------------------------------- */
 
 static zl_half *x_of(zl_mlp *m, int u) { return m->x + (size_t)u * m->B * m->D; }
-static zl_half *h_of(zl_mlp *m, int u) { return m->h + (size_t)u * m->B * 4 * m->D; }
-static zl_half *a_of(zl_mlp *m, int u) { return m->a + (size_t)u * m->B * 4 * m->D; }
+/* Block u's h: its own place, or the one-block buffer when checkpointing. */
+static zl_half *h_of(zl_mlp *m, int u) { return m->h + (m->checkpoint ? 0 : (size_t)u * m->B * 4 * m->D); }
 
 void zl_mlp_load_batch(zl_mlp *m, uint64_t seed, uint64_t row0, zl_stream s) {
     zl_data_generate(x_of(m, 0), m->target, seed, row0, m->B, m->D, s);
 }
 
-/* Block u's forward, reading its parameters from the unit at p (W1, b1, W2, b2). */
-void zl_mlp_forward(zl_mlp *m, int u, const zl_half *p, zl_stream s) {
+/* Block u's forward, reading its parameters from the unit at p (W1, b1, W2, b2). y = NULL
+ * stops after h and a: the recompute of a checkpointed block. */
+static void block_forward(zl_mlp *m, int u, const zl_half *p, zl_half *y, zl_stream s) {
     size_t D = (size_t)m->D;
     zl_block_forward(x_of(m, u), p + zl_mlp_off_W1(D), p + zl_mlp_off_b1(D), p + zl_mlp_off_W2(D),
-                     p + zl_mlp_off_b2(D), h_of(m, u), a_of(m, u), x_of(m, u + 1), m->B, m->D, s);
+                     p + zl_mlp_off_b2(D), h_of(m, u), m->a, y, m->B, m->D, s);
 }
 
-/* MSE of the last block's output; its gradient seeds backward in dx[0]. */
-float *zl_mlp_loss(zl_mlp *m, float loss_scale, zl_stream s) {
-    zl_mse_loss_backward(x_of(m, m->L), m->target, m->dx[0], m->loss, m->B, m->D, loss_scale, s);
+void zl_mlp_forward(zl_mlp *m, int u, const zl_half *p, zl_stream s) { block_forward(m, u, p, x_of(m, u + 1), s); }
+
+/* MSE of the last block's output into micro-batch `micro`'s loss; its gradient seeds
+ * backward in dx[0]. */
+float *zl_mlp_loss(zl_mlp *m, int micro, float loss_scale, zl_stream s) {
+    zl_mse_loss_backward(x_of(m, m->L), m->target, m->dx[0], m->loss + micro, m->B, m->D, loss_scale, s);
     m->dy = 0;
-    return m->loss;
+    return m->loss + micro;
 }
 
-/* Block u's backward: parameters from unit p, gradients written into unit g; dL/d(input)
- * goes to the other activation-gradient buffer, ready for block u-1. */
-void zl_mlp_backward(zl_mlp *m, int u, const zl_half *p, zl_half *g, zl_stream s) {
+/* Σ of the K losses, added on the host in micro-batch order (waits for the stream). */
+float zl_mlp_loss_sum(zl_mlp *m, zl_stream s) {
+    zl_memcpy_d2h(m->loss_host, m->loss, (size_t)m->K * sizeof(float), s);
+    float sum = 0.0f;
+    for (int j = 0; j < m->K; j++) sum += m->loss_host[j];
+    return sum;
+}
+
+/* Block u's backward: parameters from unit p, gradients stored into unit g as `mode` says;
+ * dL/d(input) goes to the other activation-gradient buffer, ready for block u-1. First the
+ * activations forward did not keep: h (checkpointing: the block's first GEMM again), then
+ * a = gelu(h) — one elementwise pass either way. */
+void zl_mlp_backward(zl_mlp *m, int u, const zl_half *p, zl_half *g, zl_grads_mode mode, zl_stream s) {
     size_t D = (size_t)m->D;
+    if (m->checkpoint) block_forward(m, u, p, NULL, s);
+    zl_gelu_stored(h_of(m, u), m->a, (size_t)m->B * 4 * D, s);
     zl_half *dx = u > 0 ? m->dx[m->dy ^ 1] : NULL; /* block 0: the input needs no gradient */
-    zl_block_backward(x_of(m, u), h_of(m, u), a_of(m, u), p + zl_mlp_off_W1(D), p + zl_mlp_off_W2(D), m->dx[m->dy],
-                      m->dh, g + zl_mlp_off_W1(D), g + zl_mlp_off_b1(D), g + zl_mlp_off_W2(D), g + zl_mlp_off_b2(D), dx,
+    zl_block_backward(x_of(m, u), h_of(m, u), m->a, p + zl_mlp_off_W1(D), p + zl_mlp_off_W2(D), m->dx[m->dy], m->dh,
+                      g + zl_mlp_off_W1(D), g + zl_mlp_off_b1(D), g + zl_mlp_off_W2(D), g + zl_mlp_off_b2(D), dx, mode,
                       m->B, m->D, s);
     m->dy ^= 1;
 }

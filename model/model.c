@@ -17,7 +17,9 @@ zl_model *zl_model_create(zl_model_shape s) {
     if (!m) zl_fatal("out of host memory");
     m->shape = s;
     switch (s.kind) {
-    case ZL_MODEL_MLP: zl_mlp_create(&m->mlp, s.layers, s.dim, s.rows); break;
+    case ZL_MODEL_MLP:
+        zl_mlp_create(&m->mlp, s.layers, s.dim, s.rows, zl_model_micro_batches(s), s.checkpoint);
+        break;
     }
     return m;
 }
@@ -57,15 +59,22 @@ void zl_model_forward(zl_model *m, int k, const zl_half *params, zl_stream s) {
     }
 }
 
-float *zl_model_loss(zl_model *m, float loss_scale, zl_stream s) {
+float *zl_model_loss(zl_model *m, int micro, float loss_scale, zl_stream s) {
     switch (m->shape.kind) {
-    case ZL_MODEL_MLP: return zl_mlp_loss(&m->mlp, loss_scale, s);
+    case ZL_MODEL_MLP: return zl_mlp_loss(&m->mlp, micro, loss_scale, s);
     }
     return NULL;
 }
 
-void zl_model_backward(zl_model *m, int k, const zl_half *params, zl_half *grads, zl_stream s) {
+float zl_model_loss_sum(zl_model *m, zl_stream s) {
     switch (m->shape.kind) {
-    case ZL_MODEL_MLP: zl_mlp_backward(&m->mlp, k, params, grads, s); break;
+    case ZL_MODEL_MLP: return zl_mlp_loss_sum(&m->mlp, s);
+    }
+    return 0.0f;
+}
+
+void zl_model_backward(zl_model *m, int k, const zl_half *params, zl_half *grads, zl_grads_mode mode, zl_stream s) {
+    switch (m->shape.kind) {
+    case ZL_MODEL_MLP: zl_mlp_backward(&m->mlp, k, params, grads, mode, s); break;
     }
 }

@@ -14,6 +14,13 @@
  * saves for backward, the activation gradient passed from use to use, the loss, the kernel
  * workspace — and the formulas for those bytes.
  *
+ * Two things a stage never sees inside: what forward keeps for backward (the activation
+ * policy: with checkpoint set, each unit's input only, and backward recomputes the unit's
+ * forward first — the stage's calls do not change), and a step of K micro-batches: the
+ * stage loads, runs forward and backward K times, telling backward whether to write a
+ * unit's gradient or add to it (ZL_GRADS_WRITE / ZL_GRADS_ADD), and the loss keeps one
+ * value per micro-batch.
+ *
  * Two halves:
  *   layout   (model/layout.c)  pure arithmetic: units, uses, byte formulas. No MPI, no device:
  *                              zerocalc and formulas.c link it.
@@ -29,15 +36,17 @@
 
 #include "../common/args.h"
 #include "../common/partition.h"
-#include "../kernels/backend.h"
+#include "../kernels/kernels.h" /* zl_grads_mode; streams (backend.h) */
 
 typedef enum { ZL_MODEL_MLP = 0 } zl_model_kind;
 
-/* Which model, how large, and how many rows one rank runs per step. */
+/* Which model, how large, how many rows one rank runs, and what forward keeps. */
 typedef struct {
     zl_model_kind kind;
-    int layers, dim; /* L blocks of width D */
-    int rows;        /* B: rows per rank per step */
+    int layers, dim;   /* L blocks of width D */
+    int rows;          /* B: rows per rank per micro-batch */
+    int micro_batches; /* K: micro-batches per step (--accum); 0 counts as 1 */
+    int checkpoint;    /* 1: keep each unit's input only, recompute in backward (--checkpoint-activations) */
 } zl_model_shape;
 
 /* ---- layout: pure arithmetic ------------------------------------------------------- */
@@ -55,8 +64,12 @@ int zl_model_unit_of_use(zl_model_shape s, int k);
 /* 1 when backward use k leaves its unit's gradient final (it is the unit's last backward use). */
 int zl_model_grads_final(zl_model_shape s, int k);
 
-/* Bytes the running model allocates: activations (saved for backward) and scratch (batch
- * targets, activation gradients, the loss). measured == these, to the byte. */
+/* K, with 0 read as 1. */
+static inline int zl_model_micro_batches(zl_model_shape s) { return s.micro_batches > 0 ? s.micro_batches : 1; }
+
+/* Bytes the running model allocates: activations (saved for backward, and the one-unit
+ * buffers backward recomputes into) and scratch (batch targets, activation gradients, the
+ * K losses). measured == these, to the byte. */
 size_t zl_model_activation_bytes(zl_model_shape s);
 size_t zl_model_scratch_bytes(zl_model_shape s);
 
@@ -77,16 +90,22 @@ size_t zl_model_workspace_bytes(zl_model_shape s);
 void zl_model_init_range(const zl_model *m, int u, size_t begin, size_t end, uint64_t seed, zl_half *dst,
                          zl_stream s);
 
-/* This rank's batch: global rows [row0, row0 + rows) of the sample stream of `seed`. */
+/* This rank's batch (one micro-batch): global rows [row0, row0 + rows) of the sample
+ * stream of `seed`. */
 void zl_model_load_batch(zl_model *m, uint64_t seed, uint64_t row0, zl_stream s);
 /* Forward use k with the parameters of its unit. */
 void zl_model_forward(zl_model *m, int k, const zl_half *params, zl_stream s);
-/* The loss of the last forward (mean over this rank's rows, fp32, device memory; the
- * returned buffer is the model's) and the gradient of loss_scale·loss that seeds backward. */
-float *zl_model_loss(zl_model *m, float loss_scale, zl_stream s);
-/* Backward use k: reads the parameters of its unit, writes (overwrites) the unit's whole
- * gradient into grads when zl_model_grads_final(k), and passes the activation gradient on
+/* The loss of the last forward (mean over this rank's rows, fp32) into micro-batch
+ * `micro`'s place (0..K-1; device memory, the model's), which it returns, and the gradient
+ * of loss_scale·loss that seeds backward. */
+float *zl_model_loss(zl_model *m, int micro, float loss_scale, zl_stream s);
+/* Σ over the step's K micro-batches of their loss values as they stand now (e.g. after an
+ * all-reduce), on the host, in micro-batch order. Waits for the stream. */
+float zl_model_loss_sum(zl_model *m, zl_stream s);
+/* Backward use k: reads the parameters of its unit, stores the unit's whole gradient into
+ * grads when zl_model_grads_final(k) — overwriting it (ZL_GRADS_WRITE) or adding to it
+ * (ZL_GRADS_ADD: accumulation over micro-batches) — and passes the activation gradient on
  * to use k-1 inside the model. */
-void zl_model_backward(zl_model *m, int k, const zl_half *params, zl_half *grads, zl_stream s);
+void zl_model_backward(zl_model *m, int k, const zl_half *params, zl_half *grads, zl_grads_mode mode, zl_stream s);
 
 #endif

@@ -105,21 +105,38 @@ Test(model, lab_1b_param_count) {
     zl_partition_free(&p);
 }
 
-Test(model, buffers_allocated_equal_the_byte_formulas) {
-    /* The model allocates its buffers one by one; the formulas are closed forms. Hand-computed
-     * for L = 2, D = 3, B = 5: activations 2·(3·15 + 8·2·15) = 570, scratch 2·7·15 + 4 = 214. */
-    zl_model_shape s = mlp(2, 3, 5);
-    cr_assert_eq(zl_model_activation_bytes(s), 570);
-    cr_assert_eq(zl_model_scratch_bytes(s), 214);
+static void check_model_buffers(zl_model_shape s, size_t activations, size_t scratch) {
+    cr_assert_eq(zl_model_activation_bytes(s), activations);
+    cr_assert_eq(zl_model_scratch_bytes(s), scratch);
     zl_mem_reset();
     zl_mem_init(malloc, free);
     zl_model *m = zl_model_create(s);
     const zl_mem_stats *st = zl_mem_get_stats();
-    cr_assert_eq(st->current[ZL_MEM_ACTIVATIONS], 570);
-    cr_assert_eq(st->current[ZL_MEM_SCRATCH], 214);
+    cr_assert_eq(st->current[ZL_MEM_ACTIVATIONS], activations);
+    cr_assert_eq(st->current[ZL_MEM_SCRATCH], scratch);
     cr_assert_eq(st->current[ZL_MEM_WORKSPACE], zl_model_workspace_bytes(s));
     zl_model_free(m);
     cr_assert_eq(st->current_total, 0); /* the model frees all it allocated */
+}
+
+Test(model, buffers_allocated_equal_the_byte_formulas) {
+    /* The model allocates its buffers one by one; the formulas are closed forms. Hand-computed
+     * for L = 2, D = 3, B = 5 (B·D = 15): activations x 3·15 + h 2·60 + one block's a 60 fp16
+     * = 2·225 = 450; scratch 2·7·15 + 4 = 214. */
+    check_model_buffers(mlp(2, 3, 5), 450, 214);
+}
+
+Test(model, checkpointing_keeps_one_block_of_h) {
+    /* x 3·15 + one block's h 60 + one block's a 60 = 165 fp16 = 330 bytes */
+    zl_model_shape s = mlp(2, 3, 5);
+    s.checkpoint = 1;
+    check_model_buffers(s, 330, 214);
+}
+
+Test(model, one_loss_per_micro_batch) {
+    zl_model_shape s = mlp(2, 3, 5);
+    s.micro_batches = 3; /* 2·7·15 + 3·4 */
+    check_model_buffers(s, 450, 222);
 }
 
 Test(model, mlp_uses_each_unit_once_in_order) {
@@ -185,12 +202,12 @@ Test(formulas, exact_memory_hand_computed) {
     cr_assert_eq(f.bytes[ZL_MEM_GRADS_FP16], 352);
     cr_assert_eq(f.bytes[ZL_MEM_MASTER_FP32], 704);
     cr_assert_eq(f.model_states, 352 * 2 + 704 * 3);
-    /* activations: 2·[(L+1)·B·D + 8·L·B·D] = 2·(45 + 240) = 570; scratch 14·15 + 4 = 214,
-     * plus the two fp64 gradient statistics = 230 */
-    cr_assert_eq(f.bytes[ZL_MEM_ACTIVATIONS], 570);
+    /* activations: 2·B·D·[(L+1) + 4L + 4] = 2·15·15 = 450; scratch 14·15 + 4 = 214, plus the
+     * two fp64 gradient statistics = 230 */
+    cr_assert_eq(f.bytes[ZL_MEM_ACTIVATIONS], 450);
     cr_assert_eq(f.bytes[ZL_MEM_SCRATCH], 230);
     cr_assert_eq(f.bytes[ZL_MEM_GRAD_BUCKET], 0);
-    cr_assert_eq(f.peak_total, f.model_states + 570 + 230 + 100);
+    cr_assert_eq(f.peak_total, f.model_states + 450 + 230 + 100);
 
     c.stage = 1;
     zl_formula_memory(&p, &c, &f);
@@ -363,6 +380,9 @@ Test(args, every_bad_value_names_its_flag) {
         {1, "--grad-sync ring", "--grad-sync: expected reducescatter or allreduce"},
         {3, "--prefetch -1", "--prefetch"},
         {3, "--layers 2 --prefetch 2", "--prefetch: expected an integer in [0, 1]"},
+        {0, "--accum 0", "--accum: expected an integer in [1, 1024], got '0'"},
+        {2, "--accum 1025", "--accum: expected an integer in [1, 1024]"},
+        {1, "--checkpoint-activations=1", "--checkpoint-activations takes no value"},
         {0, "--dim 65536 --batch 8192", "--batch: rows*4*dim must be below 2^31"},
         {0, "--dim 16777216 --layers 100000 --batch 1", "--layers/--dim"},
     };
@@ -417,6 +437,12 @@ Test(args, flag_equals_value_switches_and_defaults) {
     cr_expect(strstr(err, "same path"), "%s", err);
     cr_expect_eq(parse(0, err, &c, "--preset=demo"), ZL_ARGS_OK, "%s", err);
     cr_expect_eq(c.dim, 256);
+    cr_expect(c.accum == 1 && !c.checkpoint_activations, "defaults: one micro-batch, activations kept");
+    cr_assert_eq(parse(3, err, &c, "--accum=4 --checkpoint-activations"), ZL_ARGS_OK, "%s", err);
+    cr_expect(c.accum == 4 && c.checkpoint_activations);
+    zl_config d;
+    cr_assert_eq(parse(3, err, &d, "--accum=3 --checkpoint-activations"), ZL_ARGS_OK, "%s", err);
+    cr_expect_neq(zl_args_hash(&c), zl_args_hash(&d), "ranks launched with different --accum are told apart");
 }
 
 Test(args, control_characters_in_values_are_escaped) {
@@ -441,10 +467,10 @@ Test(args, hash_differs_when_a_value_differs) {
 /* ---- preflight -------------------------------------------------------------------- */
 
 /* lab-1b (L = 8, D = 4096, B = 8192) as ZeRO-2 on two GPUs: model states 9Ψ = 9.67 GB
- * (Ψ = 1,073,905,664), activations 2·73·B·D = 4.90 GB, buffers 2 buckets of 2·n_pad plus
- * scratch 2·7·B·D + 4 = 1.0 GB: 15.6 GB in all. ZeRO-3 needs
- * 15.0 GB (8Ψ = 8.59, activations 4.90, two gather buffers and two buckets of 2·n_pad = 1.07,
- * scratch 0.47). With 15.3 GB free, stage 2 does not fit and stage 3 does. */
+ * (Ψ = 1,073,905,664), activations 2·45·B·D = 3.02 GB, buffers 2 buckets of 2·n_pad plus
+ * scratch 2·7·B·D + 4 = 1.0 GB: 13.7 GB in all. ZeRO-3 needs
+ * 13.2 GB (8Ψ = 8.59, activations 3.02, two gather buffers and two buckets of 2·n_pad = 1.07,
+ * scratch 0.47). With 13.5 GB free, stage 2 does not fit and stage 3 does. */
 Test(preflight, verdict_names_needs_and_what_would_fit) {
     zl_model_shape shape = {.kind = ZL_MODEL_MLP, .layers = 8, .dim = 4096, .rows = 8192};
     zl_partition p;
@@ -453,14 +479,14 @@ Test(preflight, verdict_names_needs_and_what_would_fit) {
     char msg[1024];
     cr_expect_eq(zl_preflight_verdict(&p, &fc, 1, 2, (size_t)20e9, 0, msg, sizeof msg), 0, "%s", msg);
     cr_expect_str_eq(msg, "");
-    cr_assert_eq(zl_preflight_verdict(&p, &fc, 1, 2, (size_t)15.3e9, 0, msg, sizeof msg), 1);
-    const char *want[] = {"stage2 needs 15.6 GB per GPU", "model states 9.7", "activations 4.9", "buffers 1.0",
-                          "15.3 GB free", "stage3 needs 15.0 GB", "stage2 at N >= 3"};
+    cr_assert_eq(zl_preflight_verdict(&p, &fc, 1, 2, (size_t)13.5e9, 0, msg, sizeof msg), 1);
+    const char *want[] = {"stage2 needs 13.7 GB per GPU", "model states 9.7", "activations 3.0", "buffers 1.0",
+                          "13.5 GB free", "stage3 needs 13.2 GB", "stage2 at N >= 3"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_expect(strstr(msg, want[i]), "'%s' lacks '%s'", msg, want[i]);
     /* Host memory: the CPU backend's buffers live there, shared by the node's ranks. */
     cr_assert_eq(zl_preflight_verdict(&p, &fc, 0, 2, 0, (size_t)20e9, msg, sizeof msg), 1);
-    cr_expect(strstr(msg, "x 2 rank(s) on this node = 31."), "%s", msg);
+    cr_expect(strstr(msg, "x 2 rank(s) on this node = 27.9"), "%s", msg);
     cr_expect_eq(zl_preflight_verdict(&p, &fc, 0, 1, 0, (size_t)20e9, msg, sizeof msg), 0, "%s", msg);
     zl_partition_free(&p);
 }

@@ -36,8 +36,23 @@ static double states_for(int stage, double psi, int N) {
     }
 }
 
+/* The value of `--flag V` in extra, or def. */
+static int extra_int(const char *extra, const char *flag, int def) {
+    const char *p = strstr(extra, flag);
+    return p ? atoi(p + strlen(flag)) : def;
+}
+
+/* Per-step wire bytes in units of (N-1)/N·2Ψ_pad, counted here from the stage and K alone:
+ * DDP, ZeRO-1 2 (3 with --grad-sync allreduce); ZeRO-2 K + 1; ZeRO-3 3K. */
+static double wire_factor(int stage, int K, const char *extra) {
+    if (stage == 3) return 3.0 * K;
+    if (stage == 2) return K + 1.0;
+    return strstr(extra, "allreduce") ? 3.0 : 2.0;
+}
+
 static void check_memory_and_traffic_with(int stage, int N, int L, int D, int B, const char *extra) {
     const char *prog = progs[stage];
+    int K = extra_int(extra, "--accum", 1), ckpt = strstr(extra, "--checkpoint-activations") != NULL;
     char json[128];
     snprintf(json, sizeof json, "/tmp/zl_it_%s_%d_%d.json", prog, N, getpid());
     zl_run_result r;
@@ -77,7 +92,16 @@ static void check_memory_and_traffic_with(int stage, int N, int L, int D, int B,
         double wf = zl_num(rk, "comm.formula.wire_bytes_per_step");
         cr_expect_float_eq(wm, wf, 1e-9 * (1 + wf), "%s N=%d rank %d wire bytes %.0f vs formula %.0f", prog, N, rank,
                            wm, wf);
-        cr_expect_float_eq(wf, (stage == 3 || strstr(extra, "allreduce") ? 3.0 : 2.0) * (N - 1) / N * 2 * psi_pad, 1e-6);
+        cr_expect_float_eq(wf, wire_factor(stage, K, extra) * (N - 1) / N * 2 * psi_pad, 1e-6);
+        /* Activations and scratch counted here: x of every block and the output, h of every
+         * block (one when checkpointing), one block's a; targets, 2 activation grads, dh, K losses,
+         * and the gradient statistics (2 fp64). Control: K fp32 losses, and from ZeRO-1 on the
+         * 16-byte statistics all-reduce. */
+        double BD = (double)B * D;
+        cr_expect_eq(zl_num(rk, "memory.formula.activations"), 2 * BD * ((L + 1) + 4 * (ckpt ? 1 : L) + 4));
+        cr_expect_eq(zl_num(rk, "memory.formula.scratch"), 2 * 7 * BD + 4 * K + 16);
+        cr_expect_float_eq(zl_num(rk, "comm.formula.by_purpose.control"),
+                           2.0 * (N - 1) / N * (4 * K + (stage >= 1 ? 16 : 0)), 1e-9);
         static const char *const purposes[] = {"grad_sync", "param_gather_fwd", "param_gather_bwd",
                                                "param_gather_step", "control", "param_gather_final"};
         for (size_t p = 0; p < sizeof purposes / sizeof purposes[0]; p++) {
@@ -112,6 +136,27 @@ Test(exact, stage1_allreduce_variant_N3) {
     if (max_world() < 3) cr_skip_test("ZL_MAX_WORLD < 3");
     check_memory_and_traffic_with(1, 3, 2, 31, 2, " --grad-sync allreduce");
 }
+/* --accum K and --checkpoint-activations: every stage, N = 1..4, K = 2 and 3, both policies. */
+#define EXACT_ACCUM_TESTS(stage)                                                                                       \
+    Test(exact, stage##stage##_N1_accum3_checkpoint) {                                                             \
+        check_memory_and_traffic_with(stage, 1, 2, 31, 2, " --accum 3 --checkpoint-activations");                  \
+    }                                                                                                            \
+    Test(exact, stage##stage##_N2_accum2) { check_memory_and_traffic_with(stage, 2, 2, 31, 3, " --accum 2"); }     \
+    Test(exact, stage##stage##_N3_accum3_checkpoint) {                                                             \
+        check_memory_and_traffic_with(stage, 3, 3, 31, 2, " --accum 3 --checkpoint-activations");                  \
+    }                                                                                                            \
+    Test(exact, stage##stage##_N4_accum2_checkpoint) {                                                             \
+        check_memory_and_traffic_with(stage, 4, 2, 31, 2, " --accum 2 --checkpoint-activations");                  \
+    }
+EXACT_ACCUM_TESTS(0)
+EXACT_ACCUM_TESTS(1)
+EXACT_ACCUM_TESTS(2)
+EXACT_ACCUM_TESTS(3)
+Test(exact, stage1_allreduce_variant_accum3_N2) {
+    check_memory_and_traffic_with(1, 2, 2, 31, 2, " --grad-sync allreduce --accum 3");
+}
+Test(exact, stage3_prefetch_2_accum2_N2) { check_memory_and_traffic_with(3, 2, 3, 31, 2, " --prefetch 2 --accum 2"); }
+
 Test(exact, stage3_prefetch_2_N2) { check_memory_and_traffic_with(3, 2, 3, 31, 2, " --prefetch 2"); }
 Test(exact, stage3_prefetch_0_N2) { check_memory_and_traffic_with(3, 2, 3, 31, 2, " --prefetch 0"); }
 
@@ -180,6 +225,112 @@ static void check_equivalence(int N, int B) {
 }
 
 Test(stage0, two_ranks_equal_one_rank_with_twice_the_rows) { check_equivalence(2, 4); }
+
+/* Gradient accumulation: N ranks × K micro-batches × B rows see the same rows as N × 1 ×
+ * (K·B) and train the same model up to fp16 rounding: each micro-batch's gradient is
+ * rounded to fp16 before the sum (ZeRO-2/3 also round each micro-batch's cross-rank sum), where
+ * the K·B run rounds the fp32 sum once. */
+static void check_accum_equivalence(int stage, int N, int K, int B) {
+    char d1[128], dK[128], j1[128], jK[128];
+    snprintf(d1, sizeof d1, "/tmp/zl_acc1_%d.bin", getpid());
+    snprintf(dK, sizeof dK, "/tmp/zl_accK_%d.bin", getpid());
+    snprintf(j1, sizeof j1, "/tmp/zl_acc1_%d.json", getpid());
+    snprintf(jK, sizeof jK, "/tmp/zl_accK_%d.json", getpid());
+    zl_run_result r;
+    zl_run(&r, "-n %d {%s} --preset tiny --batch %d --steps 10 --quiet --dump-params %s --json %s", N, progs[stage],
+           K * B, d1, j1);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    zl_run(&r, "-n %d {%s} --preset tiny --batch %d --accum %d --steps 10 --quiet --check --dump-params %s --json %s",
+           N, progs[stage], B, K, dK, jK);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    size_t n1, nK;
+    double *p1 = zl_load_params(d1, &n1), *pK = zl_load_params(dK, &nK);
+    cr_assert_eq(n1, nK);
+    double diff = 0, norm = 0;
+    cJSON *a = zl_load_json(j1), *b = zl_load_json(jK);
+    cr_expect_eq(zl_num(b, "config.accum"), K);
+    for (size_t i = 0; i < n1; i++) diff += (p1[i] - pK[i]) * (p1[i] - pK[i]), norm += p1[i] * p1[i];
+    cr_expect(norm > 0);
+    cr_expect(sqrt(diff / norm) <= 1e-3, "%s N=%d: K=%d x B=%d vs K=1 x B=%d: |dp|/|p| = %.3g", progs[stage], N, K, B,
+              K * B, sqrt(diff / norm));
+    for (int i = 0; i < 10; i++) {
+        double la = cJSON_GetArrayItem(zl_get(a, "loss"), i)->valuedouble;
+        double lb = cJSON_GetArrayItem(zl_get(b, "loss"), i)->valuedouble;
+        cr_expect(fabs(la - lb) <= 1e-3 * fabs(la) + 1e-6, "%s step %d loss %.6f vs %.6f", progs[stage], i + 1, la, lb);
+    }
+    free(p1), free(pK);
+    cJSON_Delete(a), cJSON_Delete(b);
+    unlink(d1), unlink(dK), unlink(j1), unlink(jK);
+}
+
+Test(accum, stage0_N2_K2_equals_K1_twice_the_rows) { check_accum_equivalence(0, 2, 2, 2); }
+Test(accum, stage1_N2_K3_equals_K1_three_times_the_rows) { check_accum_equivalence(1, 2, 3, 2); }
+Test(accum, stage2_N2_K2_equals_K1_twice_the_rows) { check_accum_equivalence(2, 2, 2, 2); }
+Test(accum, stage3_N2_K3_equals_K1_three_times_the_rows) { check_accum_equivalence(3, 2, 3, 2); }
+
+/* Activation checkpointing recomputes, deterministically: the same bits with and without. */
+static void check_checkpoint_bitwise(int stage, int N, const char *extra) {
+    char a[128], b[128];
+    snprintf(a, sizeof a, "/tmp/zl_ck_a_%d.json", getpid());
+    snprintf(b, sizeof b, "/tmp/zl_ck_b_%d.json", getpid());
+    zl_run_result r;
+    zl_run(&r, "-n %d {%s} --layers 3 --dim 24 --batch 3 --steps 4 --quiet --json %s%s", N, progs[stage], a, extra);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    zl_run(&r, "-n %d {%s} --layers 3 --dim 24 --batch 3 --steps 4 --quiet --check --checkpoint-activations "
+           "--json %s%s", N, progs[stage], b, extra);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cJSON *ja = zl_load_json(a), *jb = zl_load_json(b);
+    cr_expect_str_eq(zl_get(ja, "param_hash")->valuestring, zl_get(jb, "param_hash")->valuestring, "%s%s",
+                     progs[stage], extra);
+    cr_expect(zl_get(jb, "config.checkpoint_activations")->type == cJSON_True);
+    cJSON *ra = cJSON_GetArrayItem(zl_get(ja, "ranks"), 0), *rb = cJSON_GetArrayItem(zl_get(jb, "ranks"), 0);
+    cr_expect_lt(zl_num(rb, "memory.measured.activations"), zl_num(ra, "memory.measured.activations"));
+    cJSON_Delete(ja), cJSON_Delete(jb);
+    unlink(a), unlink(b);
+}
+Test(checkpoint, stage0_bitwise_N2) { check_checkpoint_bitwise(0, 2, ""); }
+Test(checkpoint, stage1_bitwise_N2_accum2) { check_checkpoint_bitwise(1, 2, " --accum 2"); }
+Test(checkpoint, stage2_bitwise_N2) { check_checkpoint_bitwise(2, 2, ""); }
+Test(checkpoint, stage3_bitwise_N2_accum2) { check_checkpoint_bitwise(3, 2, " --accum 2"); }
+
+/* zerocalc is the answer key: its per-rank peak (and activations, wire bytes) for a shape is
+ * what the program measures, without running it. */
+static void check_zerocalc_matches(int stage, int N, int L, int D, int B, int K, int ckpt) {
+    char json[128], cmd[512], out[8192];
+    snprintf(json, sizeof json, "/tmp/zl_zc_%d.json", getpid());
+    const char *ck = ckpt ? " --checkpoint-activations" : "";
+    zl_run_result r;
+    zl_run(&r, "-n %d {%s} --layers %d --dim %d --batch %d --accum %d --steps 2 --quiet --json %s%s", N,
+           progs[stage], L, D, B, K, json, ck);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    snprintf(cmd, sizeof cmd, "build/zerocalc --layers %d --dim %d --batch %d --accum %d --ranks %d --stage %d "
+             "--backend cpu --json%s", L, D, B, K, N, stage, ck);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p, "%s", cmd);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s: %s", cmd, out);
+    cJSON *calc = cJSON_Parse(out), *run = zl_load_json(json);
+    cr_assert(calc, "zerocalc printed no JSON: %s", out);
+    cJSON *st = cJSON_GetArrayItem(zl_get(calc, "stages"), 0);
+    for (int rank = 0; rank < N; rank++) {
+        cJSON *rk = cJSON_GetArrayItem(zl_get(run, "ranks"), rank);
+        cr_expect_eq(zl_num(st, "peak_total"), zl_num(rk, "memory.measured.peak_total"),
+                     "%s N=%d L=%d D=%d B=%d K=%d%s rank %d", progs[stage], N, L, D, B, K, ck, rank);
+        cr_expect_eq(zl_num(st, "activations"), zl_num(rk, "memory.measured.activations"));
+        double wire = zl_num(rk, "comm.measured.wire_bytes_per_step");
+        cr_expect_float_eq(zl_num(st, "wire_bytes_per_step"), wire, 1e-9 * (1 + wire));
+    }
+    cJSON_Delete(calc), cJSON_Delete(run);
+    unlink(json);
+}
+Test(zerocalc, peak_equals_measured_for_a_grid_of_shapes) {
+    check_zerocalc_matches(0, 1, 2, 16, 4, 1, 0);
+    check_zerocalc_matches(1, 2, 3, 31, 2, 2, 1);
+    check_zerocalc_matches(2, 3, 2, 17, 3, 3, 0);
+    check_zerocalc_matches(3, 2, 4, 24, 5, 2, 1);
+    check_zerocalc_matches(3, 4, 3, 9, 1, 1, 0);
+}
 
 Test(stage0, same_run_same_hash) {
     char a[128], b[128];

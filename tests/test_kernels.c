@@ -204,7 +204,7 @@ static void block16_forward(block16 *b) {
 }
 static void block16_backward(block16 *b) {
     zl_cpu_block_backward(b->x, b->h, b->a, b->W1, b->W2, b->dy, b->dh, b->dW1, b->db1, b->dW2, b->db2, b->dx,
-                          b->R, b->D);
+                          ZL_GRADS_WRITE, b->R, b->D);
 }
 
 /* ref model with the same (fp16-valued) inputs */
@@ -1000,7 +1000,8 @@ Test(block, null_dx_gives_same_weight_gradients) {
     block16_forward(&b1);
     block16_backward(&b1);
     block16_forward(&b2);
-    zl_cpu_block_backward(b2.x, b2.h, b2.a, b2.W1, b2.W2, b2.dy, b2.dh, b2.dW1, b2.db1, b2.dW2, b2.db2, NULL, R, D);
+    zl_cpu_block_backward(b2.x, b2.h, b2.a, b2.W1, b2.W2, b2.dy, b2.dh, b2.dW1, b2.db1, b2.dW2, b2.db2, NULL,
+                          ZL_GRADS_WRITE, R, D);
     cr_assert(halves_equal(b1.dW1, b2.dW1, (size_t)D * 4 * D));
     cr_assert(halves_equal(b1.dW2, b2.dW2, (size_t)D * 4 * D));
     cr_assert(halves_equal(b1.db1, b2.db1, (size_t)4 * D));
@@ -1008,6 +1009,114 @@ Test(block, null_dx_gives_same_weight_gradients) {
     free(ws);
     block16_free(&b1);
     block16_free(&b2);
+}
+
+/* ==== gradient accumulation and recompute (--accum, the activation policies) ======================== */
+
+static void *set_workspace(int R, int D) {
+    size_t bytes = zl_cpu_workspace_bytes(R, D);
+    void *ws = malloc(bytes);
+    cr_assert(ws);
+    zl_cpu_set_workspace(ws, bytes);
+    return ws;
+}
+
+static void backward_into(block16 *b, int row0, int rows, zl_half *dW1, zl_half *db1, zl_half *dW2, zl_half *db2,
+                          zl_grads_mode mode) {
+    size_t D = (size_t)b->D, H = (size_t)b->H, r = (size_t)row0;
+    zl_cpu_block_backward(b->x + r * D, b->h + r * H, b->a + r * H, b->W1, b->W2, b->dy + r * D, b->dh, dW1, db1, dW2,
+                          db2, NULL, mode, rows, b->D);
+}
+
+/* ADD onto zeros is WRITE: 0 + g is g exactly, rounded once either way. */
+Test(accumulate, add_onto_zero_equals_write) {
+    const int R = 6, D = 8;
+    block16 b;
+    block16_init(&b, R, D, 411);
+    void *ws = set_workspace(R, D);
+    block16_forward(&b);
+    size_t DH = (size_t)D * 4 * D, H = (size_t)4 * D;
+    zl_half *g[4] = {half_alloc(DH), half_alloc(H), half_alloc(DH), half_alloc((size_t)D)};
+    size_t n[4] = {DH, H, DH, (size_t)D};
+    for (int i = 0; i < 4; i++) memset(g[i], 0, n[i] * 2);
+    backward_into(&b, 0, R, b.dW1, b.db1, b.dW2, b.db2, ZL_GRADS_WRITE);
+    backward_into(&b, 0, R, g[0], g[1], g[2], g[3], ZL_GRADS_ADD);
+    cr_assert(halves_equal(g[0], b.dW1, DH) && halves_equal(g[1], b.db1, H));
+    cr_assert(halves_equal(g[2], b.dW2, DH) && halves_equal(g[3], b.db2, (size_t)D));
+    for (int i = 0; i < 4; i++) free(g[i]);
+    free(ws);
+    block16_free(&b);
+}
+
+/* Two micro-batches of R/2 rows: WRITE the first, ADD the second. Each element must be the
+ * sum of the two halves' gradients (each computed alone with WRITE) to within the two
+ * roundings accumulation adds: |acc - (g1 + g2)| <= 2^-10·(|g1| + |g2|) in fp16. */
+Test(accumulate, two_micro_batches_sum_their_gradients) {
+    const int R = 10, D = 12, r = R / 2;
+    block16 b;
+    block16_init(&b, R, D, 412);
+    void *ws = set_workspace(R, D);
+    block16_forward(&b);
+    size_t DH = (size_t)D * 4 * D, H = (size_t)4 * D;
+    size_t n[4] = {DH, H, DH, (size_t)D};
+    zl_half *acc[4], *g1[4], *g2[4];
+    for (int i = 0; i < 4; i++) acc[i] = half_alloc(n[i]), g1[i] = half_alloc(n[i]), g2[i] = half_alloc(n[i]);
+    backward_into(&b, 0, r, g1[0], g1[1], g1[2], g1[3], ZL_GRADS_WRITE);
+    backward_into(&b, r, r, g2[0], g2[1], g2[2], g2[3], ZL_GRADS_WRITE);
+    backward_into(&b, 0, r, acc[0], acc[1], acc[2], acc[3], ZL_GRADS_WRITE);
+    backward_into(&b, r, r, acc[0], acc[1], acc[2], acc[3], ZL_GRADS_ADD);
+    int changed = 0;
+    for (int i = 0; i < 4; i++)
+        for (size_t k = 0; k < n[i]; k++) {
+            double a = zl_half_to_float(g1[i][k]), c = zl_half_to_float(g2[i][k]), got = zl_half_to_float(acc[i][k]);
+            cr_assert(fabs(got - (a + c)) <= ldexp(fabs(a) + fabs(c), -10) + 1e-7,
+                      "tensor %d [%zu]: %.8g + %.8g accumulated to %.8g", i, k, a, c, got);
+            changed += got != a;
+        }
+    cr_assert_gt(changed, 0, "the second micro-batch added nothing");
+    for (int i = 0; i < 4; i++) free(acc[i]), free(g1[i]), free(g2[i]);
+    free(ws);
+    block16_free(&b);
+}
+
+/* dst += src rounds the fp32 sum once, to nearest even. */
+Test(accumulate, add_into_rounds_once_to_nearest_even) {
+    const float d[] = {1.0f, 2048.0f, -1.0f, 0.5f, 3.0f, 3.0f};
+    const float s_[] = {0x1p-11f, 1.0f, 1.0f, 0.25f, 0x1.8p-11f, 0x1.8p-10f};
+    /* ties go to even; at 3 an ulp is 2^-9: 0.75·2^-10 rounds down, 1.5·2^-10 up */
+    const float want[] = {1.0f, 2048.0f, 0.0f, 0.75f, 3.0f, 3.0f + 0x1p-9f};
+    zl_half dst[6], src[6];
+    for (int i = 0; i < 6; i++) dst[i] = zl_float_to_half(d[i]), src[i] = zl_float_to_half(s_[i]);
+    zl_cpu_add_into(dst, src, 6);
+    for (int i = 0; i < 6; i++) cr_expect_eq(zl_half_to_float(dst[i]), want[i], "%g + %g", d[i], s_[i]);
+}
+
+/* Forward with y = NULL (the recompute of a checkpointed block) writes the same h and a and
+ * leaves y alone; gelu of the stored h is within one rounding of forward's a (which is gelu
+ * of the unrounded h). */
+Test(recompute, forward_without_output_and_gelu_of_stored_h) {
+    const int R = 5, D = 8;
+    block16 b;
+    block16_init(&b, R, D, 413);
+    void *ws = set_workspace(R, D);
+    size_t RH = (size_t)R * 4 * D, RD = (size_t)R * D;
+    block16_forward(&b);
+    zl_half *h = half_alloc(RH), *a = half_alloc(RH), *y = half_alloc(RD), *a2 = half_alloc(RH);
+    memset(y, 0x5a, RD * 2);
+    zl_cpu_block_forward(b.x, b.W1, b.b1, b.W2, b.b2, h, a, NULL, R, D);
+    cr_assert(halves_equal(h, b.h, RH) && halves_equal(a, b.a, RH));
+    zl_cpu_block_forward(b.x, b.W1, b.b1, b.W2, b.b2, h, a, y, R, D);
+    cr_assert(halves_equal(y, b.y, RD), "the y of a full forward");
+    zl_cpu_gelu_stored(b.h, a2, RH);
+    for (size_t i = 0; i < RH; i++) {
+        double f = zl_half_to_float(b.a[i]), g = zl_half_to_float(a2[i]), hv = zl_half_to_float(b.h[i]);
+        cr_assert(fabs(f - g) <= ldexp(fabs(f), -9) + 1e-6, "h = %.6g: forward a %.8g, recomputed %.8g", hv, f, g);
+        cr_assert(fabs(g - ref_gelu(hv)) <= ldexp(fabs(g), -10) + 1e-6, "gelu(%.6g) = %.8g, reference %.8g", hv, g,
+                  ref_gelu(hv));
+    }
+    free(h), free(a), free(y), free(a2);
+    free(ws);
+    block16_free(&b);
 }
 
 /* ==== the kernels in bf16 ============================================================================ */

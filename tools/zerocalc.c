@@ -8,6 +8,9 @@
  *
  *   zerocalc --params 7.5e9 --ranks 64 [--stage S] [--precision mixed|fp32|custom] [--json]
  *   zerocalc --layers 8 --dim 4096 --ranks 2          (the project's own MLP, with padding)
+ *   zerocalc --layers 8 --dim 4096 --batch 8192 --ranks 2 [--accum K] [--checkpoint-activations]
+ *            [--prefetch P] [--backend cuda|cpu]   (a run's exact per-rank memory and traffic:
+ *                                                   the answer key of a lab)
  *   zerocalc --paper-table1
  *   zerocalc --max-model --memory 32e9 --ranks 64 [--mp 1]
  *   zerocalc --check-sources [--data tests/data/source_examples.tsv] */
@@ -20,7 +23,8 @@
 
 #include "common/formulas.h"
 #include "common/partition.h"
-#include "model/model.h" /* zl_model_partition: the MLP's units, padded */
+#include "kernels/workspace.h" /* the kernels' workspace bytes, per backend */
+#include "model/model.h" /* zl_model_partition: the MLP's units, padded; activation formulas */
 
 enum { MODE_CALC, MODE_TABLE1, MODE_MAX_MODEL, MODE_CHECK_SOURCES };
 
@@ -28,6 +32,10 @@ typedef struct {
     int mode;
     double psi;         /* --params */
     int layers, dim;    /* --layers/--dim instead of --params */
+    int batch, accum;   /* --batch B [--accum K]: a run's exact memory (with --layers/--dim) */
+    int checkpoint;     /* --checkpoint-activations */
+    int prefetch;       /* stage 3's --prefetch; -1: the program's default */
+    int backend_cpu;    /* --backend cpu: the CPU kernels' workspace (default cuda) */
     double ranks;       /* N */
     int stage;          /* -1: all four */
     zl_precision prec;
@@ -42,6 +50,8 @@ static const char *const stage_names[4] = {"DDP (stage 0)", "ZeRO-1 P_os", "ZeRO
 
 static void usage(void) {
     printf("usage: zerocalc --params PSI | --layers L --dim D   [--ranks N] [--stage 0-3] [--json]\n"
+           "       zerocalc --layers L --dim D --batch B [--accum K] [--checkpoint-activations] [--prefetch P]\n"
+           "                [--backend cuda|cpu] --ranks N [--stage 0-3] [--json]   (a run's exact bytes per rank)\n"
            "                [--precision mixed|fp32|custom [--param-bytes P --grad-bytes G --k K]]\n"
            "       zerocalc --paper-table1\n"
            "       zerocalc --max-model --memory BYTES --ranks N [--mp K] [--precision ...]\n"
@@ -73,7 +83,8 @@ static double number(const char *flag, const char *s, double lo, double hi, int 
 }
 
 static void parse(opts *o, int argc, char **argv) {
-    *o = (opts){.mode = MODE_CALC, .ranks = 1, .stage = -1, .prec = ZL_PRECISION_MIXED, .mp = 1,
+    *o = (opts){.mode = MODE_CALC, .ranks = 1, .stage = -1, .prec = ZL_PRECISION_MIXED, .mp = 1, .accum = 1,
+                .prefetch = -1,
                 .data = "tests/data/source_examples.tsv"};
     strcpy(o->prec_name, "mixed");
     for (int i = 1; i < argc; i++) {
@@ -83,8 +94,10 @@ static void parse(opts *o, int argc, char **argv) {
         if (!strcmp(f, "--paper-table1")) { o->mode = MODE_TABLE1; continue; }
         if (!strcmp(f, "--max-model")) { o->mode = MODE_MAX_MODEL; continue; }
         if (!strcmp(f, "--check-sources")) { o->mode = MODE_CHECK_SOURCES; continue; }
+        if (!strcmp(f, "--checkpoint-activations")) { o->checkpoint = 1; continue; }
         static const char *const valued[] = {"--params", "--layers", "--dim", "--ranks", "--stage", "--precision",
-                                             "--param-bytes", "--grad-bytes", "--k", "--memory", "--mp", "--data"};
+                                             "--param-bytes", "--grad-bytes", "--k", "--memory", "--mp", "--data",
+                                             "--batch", "--accum", "--prefetch", "--backend"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(f, valued[k]);
         if (!known) bad("unknown flag '%s' (see --help)", f);
@@ -98,6 +111,13 @@ static void parse(opts *o, int argc, char **argv) {
         else if (!strcmp(f, "--memory")) o->memory = number(f, v, 1, 1e18, 0);
         else if (!strcmp(f, "--mp")) o->mp = number(f, v, 1, 1e6, 1);
         else if (!strcmp(f, "--data")) o->data = v;
+        else if (!strcmp(f, "--batch")) o->batch = (int)number(f, v, 1, 1 << 20, 1);
+        else if (!strcmp(f, "--accum")) o->accum = (int)number(f, v, 1, 1024, 1);
+        else if (!strcmp(f, "--prefetch")) o->prefetch = (int)number(f, v, 0, 64, 1);
+        else if (!strcmp(f, "--backend")) {
+            if (strcmp(v, "cuda") && strcmp(v, "cpu")) bad("--backend: expected cuda or cpu, got '%s'", v);
+            o->backend_cpu = !strcmp(v, "cpu");
+        }
         else if (!strcmp(f, "--param-bytes")) o->prec.param_bytes = number(f, v, 0, 64, 0), o->custom_given |= 1;
         else if (!strcmp(f, "--grad-bytes")) o->prec.grad_bytes = number(f, v, 0, 64, 0), o->custom_given |= 2;
         else if (!strcmp(f, "--k")) o->prec.k = number(f, v, 0, 64, 0), o->custom_given |= 4;
@@ -118,6 +138,13 @@ static void parse(opts *o, int argc, char **argv) {
         if (!by_shape && !o->psi) bad("--params: required (or --layers and --dim); see --help");
         if (by_shape) o->psi = (double)o->layers * (8.0 * o->dim * o->dim + 5.0 * o->dim);
     }
+    int run_flags = o->accum > 1 || o->checkpoint || o->prefetch >= 0 || o->backend_cpu;
+    if ((o->batch || run_flags) && !(o->mode == MODE_CALC && o->layers && o->batch))
+        bad("--batch/--accum/--checkpoint-activations/--prefetch/--backend: a run's bytes need --layers, --dim "
+            "and --batch");
+    if (o->batch && strcmp(o->prec_name, "mixed")) bad("--batch: the programs train in mixed precision only");
+    if (o->prefetch > o->layers - 1 && o->prefetch > 0)
+        bad("--prefetch: expected an integer in [0, %d] (layers - 1), got %d", o->layers - 1, o->prefetch);
     if (o->mode == MODE_MAX_MODEL && !o->memory) bad("--memory: required with --max-model (bytes per device)");
 }
 
@@ -170,6 +197,72 @@ static void calc(const opts *o) {
     else
         printf("wire bytes: ring convention, (N-1)/N of the paper's volume (2 Psi for stages 0-2, 3 Psi for stage 3)\n");
     if (padded) zl_partition_free(&part);
+}
+
+/* ---- a run's exact bytes: what a stage program will measure ---------------------------
+ * The same formula module the programs check themselves against (common/formulas.c with
+ * the model's layout), so every number here is what --check compares to the byte. */
+
+static const char *const run_columns[] = {"model states", "grad buckets", "param gather", "activations",
+                                          "scratch", "workspace", "peak total", "wire B/step"};
+
+static void run_numbers(const opts *o, const zl_partition *part, int stage, double out[8]) {
+    zl_model_shape shape = {.kind = ZL_MODEL_MLP, .layers = o->layers, .dim = o->dim, .rows = o->batch,
+                            .micro_batches = o->accum, .checkpoint = o->checkpoint};
+    int prefetch = o->prefetch >= 0 ? o->prefetch : o->layers > 1 ? 1 : 0; /* the program's default */
+    zl_formula_config fc = {.stage = stage, .model = shape, .prefetch = stage == 3 ? prefetch : 0,
+                            .workspace_bytes = o->backend_cpu ? zl_workspace_bytes_cpu(o->batch, o->dim)
+                                                              : zl_workspace_bytes_cuda(o->batch, o->dim)};
+    zl_mem_formula mf;
+    zl_comm_formula cf;
+    zl_formula_memory(part, &fc, &mf);
+    zl_formula_comm(part, &fc, &cf);
+    double v[8] = {(double)mf.model_states, (double)mf.bytes[ZL_MEM_GRAD_BUCKET], (double)mf.bytes[ZL_MEM_PARAM_GATHER],
+                   (double)mf.bytes[ZL_MEM_ACTIVATIONS], (double)mf.bytes[ZL_MEM_SCRATCH],
+                   (double)mf.bytes[ZL_MEM_WORKSPACE], (double)mf.peak_total, cf.total};
+    memcpy(out, v, sizeof v);
+}
+
+static void calc_run(const opts *o) {
+    zl_partition part = {0};
+    zl_model_shape shape = {.kind = ZL_MODEL_MLP, .layers = o->layers, .dim = o->dim, .rows = o->batch};
+    if (o->ranks > 1e6 || zl_model_partition(&part, shape, (int)o->ranks))
+        bad("--layers/--dim/--ranks: the model's byte counts overflow");
+    int s0 = o->stage < 0 ? 0 : o->stage, s1 = o->stage < 0 ? 3 : o->stage, n = 8;
+    if (o->json) {
+        printf("{\"params\": %zu, \"params_padded\": %zu, \"ranks\": %.0f, \"layers\": %d, \"dim\": %d, "
+               "\"batch\": %d, \"accum\": %d, \"checkpoint_activations\": %s, \"backend\": \"%s\",\n \"stages\": [",
+               part.psi, part.psi_pad, o->ranks, o->layers, o->dim, o->batch, o->accum,
+               o->checkpoint ? "true" : "false", o->backend_cpu ? "cpu" : "cuda");
+    } else {
+        printf("L = %d, D = %d: Psi = %zu, Psi_pad = %zu over N = %.0f ranks; B = %d rows x K = %d micro-batches per "
+               "rank per step; activations %s; %s kernels\nbytes per rank:\n%-16s",
+               o->layers, o->dim, part.psi, part.psi_pad, o->ranks, o->batch, o->accum,
+               o->checkpoint ? "checkpointed" : "default", o->backend_cpu ? "CPU" : "CUDA", "stage");
+        for (int c = 0; c < n; c++) printf(" | %15s", run_columns[c]);
+        printf("\n");
+    }
+    for (int s = s0; s <= s1; s++) {
+        double v[8];
+        run_numbers(o, &part, s, v);
+        if (o->json) {
+            static const char *const keys[] = {"model_states", "grad_bucket", "param_gather", "activations",
+                                               "scratch", "workspace", "peak_total", "wire_bytes_per_step"};
+            printf("%s\n  {\"stage\": %d", s > s0 ? "," : "", s);
+            for (int c = 0; c < n; c++) printf(", \"%s\": %.17g", keys[c], v[c]);
+            printf("}");
+        } else {
+            printf("%-16s", stage_names[s]);
+            for (int c = 0; c < n; c++) printf(" | %15.0f", v[c]);
+            printf("\n");
+        }
+    }
+    if (o->json) printf("\n]}\n");
+    else
+        printf("peak total = every device buffer (all allocated before step 1); host staging for param_hash "
+               "(2 x the largest unit) is apart.\nwire B/step: gradients and parameters, K micro-batches "
+               "(DDP, ZeRO-1: 2(N-1)/N 2Psi_pad; ZeRO-2: (K+1)(N-1)/N 2Psi_pad; ZeRO-3: 3K(N-1)/N 2Psi_pad)\n");
+    zl_partition_free(&part);
 }
 
 /* ---- the paper's tables ------------------------------------------------------------- */
@@ -362,7 +455,7 @@ int main(int argc, char **argv) {
     case MODE_TABLE1: table1(); break;
     case MODE_MAX_MODEL: max_model(&o); break;
     case MODE_CHECK_SOURCES: return check_sources(&o);
-    default: calc(&o);
+    default: o.batch ? calc_run(&o) : calc(&o);
     }
     return 0;
 }

@@ -17,6 +17,7 @@
  * every product becomes C += A·B on row-major fp32 with a small register tile that gcc
  * vectorizes from plain C (no intrinsics, no -march flags needed). */
 #include "kernels.h"
+#include "workspace.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -29,19 +30,14 @@
  *   P_x    R·D floats  x, xᵀ
  *   P_y    R·D floats  y accumulator, dy, dx accumulator
  * For D=256, R=64 that is 1.38 MiB. */
-#define ZL_WS_ALIGN 64u
+#define ZL_WS_ALIGN ZL_WS_CPU_ALIGN /* the byte formula: kernels/workspace.h */
 
 static void *g_ws;
 static size_t g_ws_bytes;
 
-static size_t round_up(size_t n) { return (n + ZL_WS_ALIGN - 1) / ZL_WS_ALIGN * ZL_WS_ALIGN; }
+static size_t round_up(size_t n) { return zl_ws_cpu_round_up(n); }
 
-size_t zl_cpu_workspace_bytes(int rows, int dim) {
-    size_t R = rows > 0 ? (size_t)rows : 0, D = dim > 0 ? (size_t)dim : 0;
-    size_t f = sizeof(float);
-    return ZL_WS_ALIGN + round_up(4 * D * D * f) + round_up(4 * R * D * f) + round_up(R * D * f) +
-           round_up(R * D * f);
-}
+size_t zl_cpu_workspace_bytes(int rows, int dim) { return zl_workspace_bytes_cpu(rows, dim); }
 
 void zl_cpu_set_workspace(void *ws, size_t bytes) {
     g_ws = ws;
@@ -106,6 +102,16 @@ static void f2h(zl_half *restrict dst, const float *restrict src, size_t n, int 
         for (size_t i = 0; i < n; i++) dst[i] = zl_float_to_bf16(src[i]);
     else
         for (size_t i = 0; i < n; i++) dst[i] = zl_float_to_half(src[i]);
+}
+
+/* A gradient leaves fp32: written, or (ZL_GRADS_ADD) added to the stored value first, so
+ * the sum is rounded once — what a GEMM with beta = 1 does on the GPU. */
+static void store_grad(zl_half *restrict dst, const float *restrict src, size_t n, int bf, zl_grads_mode mode) {
+    if (mode == ZL_GRADS_WRITE) {
+        f2h(dst, src, n, bf);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) dst[i] = zl_round_storage(src[i] + zl_widen_storage(dst[i], bf), bf);
 }
 
 /* ---- fp32 GEMM: C[M×N] += A[M×K]·B[K×N], row-major ---------------------------------
@@ -227,7 +233,8 @@ void zl_cpu_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1
         p.a[i] = zl_widen_storage(av, bf);
     }
 
-    /* y = x + (b2 + a·W2) */
+    /* y = x + (b2 + a·W2); y = NULL: a recompute for backward, which needs only h and a */
+    if (!y) return;
     h2f(p.w, W2, (size_t)H * D, bf);
     h2f(p.y, b2, (size_t)D, bf);
     for (int i = 1; i < R; i++)
@@ -237,11 +244,25 @@ void zl_cpu_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1
 }
 
 /* column sums of an fp32 rows×cols panel, in row order, rounded to the storage format */
-static void colsum_to_half(zl_half *out, const float *P, int rows, int cols, float *acc, int bf) {
+static void colsum_to_half(zl_half *out, const float *P, int rows, int cols, float *acc, int bf,
+                           zl_grads_mode mode) {
     for (int j = 0; j < cols; j++) acc[j] = 0.0f;
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < cols; j++) acc[j] += P[(size_t)i * cols + j];
-    f2h(out, acc, (size_t)cols, bf);
+    store_grad(out, acc, (size_t)cols, bf, mode);
+}
+
+/* a = gelu(h) of the stored 16-bit h: what backward recomputes when forward kept h only. */
+void zl_cpu_gelu_stored(const zl_half *h, zl_half *a, size_t n) {
+    const int bf = storage_is_bf16();
+    for (size_t i = 0; i < n; i++) a[i] = zl_round_storage(zl_cpu_gelu(zl_widen_storage(h[i], bf)), bf);
+}
+
+/* dst += src, the sum in fp32 rounded once (gradient accumulation into a shard). */
+void zl_cpu_add_into(zl_half *dst, const zl_half *src, size_t n) {
+    const int bf = storage_is_bf16();
+    for (size_t i = 0; i < n; i++)
+        dst[i] = zl_round_storage(zl_widen_storage(dst[i], bf) + zl_widen_storage(src[i], bf), bf);
 }
 
 /* ---- block backward ----------------------------------------------------------------
@@ -254,20 +275,20 @@ static void colsum_to_half(zl_half *out, const float *P, int rows, int cols, flo
  * The GEMMs downstream of dh use its stored 16-bit value, like the GPU path. */
 void zl_cpu_block_backward(const zl_half *x, const zl_half *h, const zl_half *a, const zl_half *W1,
                            const zl_half *W2, const zl_half *dy, zl_half *dh, zl_half *dW1, zl_half *db1,
-                           zl_half *dW2, zl_half *db2, zl_half *dx, int rows, int dim) {
+                           zl_half *dW2, zl_half *db2, zl_half *dx, zl_grads_mode mode, int rows, int dim) {
     ws_panels p = ws_get("zl_cpu_block_backward", rows, dim);
     const int R = rows, D = dim, H = 4 * dim, bf = storage_is_bf16();
     const size_t RD = (size_t)R * D, RH = (size_t)R * H, DH = (size_t)D * H;
 
     /* 1. dy panel and db2 */
     h2f(p.y, dy, RD, bf);
-    colsum_to_half(db2, p.y, R, D, p.w, bf); /* P_w is free until step 2 */
+    colsum_to_half(db2, p.y, R, D, p.w, bf, mode); /* P_w is free until step 2 */
 
     /* 2. dW2 = aᵀ·dy  (H×D, K = rows) */
     h2f_transpose(p.a, a, R, H, bf);
     for (size_t i = 0; i < DH; i++) p.w[i] = 0.0f;
     sgemm_acc(H, D, R, p.a, R, p.y, D, p.w, D);
-    f2h(dW2, p.w, DH, bf);
+    store_grad(dW2, p.w, DH, bf, mode);
 
     /* 3. da = dy·W2ᵀ, dh = da ⊙ gelu'(h), db1 */
     h2f_transpose(p.w, W2, H, D, bf); /* W2ᵀ: D×H */
@@ -278,13 +299,13 @@ void zl_cpu_block_backward(const zl_half *x, const zl_half *h, const zl_half *a,
         dh[i] = d;
         p.a[i] = zl_widen_storage(d, bf);
     }
-    colsum_to_half(db1, p.a, R, H, p.w, bf); /* P_w is rewritten in step 4 anyway */
+    colsum_to_half(db1, p.a, R, H, p.w, bf, mode); /* P_w is rewritten in step 4 anyway */
 
     /* 4. dW1 = xᵀ·dh  (D×H, K = rows) */
     h2f_transpose(p.x, x, R, D, bf);
     for (size_t i = 0; i < DH; i++) p.w[i] = 0.0f;
     sgemm_acc(D, H, R, p.x, R, p.a, H, p.w, H);
-    f2h(dW1, p.w, DH, bf);
+    store_grad(dW1, p.w, DH, bf, mode);
 
     /* 5. dx = dy + dh·W1ᵀ  (P_y still holds dy from step 1); skipped for the first block */
     if (!dx) return;

@@ -29,9 +29,20 @@ void zl_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, co
 
 void zl_block_backward(const zl_half *x, const zl_half *h, const zl_half *a, const zl_half *W1,
                        const zl_half *W2, const zl_half *dy, zl_half *dh, zl_half *dW1, zl_half *db1,
-                       zl_half *dW2, zl_half *db2, zl_half *dx, int rows, int dim, zl_stream s) {
+                       zl_half *dW2, zl_half *db2, zl_half *dx, zl_grads_mode mode, int rows, int dim,
+                       zl_stream s) {
     (void)s;
-    zl_cpu_block_backward(x, h, a, W1, W2, dy, dh, dW1, db1, dW2, db2, dx, rows, dim);
+    zl_cpu_block_backward(x, h, a, W1, W2, dy, dh, dW1, db1, dW2, db2, dx, mode, rows, dim);
+}
+
+void zl_gelu_stored(const zl_half *h, zl_half *a, size_t n, zl_stream s) {
+    (void)s;
+    zl_cpu_gelu_stored(h, a, n);
+}
+
+void zl_add_into(zl_half *dst, const zl_half *src, size_t n, zl_stream s) {
+    (void)s;
+    zl_cpu_add_into(dst, src, n);
 }
 
 void zl_mse_loss_backward(const zl_half *y, const zl_half *t, zl_half *dy, float *loss, int rows, int dim,

@@ -20,6 +20,9 @@
  *             dW2ᵀ[D×F] = dyᵀ·op_T(a), db2 = Σ_rows dy           BGRADA
  *             dW1ᵀ[F×D] = dhᵀ·op_T(x)                             (none)
  *             dxᵀ [D×R] = op_T(W1)·dhᵀ + dyᵀ (beta = 1, C = dy)  (none)
+ * With ZL_GRADS_ADD (gradient accumulation) dW2 and dW1 add into themselves (beta = 1,
+ * C = D), and the bias gradients come from colsum_* adding into theirs: the fused BGRADA /
+ * DGELU_BGRAD epilogues can only overwrite a bias gradient.
  * cuBLASLt's GELU epilogues compute the tanh approximation, which is the model's GELU
  * (kernels.h); tests/gpu/test_kernels_gpu.c checks that on the device.
  *
@@ -48,6 +51,7 @@
 
 #include "cuda_check.h"
 #include "kernels.h"
+#include "workspace.h"
 
 static cudaStream_t as_stream(zl_stream s) { return (cudaStream_t)s; }
 
@@ -89,11 +93,7 @@ static int storage_is_bf16(void) { return zl_kernels_dtype() == ZL_BF16; }
  * partials (2 doubles a block, 16 KiB) so that they may run beside the block kernels. The
  * column-sum partials (fp32, up to ZL_COLSUM_CHUNKS row chunks of a rows×4D matrix) serve
  * the bias gradients when they are not fused into a GEMM: 16·4D·4 bytes, 1 MiB at D = 4096. */
-#define ZL_LT_WS_BYTES ((size_t)32 << 20)
-#define ZL_LOSS_MAX_BLOCKS 1024
-#define ZL_STATS_MAX_BLOCKS 1024
-#define ZL_COLSUM_CHUNKS 16
-#define ZL_WS_ALIGN 256
+#define ZL_WS_ALIGN ZL_WS_CUDA_ALIGN /* sizes and the byte formula: kernels/workspace.h */
 
 static char *g_ws_lt;           /* cuBLASLt workspace, ZL_WS_ALIGN-aligned */
 static double *g_ws_partials;   /* ZL_LOSS_MAX_BLOCKS per-block partial sums of the loss */
@@ -101,14 +101,7 @@ static double *g_ws_stats;      /* ZL_STATS_MAX_BLOCKS × 2 per-block gradient s
 static float *g_ws_colsum;      /* column-sum partials */
 static size_t g_ws_colsum_floats;
 
-#define ZL_FIXED_PARTIALS_BYTES (ZL_LOSS_MAX_BLOCKS * sizeof(double) + 2 * ZL_STATS_MAX_BLOCKS * sizeof(double))
-
-static size_t colsum_floats(int dim) { return (size_t)ZL_COLSUM_CHUNKS * 4 * (size_t)(dim > 0 ? dim : 0); }
-
-size_t zl_kernels_workspace_bytes(int rows, int dim) {
-    (void)rows; /* nothing here grows with the rows */
-    return ZL_WS_ALIGN + ZL_LT_WS_BYTES + ZL_FIXED_PARTIALS_BYTES + colsum_floats(dim) * sizeof(float);
-}
+size_t zl_kernels_workspace_bytes(int rows, int dim) { return zl_workspace_bytes_cuda(rows, dim); }
 
 void zl_kernels_set_workspace(void *ws, size_t bytes) {
     size_t need = zl_kernels_workspace_bytes(0, 0);
@@ -475,6 +468,28 @@ template <int BF> __global__ void dgelu_kernel(zl_half *dh, const zl_half *h, si
         dh[i] = f2h<BF>(h2f<BF>(dh[i]) * gelu_tanh_grad(h2f<BF>(h[i])));
 }
 
+/* a = gelu(h) of the stored h (zl_gelu_stored) */
+template <int BF> __global__ void gelu_stored_kernel(const zl_half *h, zl_half *a, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        a[i] = f2h<BF>(gelu_tanh(h2f<BF>(h[i])));
+}
+
+/* dst += src, rounded once (zl_add_into) */
+template <int BF> __global__ void add_into_kernel(zl_half *dst, const zl_half *src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = f2h<BF>(h2f<BF>(dst[i]) + h2f<BF>(src[i]));
+}
+
+void zl_gelu_stored(const zl_half *h, zl_half *a, size_t n, zl_stream s) {
+    if (n == 0) return;
+    LAUNCH16(gelu_stored_kernel, grid_for(n, 256), 256, as_stream(s), h, a, n);
+}
+
+void zl_add_into(zl_half *dst, const zl_half *src, size_t n, zl_stream s) {
+    if (n == 0) return;
+    LAUNCH16(add_into_kernel, grid_for(n, 256), 256, as_stream(s), dst, src, n);
+}
+
 /* Column sums out[c] = Σ_r X[r][c] of a row-major rows×cols 16-bit matrix, fp32, in a fixed
  * order. Pass 1: block (x, y) sums 64 columns over row chunk y: each warp reads 128
  * contiguous bytes of a row (2 columns a thread), the 8 warps take every 8th row, and
@@ -515,15 +530,17 @@ __global__ void colsum_partial_kernel(const zl_half *X, float *partials, int row
     }
 }
 
-template <int BF> __global__ void colsum_final_kernel(const float *partials, zl_half *out, int chunks, int cols) {
+/* out[c] = Σ partials (add = 1: out[c] + Σ partials, rounded once) */
+template <int BF>
+__global__ void colsum_final_kernel(const float *partials, zl_half *out, int chunks, int cols, int add) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols) return;
     float s = 0.0f;
     for (int j = 0; j < chunks; j++) s += partials[(size_t)j * cols + c];
-    out[c] = f2h<BF>(s);
+    out[c] = f2h<BF>(add ? s + h2f<BF>(out[c]) : s);
 }
 
-static void launch_colsum(const zl_half *X, zl_half *out, int rows, int cols, cudaStream_t s) {
+static void launch_colsum(const zl_half *X, zl_half *out, int rows, int cols, zl_grads_mode mode, cudaStream_t s) {
     /* chunks depend on the shape only, so the summation order is fixed for a shape */
     int chunks = (rows + 255) / 256;
     if (chunks > ZL_COLSUM_CHUNKS) chunks = ZL_COLSUM_CHUNKS;
@@ -538,7 +555,8 @@ static void launch_colsum(const zl_half *X, zl_half *out, int rows, int cols, cu
     int pair = cols % 2 == 0 && ((uintptr_t)X & 3u) == 0;
     dim3 grid((unsigned)((cols + 63) / 64), (unsigned)chunks);
     LAUNCH16(colsum_partial_kernel, grid, dim3(32, 8), s, X, g_ws_colsum, rows, cols, rows_per_chunk, pair);
-    LAUNCH16(colsum_final_kernel, (unsigned)((cols + 255) / 256), 256, s, g_ws_colsum, out, chunks, cols);
+    LAUNCH16(colsum_final_kernel, (unsigned)((cols + 255) / 256), 256, s, g_ws_colsum, out, chunks, cols,
+             mode == ZL_GRADS_ADD);
 }
 
 /* ======================================================================================
@@ -569,7 +587,9 @@ void zl_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, co
         LAUNCH16(bias_gelu_kernel, grid_for(RF, 256), 256, st, h, b1, a, RF, F);
     }
 
-    /* yᵀ[D×R] = W2ᵀ[D×F]·aᵀ[F×R] + b2 + xᵀ: the residual rides in as C with beta = 1. */
+    /* yᵀ[D×R] = W2ᵀ[D×F]·aᵀ[F×R] + b2 + xᵀ: the residual rides in as C with beta = 1.
+     * y = NULL: a recompute for backward, which needs h and a only. */
+    if (!y) return;
     gemm_args g2 = gemm_make("forward y = x + a·W2 + b2", CUBLAS_OP_N, CUBLAS_OP_N, D, R, F, W2, D, a, F, 1.0f, x,
                              y, D);
     g2.epilogue = CUBLASLT_EPILOGUE_BIAS;
@@ -585,7 +605,7 @@ void zl_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, co
 /* dh = (dy·W2ᵀ) ⊙ gelu'(h) and db1 = Σ_rows dh, fused as far as cuBLASLt allows:
  * DGELU_BGRAD, else DGELU + colsum, else plain GEMM + dgelu_kernel + colsum. */
 static void backward_dh(const zl_half *h, const zl_half *W2, const zl_half *dy, zl_half *dh, zl_half *db1, int R,
-                        int D, int epi, cudaStream_t st) {
+                        int D, int epi, zl_grads_mode mode, cudaStream_t st) {
     const int F = 4 * D;
     /* dhᵀ[F×R] = gelu'(hᵀ) ⊙ (W2[F×D]·dyᵀ[D×R]); W2 row-major F×D is column-major D×F
      * (ld D), so op(A) = T. DGELU_BGRAD also reduces dhᵀ over its R columns into db1. */
@@ -593,7 +613,7 @@ static void backward_dh(const zl_half *h, const zl_half *W2, const zl_half *dy, 
                             D, 0.0f, NULL, dh, F);
     g.aux = (void *)h;
     g.ldaux = F;
-    if (F % 8 == 0 && (epi & EPI_DGELU_BGRAD)) {
+    if (F % 8 == 0 && (epi & EPI_DGELU_BGRAD) && mode == ZL_GRADS_WRITE) {
         g.epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD;
         g.bias = db1;
         if (gemm(&g, 0, st)) return;
@@ -603,7 +623,7 @@ static void backward_dh(const zl_half *h, const zl_half *W2, const zl_half *dy, 
         g.epilogue = CUBLASLT_EPILOGUE_DGELU;
         g.what = "backward dh = (dy·W2ᵀ) ⊙ gelu'(h)";
         if (gemm(&g, 0, st)) {
-            launch_colsum(dh, db1, R, F, st);
+            launch_colsum(dh, db1, R, F, mode, st);
             return;
         }
     }
@@ -613,36 +633,38 @@ static void backward_dh(const zl_half *h, const zl_half *W2, const zl_half *dy, 
     gemm(&g, 1, st);
     const size_t RF = (size_t)R * F;
     LAUNCH16(dgelu_kernel, grid_for(RF, 256), 256, st, dh, h, RF);
-    launch_colsum(dh, db1, R, F, st);
+    launch_colsum(dh, db1, R, F, mode, st);
 }
 
 void zl_block_backward(const zl_half *x, const zl_half *h, const zl_half *a, const zl_half *W1,
                        const zl_half *W2, const zl_half *dy, zl_half *dh, zl_half *dW1, zl_half *db1,
-                       zl_half *dW2, zl_half *db2, zl_half *dx, int rows, int dim, zl_stream s) {
+                       zl_half *dW2, zl_half *db2, zl_half *dx, zl_grads_mode mode, int rows, int dim,
+                       zl_stream s) {
     if (rows <= 0 || dim <= 0) return;
     cudaStream_t st = as_stream(s);
     const int R = rows, D = dim, F = 4 * dim;
     const int epi = epilogue_mask();
+    const float beta = mode == ZL_GRADS_ADD ? 1.0f : 0.0f; /* ADD: dW += the new product, rounded once */
 
-    backward_dh(h, W2, dy, dh, db1, R, D, epi, st);
+    backward_dh(h, W2, dy, dh, db1, R, D, epi, mode, st);
 
     /* dW2ᵀ[D×F] = dyᵀ[D×R]·a[R×F]; a row-major R×F is column-major F×R, so op(B) = T.
      * BGRADA reduces op(A) = dyᵀ over k = R: db2 = Σ_rows dy. */
-    gemm_args g2 = gemm_make("backward dW2 = aᵀ·dy, db2", CUBLAS_OP_N, CUBLAS_OP_T, D, F, R, dy, D, a, F, 0.0f, NULL,
-                             dW2, D);
+    gemm_args g2 = gemm_make("backward dW2 = aᵀ·dy, db2", CUBLAS_OP_N, CUBLAS_OP_T, D, F, R, dy, D, a, F, beta,
+                             beta != 0.0f ? dW2 : NULL, dW2, D);
     g2.epilogue = CUBLASLT_EPILOGUE_BGRADA;
     g2.bias = db2;
-    if (!((epi & EPI_BGRADA) && gemm(&g2, 0, st))) {
+    if (!((epi & EPI_BGRADA) && mode == ZL_GRADS_WRITE && gemm(&g2, 0, st))) {
         g2.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
         g2.bias = NULL;
         g2.what = "backward dW2 = aᵀ·dy (unfused)";
         gemm(&g2, 1, st);
-        launch_colsum(dy, db2, R, D, st);
+        launch_colsum(dy, db2, R, D, mode, st);
     }
 
     /* dW1ᵀ[F×D] = dhᵀ[F×R]·x[R×D]; x row-major R×D is column-major D×R, so op(B) = T. */
-    gemm_args g3 = gemm_make("backward dW1 = xᵀ·dh", CUBLAS_OP_N, CUBLAS_OP_T, F, D, R, dh, F, x, D, 0.0f, NULL, dW1,
-                             F);
+    gemm_args g3 = gemm_make("backward dW1 = xᵀ·dh", CUBLAS_OP_N, CUBLAS_OP_T, F, D, R, dh, F, x, D, beta,
+                             beta != 0.0f ? dW1 : NULL, dW1, F);
     gemm(&g3, 1, st);
 
     /* dxᵀ[D×R] = W1[D×F]·dhᵀ[F×R] + dyᵀ; W1 row-major D×F is column-major F×D (ld F),

@@ -226,7 +226,8 @@ static block_case block_case_make(int rows, int dim, uint64_t seed) {
     zl_cpu_block_forward(c.x, c.W1, c.b1, c.W2, c.b2, c.h, c.a, c.y, rows, dim);
     c.dh = xmalloc(c.RF * 2), c.dW1 = xmalloc(c.DF * 2), c.db1 = xmalloc(4 * (size_t)dim * 2);
     c.dW2 = xmalloc(c.DF * 2), c.db2 = xmalloc((size_t)dim * 2), c.dx = xmalloc(c.RD * 2);
-    zl_cpu_block_backward(c.x, c.h, c.a, c.W1, c.W2, c.dy, c.dh, c.dW1, c.db1, c.dW2, c.db2, c.dx, rows, dim);
+    zl_cpu_block_backward(c.x, c.h, c.a, c.W1, c.W2, c.dy, c.dh, c.dW1, c.db1, c.dW2, c.db2, c.dx, ZL_GRADS_WRITE,
+                          rows, dim);
     return c;
 }
 
@@ -252,7 +253,7 @@ static void run_block_gpu(const block_case *c, zl_half *out[9]) {
     zl_memcpy_h2d(a, c->a, c->RF * 2, g_s);
     zl_half *dh = dalloc(c->RF * 2), *dW1 = dalloc(c->DF * 2), *db1 = dalloc(F * 2);
     zl_half *dW2 = dalloc(c->DF * 2), *db2 = dalloc((size_t)D * 2), *dx = dalloc(c->RD * 2);
-    zl_block_backward(x, h, a, W1, W2, dy, dh, dW1, db1, dW2, db2, dx, R, D, g_s);
+    zl_block_backward(x, h, a, W1, W2, dy, dh, dW1, db1, dW2, db2, dx, ZL_GRADS_WRITE, R, D, g_s);
     out[3] = download(dh, c->RF * 2), out[4] = download(dW1, c->DF * 2), out[5] = download(db1, F * 2);
     out[6] = download(dW2, c->DF * 2), out[7] = download(db2, (size_t)D * 2), out[8] = download(dx, c->RD * 2);
 
@@ -309,6 +310,58 @@ static void test_block(int rows, int dim, const epi_mode *em) {
  * (h = W1), W1 holds values k/512 in [-4, 4) (rounded to the storage format), and a is
  * compared element by element with round(gelu(h)) for the tanh approximation (the model's)
  * and for the erf form. */
+/* Gradient accumulation: backward with ZL_GRADS_ADD onto the CPU's WRITE gradients (so the
+ * result is about twice them) against the CPU doing the same; the fused BGRADA / DGELU_BGRAD
+ * epilogues must step aside for it. Then the two elementwise kernels of accumulation and
+ * recompute: zl_add_into is bit-identical to the CPU (one fp32 add, one rounding), and
+ * zl_gelu_stored (tanhf here, a sigmoid on the CPU) close. */
+static void test_accumulate(int rows, int dim, const epi_mode *em) {
+    set_mode(em);
+    block_case c = block_case_make(rows, dim, 0x2000 + (uint64_t)rows * 7 + (uint64_t)dim);
+    int R = rows, D = dim;
+    size_t F = 4 * (size_t)D, n[4] = {c.DF, F, c.DF, (size_t)D};
+    const zl_half *start[4] = {c.dW1, c.db1, c.dW2, c.db2};
+    zl_half *cpu[4], *dev[4];
+    for (int i = 0; i < 4; i++) {
+        cpu[i] = xmalloc(n[i] * 2);
+        memcpy(cpu[i], start[i], n[i] * 2);
+        dev[i] = upload(start[i], n[i] * 2);
+    }
+    zl_half *dh = xmalloc(c.RF * 2);
+    zl_cpu_block_backward(c.x, c.h, c.a, c.W1, c.W2, c.dy, dh, cpu[0], cpu[1], cpu[2], cpu[3], NULL, ZL_GRADS_ADD, R, D);
+    zl_half *x = upload(c.x, c.RD * 2), *h = upload(c.h, c.RF * 2), *a = upload(c.a, c.RF * 2);
+    zl_half *W1 = upload(c.W1, c.DF * 2), *W2 = upload(c.W2, c.DF * 2), *dy = upload(c.dy, c.RD * 2);
+    zl_half *ddh = dalloc(c.RF * 2);
+    zl_block_backward(x, h, a, W1, W2, dy, ddh, dev[0], dev[1], dev[2], dev[3], NULL, ZL_GRADS_ADD, R, D, g_s);
+    static const char *const names[4] = {"dW1+", "db1+", "dW2+", "db2+"};
+    const double tol = g_bf16 ? 4e-2 : 1e-2;
+    for (int i = 0; i < 4; i++) {
+        zl_half *g = download(dev[i], n[i] * 2);
+        check_close("zl_block_backward ADD", names[i], rows, dim, em->name, g, cpu[i], n[i], tol);
+        free(g);
+    }
+    /* zl_add_into: c.h += c.a on both sides */
+    zl_half *sum = xmalloc(c.RF * 2);
+    memcpy(sum, c.h, c.RF * 2);
+    zl_cpu_add_into(sum, c.a, c.RF);
+    zl_add_into(h, a, c.RF, g_s);
+    zl_half *g = download(h, c.RF * 2);
+    check_bits("zl_add_into", "h + a", g, sum, c.RF, 2);
+    free(g);
+    /* zl_gelu_stored of the CPU's h */
+    zl_half *ga = xmalloc(c.RF * 2);
+    zl_cpu_gelu_stored(c.h, ga, c.RF);
+    zl_memcpy_h2d(h, c.h, c.RF * 2, g_s);
+    zl_gelu_stored(h, a, c.RF, g_s);
+    g = download(a, c.RF * 2);
+    check_close("zl_gelu_stored", "a", rows, dim, em->name, g, ga, c.RF, tol);
+    free(g), free(ga), free(sum), free(dh);
+    zl_half *all[] = {x, h, a, W1, W2, dy, ddh, dev[0], dev[1], dev[2], dev[3]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) zl_dev_free(all[i]);
+    for (int i = 0; i < 4; i++) free(cpu[i]);
+    block_case_free(&c);
+}
+
 static float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 
 static void test_gelu_flavour(const epi_mode *em) {
@@ -515,7 +568,7 @@ static void bench(int R, int D, int iters) {
             zl_block_forward(x, W1, b1, W2, b2, h, a, y, R, D, g_s);
             zl_event_record(e[1], g_s);
             zl_mse_loss_backward(y, t, dy, loss, R, D, 1024.0f, g_s);
-            zl_block_backward(x, h, a, W1, W2, dy, dh, dW1, db1, dW2, db2, dx, R, D, g_s);
+            zl_block_backward(x, h, a, W1, W2, dy, dh, dW1, db1, dW2, db2, dx, ZL_GRADS_WRITE, R, D, g_s);
             zl_event_record(e[2], g_s);
             zl_stream_sync(g_s);
             fwd += zl_event_elapsed_ms(e[0], e[1]);
@@ -603,6 +656,7 @@ int main(int argc, char **argv) {
             for (size_t m = 0; m < sizeof k_modes / sizeof k_modes[0]; m++) {
                 if (m != 1) test_gelu_flavour(&k_modes[m]); /* mode 1 has the same forward as 0 */
                 for (int i = 0; i < nshapes; i++) test_block(shapes[i][0], shapes[i][1], &k_modes[m]);
+                for (int i = 0; i < nshapes; i++) test_accumulate(shapes[i][0], shapes[i][1], &k_modes[m]);
             }
             for (int i = 0; i < nshapes; i++) {
                 test_mse(shapes[i][0], shapes[i][1], 0);
