@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "common/alloc.h"    /* zl_mem_alloc: every buffer, by category */
+#include "common/ckpt.h"     /* zl_ckpt_*: --save / --resume, this rank's checkpoint file */
 #include "common/comm.h"     /* zl_allreduce, zl_reduce_scatter, zl_allgather: logged collectives */
 #include "common/events.h"   /* zl_events_create: one event per unit or slot */
 #include "common/preflight.h" /* zl_preflight: does the run fit? (before any allocation) */
@@ -43,6 +44,8 @@ typedef struct {
     zl_half *bucket[2]; /* one full padded unit of gradients each, alternating */
 
     zl_half *staging; /* host, one unit: for param_hash */
+    zl_ckpt *ckpt;          /* --save / --resume: the checkpoint staging buffer */
+    zl_ckpt_progress start; /* where this run starts: step 0, or the checkpoint's (--resume) */
 
     zl_stream compute, comm;
     zl_event *grads_ready;  /* one per unit: its gradients are final */
@@ -77,6 +80,7 @@ static void allocate(Trainer *t) {
         t->bucket[b] = zl_mem_alloc(ZL_MEM_GRAD_BUCKET, 2 * t->part.max_unit_pad, "gradient bucket");
     t->model = zl_model_create(t->shape); /* activations, scratch, kernel workspace */
     t->staging = zl_mem_alloc(ZL_MEM_HOST_STAGING, 2 * t->part.max_unit, "host staging for param_hash");
+    t->ckpt = zl_ckpt_create(&t->rt, &t->part, t->shape, STAGE);
 }
 
 /* Parameters from the seed alone (the same full vector as DDP); fp32 master = exact copy
@@ -137,7 +141,7 @@ static void optimizer_step_and_allgather(Trainer *t, int step) {
         zl_stream_wait_event(t->compute, t->grads_synced[u]);
         zl_adam_update(t->master + off, t->adam_m + off, t->adam_v + off, my_slice(t, t->params, u),
                        my_grads(t, u), t->part.slice_len[u], 1.0f / (c->loss_scale * (float)t->rt.world),
-                       step, hp, t->compute);
+                       t->start.adam_step + step, hp, t->compute);
         zl_event_record(t->slice_updated[u], t->compute);
         zl_stream_wait_event(t->comm, t->slice_updated[u]);
         zl_allgather(my_slice(t, t->params, u), unit(t, t->params, u), t->part.slice_len[u], ZL_F16,
@@ -149,8 +153,9 @@ static void optimizer_step_and_allgather(Trainer *t, int step) {
 /* One training step; returns the mean loss over all N·B rows. */
 static float train_step(Trainer *t, int step) {
     const zl_config *c = &t->rt.cfg;
-    /* Step s uses global rows [s·N·B, (s+1)·N·B); this rank takes its B of them. */
-    uint64_t row0 = ((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * (uint64_t)t->shape.rows;
+    /* Step s of this run uses global rows start + [(s-1)·N·B, s·N·B); this rank takes its B of them. */
+    uint64_t row0 =
+        t->start.data_rows + ((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * (uint64_t)t->shape.rows;
     zl_comm_step_begin();
     zl_model_load_batch(t->model, c->seed, row0, t->compute);
     forward(t);
@@ -174,6 +179,16 @@ static uint64_t param_hash(Trainer *t) {
         zl_digest_unit(&d, unit(t, t->params, u), t->part.n[u], t->staging, t->compute);
     return zl_digest_end(&d);
 }
+
+/* ---- checkpoints: what this rank owns -------------------------------------------------- */
+
+/* Its slices of the fp32 master and Adam m, v. The fp16 params are a full copy on every
+ * rank: not saved, rebuilt from the master on resume. */
+static zl_ckpt_owned owned(Trainer *t) {
+    return (zl_ckpt_owned){t->master, t->adam_m, t->adam_v, ZL_CKPT_SLICES, t->params, ZL_CKPT_FULL};
+}
+static void resume(Trainer *t) { t->start = zl_ckpt_resume(t->ckpt, owned(t), t->compute); }
+static void save_checkpoint(Trainer *t, int step) { zl_ckpt_save_if_due(t->ckpt, owned(t), step, t->compute); }
 
 /* ---- main: set up, train, report, tear down ------------------------------------------ */
 
@@ -206,6 +221,7 @@ int main(int argc, char **argv) {
     allocate(&t);
     zl_dev_mem_used(&rep.device_after_alloc, &rep.device_total);
     initialise(&t);
+    resume(&t); /* --resume DIR: the checkpoint's state replaces it (written by any stage, at any N) */
 
     float *losses = malloc((size_t)c->steps * sizeof(float));
     if (!losses) zl_fatal("out of host memory");
@@ -217,6 +233,7 @@ int main(int argc, char **argv) {
         double ms = (zl_wall_seconds() - t0) * 1e3;
         if (step > 1 || c->steps == 1) timed_ms += ms;
         zl_report_step(&t.rt, step, c->steps, losses[step - 1], ms);
+        save_checkpoint(&t, step); /* --save DIR: after every --save-every steps and the last */
     }
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
@@ -241,6 +258,7 @@ int main(int argc, char **argv) {
     zl_event_destroy(t.loss_ready);
     zl_stream_destroy(t.compute);
     zl_stream_destroy(t.comm);
+    zl_ckpt_free(t.ckpt);
     zl_partition_free(&t.part);
     return zl_runtime_finish(&t.rt, status);
 }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "common/alloc.h"    /* zl_mem_alloc: every buffer, by category */
+#include "common/ckpt.h"     /* zl_ckpt_*: --save / --resume, this rank's checkpoint file */
 #include "common/comm.h"     /* zl_allreduce, zl_reduce_scatter, zl_allgather: logged collectives */
 #include "common/events.h"   /* zl_events_create: one event per unit or slot */
 #include "common/preflight.h" /* zl_preflight: does the run fit? (before any allocation) */
@@ -46,6 +47,8 @@ typedef struct {
     zl_half **gather;   /* n_slots buffers of one full padded unit of fp16 params each */
 
     zl_half *staging; /* host, one unit: for param_hash */
+    zl_ckpt *ckpt;          /* --save / --resume: the checkpoint staging buffer */
+    zl_ckpt_progress start; /* where this run starts: step 0, or the checkpoint's (--resume) */
 
     zl_stream compute, comm;
     zl_event *grads_ready;  /* one per unit: its gradients are final */
@@ -78,6 +81,7 @@ static void allocate(Trainer *t) {
         t->gather[k] = zl_mem_alloc(ZL_MEM_PARAM_GATHER, 2 * t->part.max_unit_pad, "parameter gather buffer");
     t->model = zl_model_create(t->shape); /* activations, scratch, kernel workspace */
     t->staging = zl_mem_alloc(ZL_MEM_HOST_STAGING, 2 * t->part.max_unit, "host staging for param_hash");
+    t->ckpt = zl_ckpt_create(&t->rt, &t->part, t->shape, STAGE);
 }
 
 /* Each rank initialises only its slices — the same values DDP has there, since init is
@@ -169,7 +173,8 @@ static void optimizer_step(Trainer *t, int step) {
         size_t off = t->part.slice_off[u];
         zl_stream_wait_event(t->compute, t->grads_synced[u]);
         zl_adam_update(t->master + off, t->adam_m + off, t->adam_v + off, my_params(t, u), my_grads(t, u),
-                       t->part.slice_len[u], 1.0f / (c->loss_scale * (float)t->rt.world), step, hp, t->compute);
+                       t->part.slice_len[u], 1.0f / (c->loss_scale * (float)t->rt.world),
+                       t->start.adam_step + step, hp, t->compute);
     }
     zl_event_record(t->adam_done, t->compute);
 }
@@ -177,8 +182,9 @@ static void optimizer_step(Trainer *t, int step) {
 /* One training step; returns the mean loss over all N·B rows. */
 static float train_step(Trainer *t, int step) {
     const zl_config *c = &t->rt.cfg;
-    /* Step s uses global rows [s·N·B, (s+1)·N·B); this rank takes its B of them. */
-    uint64_t row0 = ((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * (uint64_t)t->shape.rows;
+    /* Step s of this run uses global rows start + [(s-1)·N·B, s·N·B); this rank takes its B of them. */
+    uint64_t row0 =
+        t->start.data_rows + ((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * (uint64_t)t->shape.rows;
     zl_comm_step_begin();
     zl_stream_wait_event(t->comm, t->adam_done); /* the shards hold last step's update */
     for (int v = 0; v < t->n_slots; v++) gather_for_visit(t, v);
@@ -212,6 +218,16 @@ static uint64_t param_hash(Trainer *t) {
     zl_comm_end_extra();
     return zl_digest_end(&d);
 }
+
+/* ---- checkpoints: what this rank owns -------------------------------------------------- */
+
+/* Its slices of everything: the fp32 master, Adam m, v, and the fp16 params, whose only
+ * copy is this rank's slice. */
+static zl_ckpt_owned owned(Trainer *t) {
+    return (zl_ckpt_owned){t->master, t->adam_m, t->adam_v, ZL_CKPT_SLICES, t->params, ZL_CKPT_SLICES};
+}
+static void resume(Trainer *t) { t->start = zl_ckpt_resume(t->ckpt, owned(t), t->compute); }
+static void save_checkpoint(Trainer *t, int step) { zl_ckpt_save_if_due(t->ckpt, owned(t), step, t->compute); }
 
 /* ---- main: set up, train, report, tear down ------------------------------------------ */
 
@@ -248,6 +264,7 @@ int main(int argc, char **argv) {
     allocate(&t);
     zl_dev_mem_used(&rep.device_after_alloc, &rep.device_total);
     initialise(&t);
+    resume(&t); /* --resume DIR: the checkpoint's state replaces it (written by any stage, at any N) */
 
     float *losses = malloc((size_t)c->steps * sizeof(float));
     if (!losses) zl_fatal("out of host memory");
@@ -259,6 +276,7 @@ int main(int argc, char **argv) {
         double ms = (zl_wall_seconds() - t0) * 1e3;
         if (step > 1 || c->steps == 1) timed_ms += ms;
         zl_report_step(&t.rt, step, c->steps, losses[step - 1], ms);
+        save_checkpoint(&t, step); /* --save DIR: after every --save-every steps and the last */
     }
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
@@ -287,6 +305,7 @@ int main(int argc, char **argv) {
     zl_event_destroy(t.loss_ready);
     zl_stream_destroy(t.compute);
     zl_stream_destroy(t.comm);
+    zl_ckpt_free(t.ckpt);
     zl_partition_free(&t.part);
     return zl_runtime_finish(&t.rt, status);
 }
