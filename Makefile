@@ -147,6 +147,11 @@ test-asan: build/asan/test_unit $(ASAN_BINS)
 	    >build/asan/$$p.log 2>&1 || { cat build/asan/$$p.log; echo "test-asan: $$p failed"; exit 1; }; \
 	  echo "test-asan: $$p at N = 3 clean under ASan + UBSan"; \
 	done
+	@rm -rf build/asan/ckpt && ASAN_OPTIONS=detect_leaks=0 $(MPIEXEC) -n 3 build/asan/stage3 --layers 3 --dim 31 --steps 2 \
+	  --quiet --save build/asan/ckpt --save-every 1 >build/asan/ckpt.log 2>&1 && ASAN_OPTIONS=detect_leaks=0 $(MPIEXEC) \
+	  -n 2 build/asan/stage1 --layers 3 --dim 31 --steps 1 --quiet --resume build/asan/ckpt >>build/asan/ckpt.log 2>&1 \
+	  || { cat build/asan/ckpt.log; echo "test-asan: checkpoint save/reshard failed"; exit 1; }
+	@echo "test-asan: stage3 N = 3 save, stage1 N = 2 resume clean under ASan + UBSan"
 
 test-zerocalc: build/tests/test_zerocalc build/zerocalc
 	build/tests/test_zerocalc -j2
