@@ -275,7 +275,8 @@ static int parse_model(ctx *c, const cJSON *j, zl_ckpt_manifest *m) {
     double v;
     const char *s = get_str(c, j, "format");
     if (!s) return -1;
-    if (strcmp(s, "zerolab-checkpoint")) return msg(c->err, c->n, "%s: format '%.40s' is not zerolab-checkpoint", c->file, s);
+    if (strcmp(s, "zerolab-checkpoint"))
+        return msg(c->err, c->n, "%s: format '%.40s' is not zerolab-checkpoint", c->file, s);
     if (get_int(c, j, "version", -1e15, 1e15, &v)) return -1;
     if (v != ZL_CKPT_VERSION)
         return msg(c->err, c->n, "%s: unknown format version %.0f (this build reads version %d)", c->file, v,
@@ -437,7 +438,8 @@ int zl_ckpt_verify_file(const char *dir, const zl_ckpt_manifest *m, int r, void 
     char path[ZL_PATH_MAX + 32];
     zl_ckpt_rank_path(path, sizeof path, dir, r);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return msg(err, n, "%s: %s", path, errno == ENOENT ? "missing (the manifest lists it)" : strerror(errno));
+    if (fd < 0)
+        return msg(err, n, "%s: %s", path, errno == ENOENT ? "missing (the manifest lists it)" : strerror(errno));
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         close(fd);
@@ -626,7 +628,8 @@ zl_ckpt_progress zl_ckpt_resume(zl_ckpt *ck, zl_ckpt_owned o, zl_stream s) {
     if (!c->resume_dir[0]) return ck->start;
     zl_ckpt_manifest m;
     char err[ZL_PATH_MAX + 256];
-    if (zl_ckpt_read_manifest(c->resume_dir, &m, err, sizeof err)) zl_fatal("--resume: %s (changed since start-up?)", err);
+    if (zl_ckpt_read_manifest(c->resume_dir, &m, err, sizeof err))
+        zl_fatal("--resume: %s (changed since start-up?)", err);
     zl_ckpt_reader *rd = zl_ckpt_reader_open(c->resume_dir, &m);
     float *state[3] = {o.master, o.adam_m, o.adam_v};
     for (int cat = ZL_CKPT_MASTER; cat <= ZL_CKPT_V; cat++) {
@@ -789,10 +792,14 @@ static void save(zl_ckpt *ck, zl_ckpt_owned o, zl_ckpt_progress at, zl_stream s)
     mpiCheck(MPI_Bcast(&e, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (e) zl_fatal("--save: cannot create '%s': %s", tmp, strerror(e));
     zl_ckpt_rank_path(path, sizeof path, tmp, rt->rank);
-    uint64_t hash = 0, *hashes = rt->rank == 0 ? ck->staging : NULL; /* the staging buffer is free again */
+    uint64_t hash = 0;
     if ((e = write_rank_file(ck, o, path, &hash, s))) zl_fatal("--save: writing '%s' failed: %s", path, strerror(e));
     test_pause();
-    if ((size_t)rt->world * sizeof(uint64_t) > ck->staging_bytes) hashes = rt->rank == 0 ? malloc(8 * (size_t)rt->world) : NULL;
+    /* The N hashes land in the staging buffer, free again (4·max_unit_pad >= 8N bytes unless
+     * every unit is smaller than 2N; then a few bytes of host bookkeeping). */
+    int fits = (size_t)rt->world * sizeof(uint64_t) <= ck->staging_bytes;
+    uint64_t *hashes = rt->rank != 0 ? NULL : fits ? ck->staging : malloc(sizeof(uint64_t) * (size_t)rt->world);
+    if (rt->rank == 0 && !hashes) zl_fatal("out of host memory");
     mpiCheck(MPI_Gather(&hash, 1, MPI_UINT64_T, hashes, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
     if (rt->rank == 0) e = publish(ck, o.params_layout == ZL_CKPT_SLICES, at, hashes, tmp, what, sizeof what);
     if (rt->rank == 0 && hashes != ck->staging) free(hashes);

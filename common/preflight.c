@@ -36,7 +36,8 @@ static need need_of(const zl_partition *p, const zl_formula_config *fc, int on_g
     n.activations = (double)mf.bytes[ZL_MEM_ACTIVATIONS];
     n.buffers = (double)mf.peak_total - n.states - n.activations;
     n.device = on_gpu ? (double)mf.peak_total : 0;
-    n.host = (double)(mf.bytes[ZL_MEM_HOST_STAGING] + mf.bytes[ZL_MEM_CKPT_STAGING]) + (on_gpu ? 0 : (double)mf.peak_total);
+    double host_buffers = (double)(mf.bytes[ZL_MEM_HOST_STAGING] + mf.bytes[ZL_MEM_CKPT_STAGING]);
+    n.host = host_buffers + (on_gpu ? 0 : (double)mf.peak_total);
     return n;
 }
 

@@ -270,7 +270,8 @@ Test(ckpt_format, each_fault_is_refused_with_one_line) {
     expect_refused(dir, "unknown version", "unknown format version 2");
     FRESH();
     j = load_json(man);
-    cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItem(j, "units"), "n_pad", cJSON_CreateIntArray((int[]){225, 226}, 2));
+    cJSON *bad_pad = cJSON_CreateIntArray((int[]){225, 226}, 2);
+    cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItem(j, "units"), "n_pad", bad_pad);
     reseal(man, j);
     cJSON_Delete(j);
     expect_refused(dir, "inconsistent padding", "n_pad");

@@ -58,7 +58,8 @@ static int inspect(const char *dir) {
     printf("%s\n", p->n_units > 4 ? "; ..." : "");
     printf("  per rank    ");
     for (int c = 0; c < ZL_CKPT_NCAT; c++)
-        if (zl_ckpt_cat_bytes(&m, c)) printf("%s%s %zu B", c ? ", " : "", zl_ckpt_cat_name(c), zl_ckpt_cat_bytes(&m, c));
+        if (zl_ckpt_cat_bytes(&m, c))
+            printf("%s%s %zu B", c ? ", " : "", zl_ckpt_cat_name(c), zl_ckpt_cat_bytes(&m, c));
     printf(" = %zu B per file\n", m.file_bytes);
     printf("  total       %d files, %.0f B (%.3f GB)\n", m.world, (double)m.file_bytes * m.world,
            (double)m.file_bytes * m.world / 1e9);
