@@ -14,6 +14,7 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
 
 CFLAGS_COMMON = -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -pthread -I. -Ikernels
 CFLAGS  ?= $(CFLAGS_COMMON)
+LIBS     = -lcjson -lm  # cJSON: checkpoint manifests (xxHash, their checksums, is header-only)
 SAN      = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # NCCL: NCCL_HOME, then CUDA_HOME, then the system paths (they differ between machines).
@@ -27,7 +28,7 @@ MPI_INC = $(shell $(MPICC) -showme:compile 2>/dev/null || $(MPICC) -show 2>/dev/
 STAGES   := stage0_ddp stage1 stage2 stage3
 COMMON   := common/util.c common/alloc.c common/events.c common/partition.c common/formulas.c common/comm.c \
             common/args.c common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c \
-            common/scaler.c common/numerics.c model/layout.c model/model.c model/mlp.c
+            common/scaler.c common/numerics.c common/ckpt.c model/layout.c model/model.c model/mlp.c
 CPU_SRC  := kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c \
             kernels/gpu_select.c
 HEADERS  := $(wildcard common/*.h model/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
@@ -37,7 +38,7 @@ CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/storage.c kernel
                                               kernels/cuda/backend_cuda.c) \
             build/cuda/obj/kernels/cuda/kernels_cuda.o
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 $(if $(NCCL_LIB_DIR),-L$(NCCL_LIB_DIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIB_DIR)) \
-            -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++ -lm
+            -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++ $(LIBS)
 comma := ,
 
 CPU_BINS  := $(addprefix build/cpu/,$(STAGES))
@@ -46,7 +47,7 @@ CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/tes
 .SECONDARY:
 .PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-scripts test-words test-gpu deps deps-run clean
 all: cpu $(if $(HAVE_NVCC),cuda)
-cpu: $(CPU_BINS) build/zerocalc
+cpu: $(CPU_BINS) build/zerocalc build/zlckpt
 cuda: $(CUDA_BINS)
 
 # ---- CPU backend ----
@@ -55,13 +56,17 @@ build/cpu/obj/%.o: %.c $(HEADERS)
 	$(MPICC) $(CFLAGS) -c $< -o $@
 
 build/cpu/%: build/cpu/obj/%.o $(CPU_OBJ)
-	$(MPICC) $(CFLAGS) $^ -lm -o $@
+	$(MPICC) $(CFLAGS) $^ $(LIBS) -o $@
 
 # zerocalc: no MPI, no GPU — only the formula, partition and model-layout modules the stages use.
 CALC_SRC := common/formulas.c common/partition.c model/layout.c
 build/zerocalc: tools/zerocalc.c $(CALC_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) tools/zerocalc.c $(CALC_SRC) -lm -o $@
+
+# zlckpt: inspect, verify, export a checkpoint (common/ckpt.c; the CPU backend for its host copies).
+build/zlckpt: build/cpu/obj/tools/zlckpt.o $(CPU_OBJ)
+	$(MPICC) $(CFLAGS) $^ $(LIBS) -o $@
 
 # ---- CUDA backend (same stage sources) ----
 build/cuda/obj/%.o: %.c $(HEADERS)
@@ -80,21 +85,21 @@ build/cuda/test_kernels_gpu: build/cuda/obj/tests/gpu/test_kernels_gpu.o $(CUDA_
 	$(MPICC) $(CFLAGS) $^ $(CUDA_LIBS) -o $@
 
 # ---- tests ----
-UNIT_SRC := tests/test_kernels.c tests/test_common.c tests/test_gpu_select.c tests/test_numerics.c
+UNIT_SRC := tests/test_kernels.c tests/test_common.c tests/test_gpu_select.c tests/test_numerics.c tests/test_ckpt_format.c
 build/tests/test_unit: $(UNIT_SRC) $(COMMON) $(CPU_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion -lm -o $@
+	$(MPICC) $(CFLAGS) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion $(LIBS) -o $@
 
 build/asan/test_unit: $(UNIT_SRC) $(COMMON) $(CPU_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS_COMMON) -O1 $(SAN) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion -lm -o $@
+	$(MPICC) $(CFLAGS_COMMON) -O1 $(SAN) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion $(LIBS) -o $@
 
 # The four programs under ASan + UBSan, run end to end by test-asan (MPICH's own allocations
 # are not ours to free, hence detect_leaks=0).
 ASAN_BINS := $(addprefix build/asan/,$(STAGES))
 build/asan/%: %.c $(COMMON) $(CPU_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS_COMMON) -O1 $(SAN) $< $(COMMON) $(CPU_SRC) -lm -o $@
+	$(MPICC) $(CFLAGS_COMMON) -O1 $(SAN) $< $(COMMON) $(CPU_SRC) $(LIBS) -o $@
 
 build/tests/test_zerocalc: tests/test_zerocalc.c tests/zl_test_util.h $(CALC_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -103,6 +108,10 @@ build/tests/test_zerocalc: tests/test_zerocalc.c tests/zl_test_util.h $(CALC_SRC
 build/tests/test_integration: tests/test_integration.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) tests/test_integration.c -lcriterion -lcjson -lm -o $@
+
+build/tests/test_ckpt: tests/test_ckpt.c tests/zl_test_util.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) tests/test_ckpt.c -lcriterion -lcjson -lm -o $@
 
 build/tests/test_loud: tests/test_loud.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
@@ -121,13 +130,14 @@ build/gpu-tests/%: tests/%.c tests/zl_test_util.h
 
 # Install what is missing: the programs need an MPI; the tests also Criterion and cJSON.
 deps-run:
-	@command -v $(MPICC) >/dev/null 2>&1 && command -v $(MPIEXEC) >/dev/null 2>&1 || scripts/install-deps.sh
+	@command -v $(MPICC) >/dev/null 2>&1 && command -v $(MPIEXEC) >/dev/null 2>&1 && test -f /usr/include/cjson/cJSON.h \
+	  && test -f /usr/include/xxhash.h || scripts/install-deps.sh
 deps: deps-run
 	@test -f /usr/include/criterion/criterion.h && test -f /usr/include/cjson/cJSON.h || scripts/install-deps.sh
 
 test: deps
 	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) build/tests/test_integration build/tests/test_loud \
-		build/tests/test_mixed build/tests/test_zerocalc
+		build/tests/test_mixed build/tests/test_ckpt build/tests/test_zerocalc
 	$(MAKE) test-unit test-asan test-zerocalc test-integration test-scripts test-words
 
 test-unit: build/tests/test_unit
@@ -140,14 +150,21 @@ test-asan: build/asan/test_unit $(ASAN_BINS)
 	    >build/asan/$$p.log 2>&1 || { cat build/asan/$$p.log; echo "test-asan: $$p failed"; exit 1; }; \
 	  echo "test-asan: $$p at N = 3 clean under ASan + UBSan"; \
 	done
+	@rm -rf build/asan/ckpt && ASAN_OPTIONS=detect_leaks=0 $(MPIEXEC) -n 3 build/asan/stage3 --layers 3 --dim 31 --steps 2 \
+	  --quiet --save build/asan/ckpt --save-every 1 >build/asan/ckpt.log 2>&1 && ASAN_OPTIONS=detect_leaks=0 $(MPIEXEC) \
+	  -n 2 build/asan/stage1 --layers 3 --dim 31 --steps 1 --quiet --resume build/asan/ckpt >>build/asan/ckpt.log 2>&1 \
+	  || { cat build/asan/ckpt.log; echo "test-asan: checkpoint save/reshard failed"; exit 1; }
+	@echo "test-asan: stage3 N = 3 save, stage1 N = 2 resume clean under ASan + UBSan"
 
 test-zerocalc: build/tests/test_zerocalc build/zerocalc
 	build/tests/test_zerocalc -j2
 
-test-integration: build/tests/test_integration build/tests/test_loud build/tests/test_mixed $(CPU_BINS)
+test-integration: build/tests/test_integration build/tests/test_loud build/tests/test_mixed build/tests/test_ckpt \
+		$(CPU_BINS) build/zlckpt
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" ZL_MAX_WORLD=9 build/tests/test_integration -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_loud -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_mixed -j1
+	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_ckpt -j1
 
 # Shell scripts parse and pass shellcheck (if installed); the Slurm body runs in a pretend allocation.
 test-scripts: $(CPU_BINS)

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 
 #include "common/alloc.h"    /* zl_mem_alloc: every buffer, by category */
+#include "common/ckpt.h"     /* zl_ckpt_*: --save / --resume, this rank's checkpoint file */
 #include "common/comm.h"     /* zl_allreduce, zl_reduce_scatter, zl_allgather: logged collectives */
 #include "common/events.h"   /* zl_events_create: one event per unit or slot */
 #include "common/numerics.h" /* zl_numerics: loss scale, overflow verdict, clipping, Adam's step */
@@ -55,6 +56,8 @@ typedef struct {
     double *stats;    /* 2 fp64: Σg² and the non-finite count of the gradient this rank owns */
     zl_numerics num;  /* loss scale, clip factor, Adam's step, the per-step record */
     zl_dtype half;    /* the 16-bit format of params, grads and activations (--dtype) */
+    zl_ckpt *ckpt;          /* --save / --resume: the checkpoint staging buffer */
+    zl_ckpt_progress start; /* where this run starts: step 0, or the checkpoint's (--resume) */
 
     zl_stream compute, comm;
     zl_event *grads_ready;  /* one per unit: its gradients are final */
@@ -87,6 +90,7 @@ static void allocate(Trainer *t) {
     t->model = zl_model_create(t->shape); /* activations, scratch, kernel workspace */
     t->stats = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * sizeof(double), "gradient statistics");
     t->staging = zl_mem_alloc(ZL_MEM_HOST_STAGING, 2 * t->part.max_unit, "host staging for param_hash");
+    t->ckpt = zl_ckpt_create(&t->rt, &t->part, t->shape, STAGE);
 }
 
 /* Parameters from the seed alone (the same full vector as DDP); fp32 master = exact copy
@@ -177,8 +181,8 @@ static zl_step_verdict check_gradients(Trainer *t, int step, float loss) {
  * backward scaled by 1/K, so the K gradients sum to the gradient of the mean over K·B rows. */
 static void micro_batch(Trainer *t, int step, int j, float scale) {
     const zl_config *c = &t->rt.cfg;
-    uint64_t B = (uint64_t)t->shape.rows, K = (uint64_t)c->accum;
-    uint64_t row0 = (((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * K + (uint64_t)j) * B;
+    uint64_t B = (uint64_t)t->shape.rows, K = (uint64_t)c->accum; /* + where a resumed run's data stands */
+    uint64_t row0 = t->start.data_rows + (((uint64_t)(step - 1) * t->rt.world + t->rt.rank) * K + (uint64_t)j) * B;
     zl_model_load_batch(t->model, c->seed, row0, t->compute);
     forward(t);
     float *loss = zl_model_loss(t->model, j, scale / (float)K, t->compute); /* and dL/d(output) */
@@ -209,6 +213,21 @@ static uint64_t param_hash(Trainer *t) {
     for (int u = 0; u < t->n_units; u++)
         zl_digest_unit(&d, unit(t, t->params, u), t->part.n[u], t->staging, t->compute);
     return zl_digest_end(&d);
+}
+
+/* ---- checkpoints: what this rank owns -------------------------------------------------- */
+
+/* Its slices of the fp32 master and Adam m, v. The fp16 params are a full copy on every
+ * rank: not saved, rebuilt from the master on resume. */
+static zl_ckpt_owned owned(Trainer *t) {
+    return (zl_ckpt_owned){t->master, t->adam_m, t->adam_v, ZL_CKPT_SLICES, t->params, ZL_CKPT_FULL};
+}
+static void resume(Trainer *t) {
+    t->start = zl_ckpt_resume(t->ckpt, owned(t), t->compute);
+    if (t->rt.cfg.resume_dir[0]) zl_numerics_resume(&t->num, t->start.adam_step, &t->start.scaler);
+}
+static void save_checkpoint(Trainer *t, int step) {
+    zl_ckpt_save_if_due(t->ckpt, owned(t), step, t->num.adam_step, &t->num.scaler, t->compute);
 }
 
 /* ---- main: set up, train, report, tear down ------------------------------------------ */
@@ -243,11 +262,12 @@ int main(int argc, char **argv) {
     allocate(&t);
     zl_dev_mem_used(&rep.device_after_alloc, &rep.device_total);
     initialise(&t);
+    zl_numerics_init(&t.num, &t.rt);
+    resume(&t); /* --resume DIR: the checkpoint's state replaces it (written by any stage, at any N) */
 
     float *losses = malloc((size_t)c->steps * sizeof(float));
     if (!losses) zl_fatal("out of host memory");
     double timed_ms = 0;
-    zl_numerics_init(&t.num, &t.rt);
     zl_mem_freeze(); /* from here to the end of training, no allocation */
     for (int step = 1; step <= c->steps && !t.num.diverged; step++) { /* every rank stops at the same step */
         double t0 = zl_wall_seconds();
@@ -256,6 +276,7 @@ int main(int argc, char **argv) {
         if (step > 1 || c->steps == 1) timed_ms += ms;
         zl_report_step(&t.rt, step, c->steps, losses[step - 1], t.num.scales[step - 1], t.num.norms[step - 1],
                        t.num.n_skipped && t.num.skipped[t.num.n_skipped - 1] == step, ms);
+        save_checkpoint(&t, step); /* --save DIR: after every --save-every steps and the last */
     }
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
@@ -282,6 +303,7 @@ int main(int argc, char **argv) {
     zl_event_destroy(t.loss_ready);
     zl_stream_destroy(t.compute);
     zl_stream_destroy(t.comm);
+    zl_ckpt_free(t.ckpt);
     zl_partition_free(&t.part);
     return zl_runtime_finish(&t.rt, status);
 }

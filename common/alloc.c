@@ -9,7 +9,8 @@
 
 static const char *const cat_names[ZL_MEM_NCAT] = {
     "params_fp16", "grads_fp16",   "master_fp32", "adam_m",    "adam_v",      "grad_bucket",
-    "param_gather", "activations", "scratch",     "workspace", "host_staging"};
+    "param_gather", "activations", "scratch",     "workspace", "host_staging",
+    "ckpt_staging"};
 
 const char *zl_mem_cat_name(zl_mem_cat c) { return (unsigned)c < ZL_MEM_NCAT ? cat_names[c] : "?"; }
 
@@ -56,7 +57,7 @@ void *zl_mem_alloc(zl_mem_cat c, size_t bytes, const char *what) {
     }
     if (bytes == 0) return NULL;
     if (n_live == MAX_LIVE) zl_fatal("zl_mem_alloc: more than %d live allocations (%s)", MAX_LIVE, what);
-    void *p = c == ZL_MEM_HOST_STAGING ? malloc(bytes) : raw_alloc(bytes);
+    void *p = zl_mem_cat_is_host(c) ? malloc(bytes) : raw_alloc(bytes);
     if (!p)
         zl_fatal("out of memory allocating %s: %zu bytes (%.3f GiB) in category %s, %.3f GiB already tracked",
                  what, bytes, bytes / 1073741824.0, zl_mem_cat_name(c), stats.current_total / 1073741824.0);
@@ -70,7 +71,7 @@ void zl_mem_free(void *p) {
     for (int i = n_live - 1; i >= 0; i--) {
         if (live[i].ptr != p) continue;
         account(live[i].cat, live[i].bytes, -1);
-        if (live[i].cat == ZL_MEM_HOST_STAGING)
+        if (zl_mem_cat_is_host(live[i].cat))
             free(p);
         else
             raw_free(p);

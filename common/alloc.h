@@ -22,14 +22,20 @@ typedef enum {
     ZL_MEM_SCRATCH,         /* the model's targets, activation gradients, loss */
     ZL_MEM_WORKSPACE,       /* kernel workspace (cuBLASLt, CPU fp32 panels) */
     ZL_MEM_HOST_STAGING,    /* host-side buffer for param_hash/dump; not device memory */
+    ZL_MEM_CKPT_STAGING,    /* host: every checkpoint byte passes through it (ckpt.h); ZL_CKPT_CHUNK_ELEMS fp32 at most */
     ZL_MEM_NCAT
 } zl_mem_cat;
 
 #define ZL_MEM_N_MODEL_STATES 5 /* the first five categories are the paper's model states */
 
 const char *zl_mem_cat_name(zl_mem_cat c);
-/* host staging is not counted in peak_total */
-static inline int zl_mem_cat_is_device(zl_mem_cat c) { return c != ZL_MEM_HOST_STAGING; }
+/* Checkpoint I/O goes through a fixed staging buffer of this many fp32 elements at most
+ * (fewer for a model whose largest padded unit is smaller). */
+#define ZL_CKPT_CHUNK_ELEMS ((size_t)1 << 21)
+
+/* host staging buffers are not counted in peak_total */
+static inline int zl_mem_cat_is_host(zl_mem_cat c) { return c == ZL_MEM_HOST_STAGING || c == ZL_MEM_CKPT_STAGING; }
+static inline int zl_mem_cat_is_device(zl_mem_cat c) { return !zl_mem_cat_is_host(c); }
 
 typedef struct {
     size_t current[ZL_MEM_NCAT];

@@ -175,6 +175,33 @@ static const char *const valued_flags[] = {"--layers", "--dim", "--batch", "--st
                                            "--inject-overflow", "--accum"};
 static const char *const switch_flags[] = {"--quiet", "--no-preflight", "--check", "--checkpoint-activations"};
 
+/* ---- checkpoint flags (common/ckpt.h): --save DIR, --save-every K, --resume DIR ---- */
+static const char *const ckpt_flags[] = {"--save", "--save-every", "--resume"};
+
+static int apply_ckpt_flag(zl_config *c, const char *f, const char *v, char *err, int len) {
+    if (!strcmp(f, "--save-every")) return parse_int(f, v, 1, 1000000, &c->save_every, err, len);
+    if (!*v || strlen(v) >= ZL_PATH_MAX - 16) /* room for the ".zl-tmp" sibling */
+        return fail(err, len, "%s: expected a directory path of 1 to %d characters", f, ZL_PATH_MAX - 17);
+    snprintf(!strcmp(f, "--save") ? c->save_dir : c->resume_dir, ZL_PATH_MAX, "%s", v);
+    return ZL_ARGS_OK;
+}
+
+static int check_ckpt_flags(const zl_config *c, char *err, int len) {
+    if (c->save_every && !c->save_dir[0]) return fail(err, len, "--save-every: needs --save DIR");
+    return ZL_ARGS_OK;
+}
+
+static uint64_t hash_ckpt_flags(uint64_t h, const zl_config *c) {
+    h = zl_fnv1a(h, c->save_dir, strlen(c->save_dir));
+    h = zl_fnv1a(h, &c->save_every, sizeof c->save_every);
+    return zl_fnv1a(h, c->resume_dir, strlen(c->resume_dir));
+}
+#define CKPT_USAGE                                                                                                   \
+    "  --save DIR      write a sharded checkpoint to DIR after the last step (atomically; every rank its file)\n"  \
+    "  --save-every K  also after every K-th step of training\n"                                                     \
+    "  --resume DIR    continue from checkpoint DIR (any stage, any N: resharded on load); --steps more steps\n"
+/* ---- end of checkpoint flags ---- */
+
 static int is_one_of(const char *f, const char *const *list, size_t n) {
     for (size_t k = 0; k < n; k++)
         if (!strcmp(f, list[k])) return 1;
@@ -191,6 +218,7 @@ static int apply_switch(zl_config *c, const char *f) {
 }
 
 static int apply_value(zl_config *c, const char *f, const char *v, char *err, int len) {
+    if (IS_ONE_OF(f, ckpt_flags)) return apply_ckpt_flag(c, f, v, err, len);
     if (!strcmp(f, "--layers")) return parse_int(f, v, 1, 1000000, &c->layers, err, len);
     if (!strcmp(f, "--dim")) return parse_int(f, v, 1, 1 << 24, &c->dim, err, len);
     if (!strcmp(f, "--batch")) return parse_int(f, v, 1, 1 << 20, &c->batch, err, len);
@@ -258,6 +286,7 @@ static int finish_config(zl_config *c, int stage, char *err, int len) {
                     c->prefetch);
     if (c->json_path[0] && !strcmp(c->json_path, c->dump_path))
         return fail(err, len, "--json and --dump-params name the same path '%s'", c->json_path);
+    if (check_ckpt_flags(c, err, len)) return ZL_ARGS_ERROR;
     return check_sizes(c, err, len);
 }
 
@@ -276,7 +305,7 @@ static int parse(zl_config *c, int stage, int argc, char **argv, char *err, int 
     }
     for (int i = 1; i < argc; i++) {
         const char *f = flag_name(argv[i], name, sizeof name, &v);
-        int valued = IS_ONE_OF(f, valued_flags);
+        int valued = IS_ONE_OF(f, valued_flags) || IS_ONE_OF(f, ckpt_flags);
         if (!valued && !IS_ONE_OF(f, switch_flags)) return fail(err, len, "unknown flag '%s' (see --help)", argv[i]);
         if (!flag_belongs(f, stage))
             return fail(err, len, "%s: only %s takes this flag; %s does not", f,
@@ -323,6 +352,7 @@ void zl_args_usage(const char *prog, int stage) {
            "  --lr --beta1 --beta2 --eps --weight-decay   AdamW (1e-3*min(1, 256/D), 0.9, 0.999, 1e-8, 0)\n"
            "  --json PATH     write the full report as JSON (rank 0)\n"
            "  --dump-params PATH  write the final fp16 parameters, unpadded, raw (rank 0)\n"
+           CKPT_USAGE
            "  --quiet         no per-step lines\n"
            "  --timeout S     end the job if a rank makes no progress for S seconds (default 300, 0 = off)\n"
            "  --check         exit 4 if any measured memory or traffic number differs from its formula\n"
@@ -345,5 +375,5 @@ uint64_t zl_args_hash(const zl_config *c) {
 #undef H
     h = zl_fnv1a(h, c->json_path, strlen(c->json_path));
     h = zl_fnv1a(h, c->dump_path, strlen(c->dump_path));
-    return h;
+    return hash_ckpt_flags(h, c);
 }

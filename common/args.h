@@ -46,6 +46,10 @@ typedef struct {
     char preset[16];
     char json_path[ZL_PATH_MAX];
     char dump_path[ZL_PATH_MAX];
+    /* checkpoints (common/ckpt.h) */
+    char save_dir[ZL_PATH_MAX];   /* --save DIR: "" = none */
+    int save_every;               /* --save-every K: also after every K-th step of training (0 = only the last) */
+    char resume_dir[ZL_PATH_MAX]; /* --resume DIR: "" = start from the seed */
 } zl_config;
 
 enum { ZL_ARGS_OK = 0, ZL_ARGS_HELP = 1, ZL_ARGS_ERROR = 2 };

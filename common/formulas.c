@@ -7,6 +7,10 @@
 
 size_t zl_formula_host_staging_bytes(const zl_partition *p) { return 2 * p->max_unit; }
 
+size_t zl_formula_ckpt_staging_bytes(const zl_partition *p) {
+    return 4 * (p->max_unit_pad < ZL_CKPT_CHUNK_ELEMS ? p->max_unit_pad : ZL_CKPT_CHUNK_ELEMS);
+}
+
 void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem_formula *out) {
     size_t full = p->psi_pad, shard = p->psi_pad / (size_t)p->world; /* Ψ_pad/N is exact by construction */
     *out = (zl_mem_formula){0};
@@ -22,6 +26,7 @@ void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem
     b[ZL_MEM_SCRATCH] = zl_model_scratch_bytes(c->model) + 2 * sizeof(double); /* + the gradient statistics */
     b[ZL_MEM_WORKSPACE] = c->workspace_bytes;
     b[ZL_MEM_HOST_STAGING] = zl_formula_host_staging_bytes(p);
+    b[ZL_MEM_CKPT_STAGING] = zl_formula_ckpt_staging_bytes(p);
     for (int i = 0; i < ZL_MEM_N_MODEL_STATES; i++) out->model_states += b[i];
     for (int i = 0; i < ZL_MEM_NCAT; i++)
         if (zl_mem_cat_is_device((zl_mem_cat)i)) out->peak_total += b[i];

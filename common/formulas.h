@@ -37,6 +37,9 @@ void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem
 
 /* Host staging for param_hash/dump: one unpadded unit of fp16. */
 size_t zl_formula_host_staging_bytes(const zl_partition *p);
+/* Checkpoint staging (host): ZL_CKPT_CHUNK_ELEMS fp32 elements, or the largest padded unit
+ * if smaller. Every run allocates it, so a save inside the step loop allocates nothing. */
+size_t zl_formula_ckpt_staging_bytes(const zl_partition *p);
 
 /* The paper's per-device model states for Ψ parameters, N ranks, mixed precision
  * (K = 12): bytes[0..4] = params, grads, master, m, v; returns their sum:

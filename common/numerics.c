@@ -32,6 +32,11 @@ void zl_numerics_free(zl_numerics *n) {
     n->scales = n->norms = NULL, n->skipped = NULL;
 }
 
+void zl_numerics_resume(zl_numerics *n, int adam_step, const zl_loss_scaler *scaler) {
+    n->adam_step = adam_step;
+    n->scaler = *scaler;
+}
+
 float zl_numerics_step_begin(zl_numerics *n, int step) {
     n->step = step;
     n->step_scale = n->scaler.scale;

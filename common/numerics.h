@@ -41,6 +41,9 @@ typedef struct {
 void zl_numerics_init(zl_numerics *n, const zl_runtime *rt);
 void zl_numerics_free(zl_numerics *n);
 
+/* --resume: continue from a checkpoint's Adam step count and loss-scaler state. */
+void zl_numerics_resume(zl_numerics *n, int adam_step, const zl_loss_scaler *scaler);
+
 /* A step begins: returns the loss scale for its backward (fixed until zl_numerics_decide). */
 float zl_numerics_step_begin(zl_numerics *n, int step);
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ckpt.h"
 #include "util.h"
 #include "../model/model.h"
 
@@ -35,7 +36,8 @@ static need need_of(const zl_partition *p, const zl_formula_config *fc, int on_g
     n.activations = (double)mf.bytes[ZL_MEM_ACTIVATIONS];
     n.buffers = (double)mf.peak_total - n.states - n.activations;
     n.device = on_gpu ? (double)mf.peak_total : 0;
-    n.host = (double)mf.bytes[ZL_MEM_HOST_STAGING] + (on_gpu ? 0 : (double)mf.peak_total);
+    double host_buffers = (double)(mf.bytes[ZL_MEM_HOST_STAGING] + mf.bytes[ZL_MEM_CKPT_STAGING]);
+    n.host = host_buffers + (on_gpu ? 0 : (double)mf.peak_total);
     return n;
 }
 
@@ -120,6 +122,7 @@ int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, 
 }
 
 void zl_preflight(zl_runtime *rt, const zl_partition *part, const zl_formula_config *fc) {
+    zl_ckpt_check_resume(rt, fc->model); /* --resume DIR: refused here, before any state exists */
     if (rt->cfg.no_preflight) return;
     size_t dev_free = 0, host_avail = zl_host_mem_available();
     int on_gpu = zl_dev_mem_free(&dev_free);

@@ -10,7 +10,9 @@
  * If anything does not fit, every rank stops with exit 2 and the lowest such rank
  * prints one line: what is needed (model states, activations, buffers), what is free,
  * and what would fit — a later stage at this N, or the smallest N for this stage —
- * computed from the same formulas. --no-preflight skips the check. */
+ * computed from the same formulas. --no-preflight skips the check.
+ * A checkpoint to --resume from is checked here too (ckpt.h), even with --no-preflight:
+ * a bad one is refused before anything is allocated. */
 #ifndef ZL_PREFLIGHT_H
 #define ZL_PREFLIGHT_H
 

@@ -121,7 +121,8 @@ static void print_memory(const zl_report *r, const rank_summary *s, const char *
             printf(" %16s | %12.0f\n", "", s->peak_measured - s->peak_formula);
         }
         char name[40];
-        snprintf(name, sizeof name, "%s%s", zl_mem_cat_name((zl_mem_cat)c), c == ZL_MEM_HOST_STAGING ? " (host)" : "");
+        snprintf(name, sizeof name, "%s%s", zl_mem_cat_name((zl_mem_cat)c),
+                 zl_mem_cat_is_host((zl_mem_cat)c) ? " (host)" : "");
         printf("%-22s |", name);
         print_bytes_cell(s->mem_measured[c]);
         print_bytes_cell(s->mem_formula[c]);

@@ -1,0 +1,426 @@
+/* test_ckpt.c — sharded checkpoints end to end (spawns mpiexec as a child): a run of S
+ * steps equals S1 steps, saved, then resumed for S − S1 (param_hash, every stage, N = 1..4);
+ * a checkpoint resumed by another stage and at another N; a job killed in the middle of
+ * a save leaves the previous checkpoint verifiable and loadable; zlckpt inspect / verify /
+ * export; every kind of bad checkpoint refused with exit 2 and one line naming the file,
+ * before training; the --save directory checked before training.
+ *
+ * ZL_BUILD picks build/cpu or build/cuda (zl_test_util.h); ZL_MAX_WORLD (default 4) caps N;
+ * zlckpt is found next to the build directory (build/zlckpt). */
+#include "zl_test_util.h" /* first: it defines _GNU_SOURCE */
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+static const char *const progs[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
+static const char *const TINY = "--layers 2 --dim 31 --quiet"; /* units of 7843: padded differently for N = 2, 3, 4 */
+
+static int max_world(void) {
+    const char *m = getenv("ZL_MAX_WORLD");
+    return m && *m ? atoi(m) : 4;
+}
+
+static void tmp_path(char *out, size_t n, const char *tag) { snprintf(out, n, "/tmp/zl_ck_%s_%d", tag, getpid()); }
+
+static void rm_rf(const char *path) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.zl-tmp' '%s.zl-old'", path, path, path);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* A run that must succeed; returns its param_hash (16 hex digits) in hash. */
+static void run_ok(char hash[17], const char *fmt, ...) {
+    char line[4096], json[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    snprintf(json, sizeof json, "/tmp/zl_ck_run_%d.json", getpid());
+    zl_run_result r;
+    zl_run(&r, "%s --json %s", line, json);
+    cr_assert_eq(r.exit_code, 0, "'%s' failed (exit %d):\n%s\n%s", line, r.exit_code, r.out, r.err);
+    cJSON *j = zl_load_json(json);
+    snprintf(hash, 17, "%s", zl_get(j, "param_hash")->valuestring);
+    /* the checkpoint staging is a tracked buffer like any other, and the loop allocated nothing */
+    cJSON *rk = cJSON_GetArrayItem(zl_get(j, "ranks"), 0);
+    cr_expect_eq(zl_num(rk, "memory.measured.ckpt_staging"), zl_num(rk, "memory.formula.ckpt_staging"));
+    cr_expect_eq(zl_num(rk, "memory.allocations_in_step"), 0, "'%s': the step loop allocated", line);
+    cJSON_Delete(j);
+    unlink(json);
+}
+
+static cJSON *manifest_of(const char *dir) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    return zl_load_json(path);
+}
+
+/* ---- bitwise resume ----------------------------------------------------------------- */
+
+/* S = 5 steps straight == 3 steps (saved at 2 by --save-every, then at 3, the last) + 2 resumed. */
+static void check_resume_bitwise(int stage, int N) {
+    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    char dir[256], straight[17], resumed[17], unused[17];
+    tmp_path(dir, sizeof dir, "bitwise");
+    rm_rf(dir);
+    const char *p = progs[stage];
+    run_ok(straight, "-n %d {%s} %s --batch 2 --steps 5", N, p, TINY);
+    run_ok(unused, "-n %d {%s} %s --batch 2 --steps 3 --save %s --save-every 2", N, p, TINY, dir);
+    cJSON *m = manifest_of(dir);
+    cr_expect_eq(zl_num(m, "step"), 3);
+    cr_expect_eq(zl_num(m, "adam_step"), 3);
+    cr_expect_eq(zl_num(m, "data_rows"), 3 * N * 2);
+    cr_expect_eq(zl_num(m, "world"), N);
+    cr_expect_eq(zl_num(m, "stage"), stage);
+    cr_expect_eq(cJSON_GetArraySize(zl_get(m, "categories")), stage == 3 ? 4 : 3);
+    cJSON_Delete(m);
+    run_ok(resumed, "-n %d {%s} %s --batch 2 --steps 2 --resume %s", N, p, TINY, dir);
+    cr_expect_str_eq(resumed, straight, "%s N=%d: 3 + 2 resumed steps differ from 5 steps", p, N);
+    rm_rf(dir);
+}
+
+#define RESUME_TESTS(stage)                                                                                          \
+    Test(resume, stage##stage##_N1) { check_resume_bitwise(stage, 1); }                                            \
+    Test(resume, stage##stage##_N2) { check_resume_bitwise(stage, 2); }                                            \
+    Test(resume, stage##stage##_N3) { check_resume_bitwise(stage, 3); }                                            \
+    Test(resume, stage##stage##_N4) { check_resume_bitwise(stage, 4); }
+RESUME_TESTS(0)
+RESUME_TESTS(1)
+RESUME_TESTS(2)
+RESUME_TESTS(3)
+
+/* The loss scaler and Adam's step count cross the boundary too: a step skipped on overflow
+ * just before the save (Adam's t stays 2 after 3 steps, the scale is halved) and one after
+ * it, with a doubling window of 2 and 2 micro-batches per step, resume bit for bit. The
+ * resumed run counts its own steps: its step 2 is global step 5. */
+static void check_resume_with_skips(int stage, int N) {
+    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    char dir[256], straight[17], resumed[17], unused[17];
+    tmp_path(dir, sizeof dir, "skips");
+    rm_rf(dir);
+    const char *p = progs[stage], *common = "--batch 2 --accum 2 --loss-scale-window 2";
+    run_ok(straight, "-n %d {%s} %s %s --steps 6 --inject-overflow 3,5", N, p, TINY, common);
+    run_ok(unused, "-n %d {%s} %s %s --steps 3 --inject-overflow 3 --save %s", N, p, TINY, common, dir);
+    cJSON *m = manifest_of(dir);
+    cr_expect_eq(zl_num(m, "step"), 3);
+    cr_expect_eq(zl_num(m, "adam_step"), 2, "the skipped step 3 did not count for Adam");
+    cr_expect_eq(zl_num(m, "data_rows"), 3 * N * 2 * 2, "N·K·B rows per step");
+    cr_expect_eq(zl_num(m, "loss_scaler.skipped"), 1);
+    cr_expect_eq(zl_num(m, "loss_scaler.scale"), 65536.0 * 2 / 2, "doubled after steps 1-2, halved at 3");
+    cJSON_Delete(m);
+    run_ok(resumed, "-n %d {%s} %s %s --steps 3 --inject-overflow 2 --resume %s", N, p, TINY, common, dir);
+    cr_expect_str_eq(resumed, straight, "%s N=%d: skipped steps and the scaler did not survive the resume", p, N);
+    rm_rf(dir);
+}
+Test(resume, scaler_and_skipped_steps_stage0_N2) { check_resume_with_skips(0, 2); }
+Test(resume, scaler_and_skipped_steps_stage1_N3) { check_resume_with_skips(1, 3); }
+Test(resume, scaler_and_skipped_steps_stage2_N2) { check_resume_with_skips(2, 2); }
+Test(resume, scaler_and_skipped_steps_stage3_N1) { check_resume_with_skips(3, 1); }
+
+/* ---- reshard ------------------------------------------------------------------------ */
+
+static double *dump_of(const char *path, size_t *n) { return zl_load_params(path, n); }
+
+/* A ZeRO-3 checkpoint written at N = 3 (B = 2 rows per rank) continued by ZeRO-1 at N = 2
+ * (B = 3: the same 6 rows a step) against ZeRO-1 at N = 2 from the start: the same data,
+ * the same updates; only the order of the per-step sums differs in the first 3 steps. */
+Test(reshard, stage3_N3_continued_as_stage1_N2) {
+    if (max_world() < 3) cr_skip_test("ZL_MAX_WORLD < 3");
+    char dir[256], a[17], b[17], unused[17], dump_a[128], dump_b[128];
+    tmp_path(dir, sizeof dir, "reshard");
+    rm_rf(dir);
+    snprintf(dump_a, sizeof dump_a, "/tmp/zl_ck_dump_a_%d", getpid());
+    snprintf(dump_b, sizeof dump_b, "/tmp/zl_ck_dump_b_%d", getpid());
+    run_ok(a, "-n 2 {stage1} %s --batch 3 --steps 6 --dump-params %s", TINY, dump_a);
+    run_ok(unused, "-n 3 {stage3} %s --batch 2 --steps 3 --save %s", TINY, dir);
+    run_ok(b, "-n 2 {stage1} %s --batch 3 --steps 3 --resume %s --dump-params %s", TINY, dir, dump_b);
+    size_t na, nb;
+    double *pa = dump_of(dump_a, &na), *pb = dump_of(dump_b, &nb);
+    cr_assert_eq(na, nb);
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < na; i++) diff += (pa[i] - pb[i]) * (pa[i] - pb[i]), norm += pa[i] * pa[i];
+    cr_expect(sqrt(diff / norm) <= 1e-3, "|p - p_N2| / |p_N2| = %.3g", sqrt(diff / norm));
+    printf("reshard stage3 N=3 -> stage1 N=2: relative difference %.3g (%s)\n", sqrt(diff / norm),
+           strcmp(a, b) ? "not bitwise: other sum order" : "bitwise");
+    free(pa), free(pb);
+    unlink(dump_a), unlink(dump_b);
+    rm_rf(dir);
+}
+
+/* Another stage at the same N and B: the sums are the same, so the result is bitwise. */
+static void check_other_stage_bitwise(int from, int to, int N) {
+    char dir[256], straight[17], resumed[17], unused[17];
+    tmp_path(dir, sizeof dir, "xstage");
+    rm_rf(dir);
+    run_ok(straight, "-n %d {%s} %s --batch 2 --steps 4", N, progs[to], TINY);
+    run_ok(unused, "-n %d {%s} %s --batch 2 --steps 2 --save %s", N, progs[from], TINY, dir);
+    run_ok(resumed, "-n %d {%s} %s --batch 2 --steps 2 --resume %s", N, progs[to], TINY, dir);
+    cr_expect_str_eq(resumed, straight, "%s -> %s at N=%d", progs[from], progs[to], N);
+    rm_rf(dir);
+}
+Test(reshard, stage3_to_stage1_same_N_bitwise) { check_other_stage_bitwise(3, 1, 2); }
+Test(reshard, stage0_to_stage3_same_N_bitwise) { check_other_stage_bitwise(0, 3, 2); }
+Test(reshard, stage2_to_stage0_same_N_bitwise) { check_other_stage_bitwise(2, 0, 2); }
+
+/* N = 4 -> N = 2 with the global batch kept (the lab in docs/labs.md). */
+Test(reshard, stage3_N4_continued_as_stage3_N2) {
+    if (max_world() < 4) cr_skip_test("ZL_MAX_WORLD < 4");
+    char dir[256], a[17], b[17], unused[17], dump_a[128], dump_b[128];
+    tmp_path(dir, sizeof dir, "reshard4");
+    rm_rf(dir);
+    snprintf(dump_a, sizeof dump_a, "/tmp/zl_ck_dump4a_%d", getpid());
+    snprintf(dump_b, sizeof dump_b, "/tmp/zl_ck_dump4b_%d", getpid());
+    run_ok(a, "-n 2 {stage3} %s --batch 4 --steps 4 --dump-params %s", TINY, dump_a);
+    run_ok(unused, "-n 4 {stage3} %s --batch 2 --steps 2 --save %s", TINY, dir);
+    run_ok(b, "-n 2 {stage3} %s --batch 4 --steps 2 --resume %s --dump-params %s", TINY, dir, dump_b);
+    size_t na, nb;
+    double *pa = dump_of(dump_a, &na), *pb = dump_of(dump_b, &nb);
+    cr_assert_eq(na, nb);
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < na; i++) diff += (pa[i] - pb[i]) * (pa[i] - pb[i]), norm += pa[i] * pa[i];
+    cr_expect(sqrt(diff / norm) <= 1e-3, "|p - p_N2| / |p_N2| = %.3g", sqrt(diff / norm));
+    free(pa), free(pb);
+    unlink(dump_a), unlink(dump_b);
+    rm_rf(dir);
+}
+
+/* ---- killed in the middle of a save ------------------------------------------------ */
+
+static int exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+Test(atomic, a_save_killed_midway_leaves_the_previous_checkpoint, .timeout = 120) {
+    char dir[256], straight[17], resumed[17], unused[17], probe[300];
+    tmp_path(dir, sizeof dir, "kill");
+    rm_rf(dir);
+    run_ok(unused, "-n 2 {stage2} %s --batch 2 --steps 2 --save %s", TINY, dir);
+    /* The second job saves at step 4 and is held between its rank files and the manifest. */
+    char line[1024];
+    snprintf(line, sizeof line, "timeout 60 %s -n 2 %s/stage2 %s --batch 2 --steps 4 --save %s",
+             getenv("ZL_MPIEXEC") && *getenv("ZL_MPIEXEC") ? getenv("ZL_MPIEXEC") : "mpiexec", zl_build_dir(), TINY,
+             dir);
+    char *argv[64];
+    int argc = 0;
+    for (char *tok = strtok(line, " "); tok && argc < 63; tok = strtok(NULL, " ")) argv[argc++] = tok;
+    argv[argc] = NULL;
+    setenv("ZL_CKPT_TEST_SLEEP_MS", "20000", 1);
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP); /* its own group: the kill reaches every rank */
+    posix_spawnattr_setpgroup(&at, 0);
+    pid_t pid;
+    cr_assert_eq(posix_spawnp(&pid, argv[0], NULL, &at, argv, environ), 0);
+    unsetenv("ZL_CKPT_TEST_SLEEP_MS");
+    snprintf(probe, sizeof probe, "%s.zl-tmp/rank-00001.bin", dir);
+    for (int i = 0; i < 600 && !exists(probe); i++) usleep(50000);
+    cr_assert(exists(probe), "the second save never started");
+    usleep(200000);
+    kill(-pid, SIGKILL);
+    int status;
+    waitpid(pid, &status, 0);
+    usleep(200000);
+    /* DIR: still the step-2 checkpoint, whole */
+    zl_run_result r;
+    zl_run_plain(&r, "%s/../zlckpt verify %s", zl_build_dir(), dir);
+    cr_expect_eq(r.exit_code, 0, "verify after the kill: %s%s", r.out, r.err);
+    cJSON *m = manifest_of(dir);
+    cr_expect_eq(zl_num(m, "step"), 2);
+    cJSON_Delete(m);
+    cr_expect(exists(probe), "the killed save's files should still sit in DIR.zl-tmp");
+    /* it loads, and training continues as if nothing happened */
+    run_ok(straight, "-n 2 {stage2} %s --batch 2 --steps 4", TINY);
+    run_ok(resumed, "-n 2 {stage2} %s --batch 2 --steps 2 --resume %s", TINY, dir);
+    cr_expect_str_eq(resumed, straight);
+    /* and the next save clears the leftovers and replaces DIR */
+    run_ok(unused, "-n 2 {stage2} %s --batch 2 --steps 3 --save %s", TINY, dir);
+    m = manifest_of(dir);
+    cr_expect_eq(zl_num(m, "step"), 3);
+    cJSON_Delete(m);
+    cr_expect(!exists(probe), "DIR.zl-tmp left behind after a good save");
+    rm_rf(dir);
+}
+
+/* ---- zlckpt ----------------------------------------------------------------------- */
+
+static double half_to_double(unsigned short h) {
+    unsigned s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? NAN : ldexp(1024 + m, (int)e - 25);
+    return s ? -v : v;
+}
+
+static long size_of(const char *path) {
+    struct stat st;
+    return stat(path, &st) ? -1 : (long)st.st_size;
+}
+
+Test(zlckpt, inspect_verify_export) {
+    char dir[256], dump[128], e16[128], e32[128], ebf[128], unused[17];
+    tmp_path(dir, sizeof dir, "tool");
+    rm_rf(dir);
+    snprintf(dump, sizeof dump, "/tmp/zl_ck_tool_dump_%d", getpid());
+    snprintf(e16, sizeof e16, "/tmp/zl_ck_e16_%d", getpid());
+    snprintf(e32, sizeof e32, "/tmp/zl_ck_e32_%d", getpid());
+    snprintf(ebf, sizeof ebf, "/tmp/zl_ck_ebf_%d", getpid());
+    run_ok(unused, "-n 3 {stage3} %s --batch 2 --steps 3 --save %s --dump-params %s", TINY, dir, dump);
+    zl_run_result r;
+    zl_run_plain(&r, "%s/../zlckpt inspect %s", zl_build_dir(), dir);
+    cr_expect_eq(r.exit_code, 0, "%s", r.err);
+    /* 2 units of 7843 -> slices of 2615 at N = 3; per rank 3·4·5230 + 2·5230 bytes */
+    cr_expect(strstr(r.out, "stage3 at N = 3") && strstr(r.out, "step 3") && strstr(r.out, "15686 params"),
+              "%s", r.out);
+    cr_expect(strstr(r.out, "master_fp32 20920 B") && strstr(r.out, "params 10460 B") &&
+                  strstr(r.out, "= 73220 B per file"), "%s", r.out);
+    zl_run_plain(&r, "%s/../zlckpt verify %s", zl_build_dir(), dir);
+    cr_expect_eq(r.exit_code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "ok: "), "%s", r.out);
+    /* export fp16 == the run's own fp16 params (Adam writes param = fp16(master)) */
+    zl_run_plain(&r, "%s/../zlckpt export %s --out %s --dtype fp16", zl_build_dir(), dir, e16);
+    cr_expect_eq(r.exit_code, 0, "%s", r.err);
+    char cmp[600];
+    snprintf(cmp, sizeof cmp, "cmp -s %s %s", dump, e16);
+    cr_expect_eq(system(cmp), 0, "export --dtype fp16 differs from --dump-params");
+    /* export fp32: the master itself; each value rounds to the fp16 param and sits within half an fp16 ulp */
+    zl_run_plain(&r, "%s/../zlckpt export %s --out %s", zl_build_dir(), dir, e32);
+    cr_expect_eq(r.exit_code, 0, "%s", r.err);
+    cr_expect_eq(size_of(e32), 4 * 15686);
+    size_t n;
+    double *p16 = zl_load_params(dump, &n);
+    FILE *f = fopen(e32, "rb");
+    float *p32 = malloc(n * sizeof(float));
+    cr_assert_eq(fread(p32, sizeof(float), n, f), n);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(fabs((double)p32[i] - p16[i]) <= fabs(p16[i]) * 0x1p-11 + 0x1p-25, "element %zu: %g vs %g", i,
+                  (double)p32[i], p16[i]);
+    free(p16), free(p32);
+    zl_run_plain(&r, "%s/../zlckpt export %s --out %s --dtype bf16", zl_build_dir(), dir, ebf);
+    cr_expect_eq(r.exit_code, 0, "%s", r.err);
+    cr_expect_eq(size_of(ebf), 2 * 15686);
+    zl_run_plain(&r, "%s/../zlckpt export %s --out %s --dtype fp8", zl_build_dir(), dir, ebf);
+    cr_expect_eq(r.exit_code, 2);
+    (void)half_to_double;
+    unlink(dump), unlink(e16), unlink(e32), unlink(ebf);
+    rm_rf(dir);
+}
+
+/* ---- refused checkpoints ------------------------------------------------------------ */
+
+static int program_lines(const char *err, const char *prog) {
+    int n = 0;
+    size_t len = strlen(prog);
+    for (const char *l = err; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (!strncmp(l, prog, len) && l[len] == ':') n++;
+    return n;
+}
+
+/* --resume DIR (and zlckpt verify DIR) refuse it: exit 2, one line naming `file`, no step run. */
+static void expect_resume_refused(const char *dir, const char *flags, const char *file, const char *reason) {
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage1} %s --batch 2 --steps 2 --resume %s%s", TINY, dir, flags);
+    cr_expect_eq(r.exit_code, 2, "%s: exit %d: %s", reason, r.exit_code, r.err);
+    cr_expect_eq(program_lines(r.err, "stage1"), 1, "%s: not one line: %s", reason, r.err);
+    cr_expect(strstr(r.err, file) && strstr(r.err, reason), "%s: stderr '%s' lacks '%s'", reason, r.err, file);
+    cr_expect(strstr(r.out, "step ") == NULL, "%s: training started", reason);
+    if (*flags) return; /* a model mismatch is not the checkpoint's fault */
+    zl_run_plain(&r, "%s/../zlckpt verify %s", zl_build_dir(), dir);
+    cr_expect_eq(r.exit_code, 2, "zlckpt verify, %s: exit %d", reason, r.exit_code);
+    cr_expect(strstr(r.err, file), "zlckpt verify, %s: '%s'", reason, r.err);
+}
+
+static void reseal_version(const char *man, int version) {
+    char *cmdless;
+    size_t len;
+    FILE *f = fopen(man, "rb");
+    fseek(f, 0, SEEK_END);
+    len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    cmdless = malloc(len + 1);
+    cr_assert_eq(fread(cmdless, 1, len, f), len);
+    cmdless[len] = '\0';
+    fclose(f);
+    cJSON *j = cJSON_Parse(cmdless);
+    free(cmdless);
+    cJSON_ReplaceItemInObjectCaseSensitive(j, "version", cJSON_CreateNumber(version));
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "manifest_xxh3_64");
+    char *body = cJSON_Print(j);
+    cJSON_Delete(j);
+    size_t n = strlen(body);
+    while (n && body[n - 1] != '}') n--;
+    n--;
+    while (n && (body[n - 1] == '\n' || body[n - 1] == '\t')) n--;
+    f = fopen(man, "wb");
+    char *prefix = malloc(n + 8);
+    int plen = sprintf(prefix, "%.*s,\n\t", (int)n, body);
+    fprintf(f, "%s\"manifest_xxh3_64\":\t\"%016llx\"\n}\n", prefix,
+            (unsigned long long)XXH3_64bits(prefix, (size_t)plen));
+    fclose(f);
+    free(prefix), free(body);
+}
+
+Test(refused, every_bad_checkpoint_exits_2_with_one_line, .timeout = 120) {
+    char dir[256], man[300], rank1[300], unused[17], cmd[800];
+    tmp_path(dir, sizeof dir, "bad");
+    snprintf(man, sizeof man, "%s/manifest.json", dir);
+    snprintf(rank1, sizeof rank1, "%s/rank-00001.bin", dir);
+#define FRESH() (rm_rf(dir), run_ok(unused, "-n 3 {stage3} %s --batch 2 --steps 1 --save %s", TINY, dir))
+    FRESH();
+    unlink(rank1);
+    expect_resume_refused(dir, "", rank1, "missing");
+    FRESH();
+    cr_assert_eq(truncate(rank1, size_of(rank1) - 7), 0);
+    expect_resume_refused(dir, "", rank1, "truncated");
+    FRESH();
+    snprintf(cmd, sizeof cmd, "printf '\\001' | dd of=%s bs=1 seek=1000 conv=notrunc 2>/dev/null", rank1);
+    cr_assert_eq(system(cmd), 0);
+    expect_resume_refused(dir, "", rank1, "checksum mismatch");
+    FRESH();
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"world\":\\t3/\"world\":\\t4/' %s", man);
+    cr_assert_eq(system(cmd), 0);
+    expect_resume_refused(dir, "", man, "damaged");
+    FRESH();
+    reseal_version(man, 99);
+    expect_resume_refused(dir, "", man, "unknown format version 99");
+    FRESH();
+    snprintf(cmd, sizeof cmd, "head -c 300 /dev/urandom > %s", man);
+    cr_assert_eq(system(cmd), 0);
+    expect_resume_refused(dir, "", man, "manifest.json");
+    FRESH();
+    expect_resume_refused(dir, " --dim 32", dir, "D = 31");
+    expect_resume_refused(dir, " --layers 3", dir, "L = 2");
+    rm_rf(dir);
+    expect_resume_refused(dir, "", man, "cannot open");
+}
+
+/* ---- the --save directory, checked before training ------------------------------- */
+
+static void expect_save_refused(const char *flags, const char *reason) {
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage2} --preset demo --steps 100000 --quiet %s", flags);
+    cr_expect_eq(r.exit_code, 2, "%s: exit %d: %s", flags, r.exit_code, r.err);
+    cr_expect_eq(program_lines(r.err, "stage2"), 1, "%s: not one line: %s", flags, r.err);
+    cr_expect(strstr(r.err, reason), "%s: '%s' lacks '%s'", flags, r.err, reason);
+}
+
+Test(save_dir, unwritable_or_foreign_directories_are_refused_before_training) {
+    char dir[256], flags[600];
+    tmp_path(dir, sizeof dir, "foreign");
+    rm_rf(dir);
+    mkdir(dir, 0777);
+    char keep[300];
+    snprintf(keep, sizeof keep, "%s/notes.txt", dir);
+    FILE *f = fopen(keep, "w");
+    fputs("mine", f);
+    fclose(f);
+    snprintf(flags, sizeof flags, "--save %s", dir);
+    expect_save_refused(flags, "is not a zerolab checkpoint");
+    cr_expect(exists(keep), "a foreign directory was touched");
+    snprintf(flags, sizeof flags, "--save %s/no/such/parent/ckpt", dir);
+    expect_save_refused(flags, "cannot write");
+    expect_save_refused("--save-every 5", "--save-every: needs --save DIR");
+    rm_rf(dir);
+}

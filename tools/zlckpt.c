@@ -1,0 +1,177 @@
+/* zlckpt.c — look inside, check and export a zerolab checkpoint (common/ckpt.h).
+ *
+ *   zlckpt inspect DIR                  the manifest, and bytes per rank and category
+ *   zlckpt verify DIR                   every file's size and XXH3-64, the manifest's
+ *                                       own seal and consistency; exit 0, or 2 and one line
+ *   zlckpt export DIR --out FILE [--dtype fp32|fp16|bf16]
+ *                                       the full unpadded parameter vector from the fp32
+ *                                       master slices (what other ZeRO implementations need
+ *                                       a zero_to_fp32 script for), little-endian, raw
+ *
+ * No MPI job, no device: one process reads the files with the checkpoint module's own
+ * range reader (the same code a resharding --resume uses). */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/args.h" /* ZL_EXIT_*, ZL_PATH_MAX */
+#include "common/ckpt.h" /* zl_ckpt_manifest, zl_ckpt_read_manifest, zl_ckpt_verify_file, zl_ckpt_read_range */
+#include "kernels/zl_math.h" /* zl_round_storage: fp32 -> fp16 / bf16 */
+
+static const char *const prog_of_stage[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
+enum { BUF_BYTES = 4 << 20 };
+
+static int usage(void) {
+    fprintf(stderr, "usage: zlckpt inspect DIR | verify DIR | export DIR --out FILE [--dtype fp32|fp16|bf16]\n");
+    return ZL_EXIT_INPUT;
+}
+
+static int open_manifest(const char *dir, zl_ckpt_manifest *m) {
+    char err[ZL_PATH_MAX + 256];
+    if (!zl_ckpt_read_manifest(dir, m, err, sizeof err)) return 0;
+    fprintf(stderr, "zlckpt: %s\n", err);
+    zl_ckpt_manifest_free(m);
+    return -1;
+}
+
+static int inspect(const char *dir) {
+    zl_ckpt_manifest m;
+    if (open_manifest(dir, &m)) return ZL_EXIT_INPUT;
+    const zl_partition *p = &m.part;
+    printf("checkpoint %s (zerolab-checkpoint version %d)\n", dir, m.version);
+    printf("  model       mlp, L = %d, D = %d: %d shard units, %zu params (%zu padded for N = %d)\n", m.shape.layers,
+           m.shape.dim, p->n_units, p->psi, p->psi_pad, m.world);
+    printf("  written by  %s at N = %d, %d rows per rank, seed %llu; params stored as %s\n", prog_of_stage[m.stage],
+           m.world, m.shape.rows, (unsigned long long)m.seed, zl_dtype_name(m.dtype));
+    printf("  progress    step %d, Adam step %d, %llu data rows consumed\n", m.at.step, m.at.adam_step,
+           (unsigned long long)m.at.data_rows);
+    printf("  loss scale  %g (%s", m.at.scaler.scale, m.at.scaler.dynamic ? "dynamic" : "static");
+    if (m.at.scaler.dynamic)
+        printf(", window %d, %d clean steps, %ld skipped", m.at.scaler.window, m.at.scaler.clean_steps,
+               m.at.scaler.skipped);
+    printf(")\n  units       ");
+    for (int u = 0; u < p->n_units && u < 4; u++)
+        printf("%s%d: %zu (+%zu padding, slices of %zu)", u ? "; " : "", u, p->n[u], p->n_pad[u] - p->n[u],
+               p->slice_len[u]);
+    printf("%s\n", p->n_units > 4 ? "; ..." : "");
+    printf("  per rank    ");
+    for (int c = 0; c < ZL_CKPT_NCAT; c++)
+        if (zl_ckpt_cat_bytes(&m, c))
+            printf("%s%s %zu B", c ? ", " : "", zl_ckpt_cat_name(c), zl_ckpt_cat_bytes(&m, c));
+    printf(" = %zu B per file\n", m.file_bytes);
+    printf("  total       %d files, %.0f B (%.3f GB)\n", m.world, (double)m.file_bytes * m.world,
+           (double)m.file_bytes * m.world / 1e9);
+    for (int r = 0; r < m.world && r < 8; r++)
+        printf("  rank %-5d  rank-%05d.bin  %zu B  xxh3_64 %016llx\n", r, r, m.file_bytes,
+               (unsigned long long)m.file_hash[r]);
+    if (m.world > 8) printf("  ...         (%d more)\n", m.world - 8);
+    zl_ckpt_manifest_free(&m);
+    return ZL_EXIT_OK;
+}
+
+static int verify(const char *dir) {
+    zl_ckpt_manifest m;
+    if (open_manifest(dir, &m)) return ZL_EXIT_INPUT;
+    static unsigned char buf[BUF_BYTES];
+    char err[ZL_PATH_MAX + 256];
+    int status = ZL_EXIT_OK;
+    for (int r = 0; r < m.world && status == ZL_EXIT_OK; r++)
+        if (zl_ckpt_verify_file(dir, &m, r, buf, sizeof buf, err, sizeof err)) {
+            fprintf(stderr, "zlckpt: %s\n", err);
+            status = ZL_EXIT_INPUT;
+        }
+    if (status == ZL_EXIT_OK)
+        printf("ok: %s: manifest sealed and consistent; %d rank files of %zu B match their sizes and XXH3-64\n", dir,
+               m.world, m.file_bytes);
+    zl_ckpt_manifest_free(&m);
+    return status;
+}
+
+typedef struct {
+    FILE *out;
+    zl_dtype dtype;
+    int failed;
+} export_sink;
+
+/* fp32 elements in, the export format out (in place: element i of 2 bytes lands below
+ * element i + 1 of 4). */
+static void write_elements(void *ctx, size_t at, void *data, size_t count) {
+    (void)at; /* ranges arrive in order */
+    export_sink *s = ctx;
+    size_t esz = s->dtype == ZL_F32 ? 4 : 2;
+    if (s->dtype != ZL_F32) {
+        const float *f = data;
+        uint16_t *h = data;
+        for (size_t i = 0; i < count; i++) h[i] = zl_round_storage(f[i], s->dtype == ZL_BF16);
+    }
+    if (fwrite(data, esz, count, s->out) != count) s->failed = errno ? errno : EIO;
+}
+
+static int export_params(const char *dir, const char *out, zl_dtype dtype) {
+    zl_ckpt_manifest m;
+    if (open_manifest(dir, &m)) return ZL_EXIT_INPUT;
+    static unsigned char buf[BUF_BYTES];
+    char err[ZL_PATH_MAX + 256], tmp[ZL_PATH_MAX + 16];
+    int status = ZL_EXIT_OK;
+    for (int r = 0; r < m.world && status == ZL_EXIT_OK; r++) /* check before writing anything */
+        if (zl_ckpt_verify_file(dir, &m, r, buf, sizeof buf, err, sizeof err)) {
+            fprintf(stderr, "zlckpt: %s\n", err);
+            status = ZL_EXIT_INPUT;
+        }
+    snprintf(tmp, sizeof tmp, "%s.zl-tmp", out);
+    export_sink s = {status ? NULL : fopen(tmp, "wb"), dtype, 0};
+    if (!status && !s.out) {
+        fprintf(stderr, "zlckpt: --out: cannot write '%s': %s\n", tmp, strerror(errno));
+        status = ZL_EXIT_INPUT;
+    }
+    zl_ckpt_reader *rd = status ? NULL : zl_ckpt_reader_open(dir, &m);
+    for (int u = 0; rd && u < m.part.n_units && status == ZL_EXIT_OK; u++)
+        if (zl_ckpt_read_range(rd, ZL_CKPT_MASTER, u, 0, m.part.n[u], buf, sizeof buf, write_elements, &s, err,
+                               sizeof err)) {
+            fprintf(stderr, "zlckpt: %s\n", err);
+            status = ZL_EXIT_RUNTIME;
+        }
+    zl_ckpt_reader_close(rd);
+    if (s.out && fclose(s.out) && !s.failed) s.failed = errno;
+    if (!status && s.failed) {
+        fprintf(stderr, "zlckpt: writing '%s' failed: %s\n", tmp, strerror(s.failed));
+        status = ZL_EXIT_RUNTIME;
+    }
+    if (!status && rename(tmp, out)) {
+        fprintf(stderr, "zlckpt: rename '%s' -> '%s': %s\n", tmp, out, strerror(errno));
+        status = ZL_EXIT_RUNTIME;
+    }
+    if (status && s.out) remove(tmp);
+    if (!status)
+        printf("exported %zu params (%s, %zu B) from %s to %s\n", m.part.psi, zl_dtype_name(dtype),
+               m.part.psi * zl_dtype_size(dtype), dir, out);
+    zl_ckpt_manifest_free(&m);
+    return status;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) return usage();
+    const char *cmd = argv[1], *dir = argv[2];
+    if (!strcmp(cmd, "inspect") && argc == 3) return inspect(dir);
+    if (!strcmp(cmd, "verify") && argc == 3) return verify(dir);
+    if (strcmp(cmd, "export")) return usage();
+    const char *out = NULL;
+    zl_dtype dtype = ZL_F32;
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+            const char *d = argv[++i];
+            if (!strcmp(d, "fp32")) dtype = ZL_F32;
+            else if (!strcmp(d, "fp16")) dtype = ZL_F16;
+            else if (!strcmp(d, "bf16")) dtype = ZL_BF16;
+            else {
+                fprintf(stderr, "zlckpt: --dtype: expected fp32, fp16 or bf16, got '%s'\n", d);
+                return ZL_EXIT_INPUT;
+            }
+        } else return usage();
+    }
+    if (!out) return usage();
+    return export_params(dir, out, dtype);
+}
