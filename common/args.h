@@ -35,6 +35,7 @@ typedef struct {
     char preset[16];
     char json_path[ZL_PATH_MAX];
     char dump_path[ZL_PATH_MAX];
+    char trace_path[ZL_PATH_MAX]; /* --trace: Chrome trace-event JSON of steps 2..S (common/trace.h) */
 } zl_config;
 
 enum { ZL_ARGS_OK = 0, ZL_ARGS_HELP = 1, ZL_ARGS_ERROR = 2 };

@@ -52,6 +52,7 @@ static int same_file(const output *a, const output *b) {
 static int open_all(const zl_runtime *rt, char *msg, size_t n) {
     g_out[ZL_OUT_JSON] = (output){"--json", rt->cfg.json_path, NULL, 0, 0};
     g_out[ZL_OUT_DUMP] = (output){"--dump-params", rt->cfg.dump_path, NULL, 0, 0};
+    g_out[ZL_OUT_TRACE] = (output){"--trace", rt->cfg.trace_path, NULL, 0, 0};
     for (int i = 0; i < ZL_OUT_N; i++) {
         if (!g_out[i].path[0]) continue;
         if (open_one(&g_out[i], msg, n)) return 1;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "outputs.h"
+#include "trace.h"
 #include "util.h"
 #include "watchdog.h"
 
@@ -58,6 +59,7 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     }
     /* Return codes instead of MPI's default abort-without-context: mpiCheck adds file:line. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    rt->argc = argc, rt->argv = argv; /* after MPI_Init, which may remove its own arguments */
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &rt->world));
 
@@ -65,6 +67,7 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     int status = zl_args_parse(&rt->cfg, stage, argc, argv, err, sizeof err);
     agree_on_arguments(rt, status, err);
     zl_outputs_open(rt);
+    zl_trace_setup(rt->cfg.steps, rt->cfg.trace_path[0] != '\0');
     zl_watchdog_start(rt->prog, rt->rank, rt->cfg.timeout_s);
 
     /* Node-local rank picks the GPU: ranks sharing memory share a node. */
@@ -79,6 +82,7 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
 int zl_runtime_finish(zl_runtime *rt, int status) {
     (void)rt;
     zl_progress_mark("shut-down");
+    zl_trace_finalize(); /* its events, before the device goes */
     zl_backend_finalize();
     zl_watchdog_stop();
     MPI_Finalize();
@@ -90,6 +94,7 @@ void zl_runtime_exit(zl_runtime *rt, int code) {
     fflush(stdout);
     fflush(stderr);
     zl_watchdog_stop();
+    zl_trace_finalize();
     zl_backend_finalize();
     MPI_Finalize();
     exit(code);
