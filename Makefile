@@ -129,6 +129,10 @@ build/tests/test_loud: tests/test_loud.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) tests/test_loud.c -lcriterion -lcjson -lm -o $@
 
+build/tests/test_report: tests/test_report.c tests/zl_test_util.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) tests/test_report.c -lcriterion -lcjson -lm -o $@
+
 # The integration tests for a GPU machine that has no Criterion/cJSON: built here, with
 # their shared libraries next to them (found through an rpath of $ORIGIN/lib).
 build/gpu-tests/test_integration: tests/test_integration.c tests/zl_test_util.h
@@ -144,7 +148,7 @@ deps: deps-run
 	@test -f /usr/include/criterion/criterion.h && test -f /usr/include/cjson/cJSON.h || scripts/install-deps.sh
 
 test: deps
-	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) build/tests/test_integration build/tests/test_loud \
+	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) build/tests/test_integration build/tests/test_loud build/tests/test_report \
 		build/tests/test_zerocalc
 	$(MAKE) test-unit test-asan test-zerocalc test-integration test-scripts test-words
 
@@ -162,9 +166,10 @@ test-asan: build/asan/test_unit $(ASAN_BINS)
 test-zerocalc: build/tests/test_zerocalc build/zerocalc
 	build/tests/test_zerocalc -j2
 
-test-integration: build/tests/test_integration build/tests/test_loud $(CPU_BINS)
+test-integration: build/tests/test_integration build/tests/test_loud build/tests/test_report $(CPU_BINS)
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" ZL_MAX_WORLD=9 build/tests/test_integration -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_loud -j1
+	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_report -j1
 
 # Shell scripts parse and pass shellcheck (if installed); the Slurm body runs in a pretend allocation.
 test-scripts: $(CPU_BINS)

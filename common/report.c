@@ -608,7 +608,7 @@ static gathered gather_all(const zl_report *r, rank_summary *mine) {
 /* Collective: the --trace file, each rank's row labelled with where it ran. */
 static void write_trace(const zl_report *r, const gathered *g) {
     int N = r->rt->world;
-    char (*labels)[600] = NULL;
+    char (*labels)[640] = NULL; /* "rank r · host · device (pci)" */
     const char **names = NULL;
     if (g->ids) {
         labels = malloc((size_t)N * sizeof *labels), names = malloc((size_t)N * sizeof *names);
