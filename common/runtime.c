@@ -67,7 +67,6 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     int status = zl_args_parse(&rt->cfg, stage, argc, argv, err, sizeof err);
     agree_on_arguments(rt, status, err);
     zl_outputs_open(rt);
-    zl_trace_setup(rt->cfg.steps, rt->cfg.trace_path[0] != '\0');
     zl_watchdog_start(rt->prog, rt->rank, rt->cfg.timeout_s);
 
     /* Node-local rank picks the GPU: ranks sharing memory share a node. */
@@ -77,6 +76,7 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     mpiCheck(MPI_Comm_size(local, &rt->local_size));
     mpiCheck(MPI_Comm_free(&local));
     zl_backend_init(rt->rank, rt->world, rt->local_rank, rt->local_size, rt->prog);
+    zl_trace_setup(rt->cfg.steps, rt->cfg.trace_path[0] != '\0'); /* creates an event: after the backend */
 }
 
 int zl_runtime_finish(zl_runtime *rt, int status) {
