@@ -133,11 +133,11 @@ build/tests/test_report: tests/test_report.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) tests/test_report.c -lcriterion -lcjson -lm -o $@
 
-# The integration tests for a GPU machine that has no Criterion/cJSON: built here, with
+# The integration tests (test_integration, test_report) for a GPU machine that has no Criterion/cJSON: built here, with
 # their shared libraries next to them (found through an rpath of $ORIGIN/lib).
-build/gpu-tests/test_integration: tests/test_integration.c tests/zl_test_util.h
+build/gpu-tests/test_%: tests/test_%.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)lib
-	$(MPICC) $(CFLAGS) tests/test_integration.c -lcriterion -lcjson -lm -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/lib' -o $@
+	$(MPICC) $(CFLAGS) $< -lcriterion -lcjson -lm -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/lib' -o $@
 	ldd $@ | awk '/=> \// {print $$3}' | grep -v -E 'lib(c|m|pthread|dl|rt|resolv)\.so' | xargs -I{} cp -L {} $(dir $@)lib/
 
 # Install what is missing: the programs need an MPI and cJSON; the tests also Criterion.
