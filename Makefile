@@ -25,10 +25,20 @@ HAVE_NVCC := $(if $(and $(NCCL_INC_DIR),$(NCCL_LIB_DIR)),$(shell command -v $(NV
 # MPI include flags for nvcc (mpicc -showme:compile on Open MPI, mpicc -show on MPICH).
 MPI_INC = $(shell $(MPICC) -showme:compile 2>/dev/null || $(MPICC) -show 2>/dev/null | tr ' ' '\n' | grep '^-I')
 
+# The commit the programs were built from, for the report ("unknown" outside git). Kept in a
+# stamp that changes only when the description does, so report.c recompiles only then; a
+# tree copied without .git (a GPU machine) keeps the last description it was built with.
+GIT_COMMIT := $(shell git describe --always --dirty 2>/dev/null)
+$(shell mkdir -p build; if [ -n "$(GIT_COMMIT)" ]; then \
+    [ "$$(cat build/git-commit 2>/dev/null)" = "$(GIT_COMMIT)" ] || echo "$(GIT_COMMIT)" > build/git-commit; \
+  elif [ ! -f build/git-commit ]; then echo unknown > build/git-commit; fi)
+ZL_COMMIT  := $(shell cat build/git-commit)
+CFLAGS_COMMON += -DZL_GIT_COMMIT='"$(ZL_COMMIT)"'
+
 STAGES   := stage0_ddp stage1 stage2 stage3
 COMMON   := common/util.c common/alloc.c common/events.c common/partition.c common/formulas.c common/comm.c \
             common/args.c common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c \
-            common/scaler.c common/numerics.c common/ckpt.c model/layout.c model/model.c model/mlp.c
+            common/scaler.c common/numerics.c common/ckpt.c common/trace.c model/layout.c model/model.c model/mlp.c
 CPU_SRC  := kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c \
             kernels/gpu_select.c
 HEADERS  := $(wildcard common/*.h model/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
@@ -37,7 +47,10 @@ CPU_OBJ  := $(patsubst %.c,build/cpu/obj/%.o,$(COMMON) $(CPU_SRC))
 CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/storage.c kernels/cpu/kernels_cpu.c kernels/gpu_select.c \
                                               kernels/cuda/backend_cuda.c) \
             build/cuda/obj/kernels/cuda/kernels_cuda.o
-CUDA_LIBS = -L$(CUDA_HOME)/lib64 $(if $(NCCL_LIB_DIR),-L$(NCCL_LIB_DIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIB_DIR)) \
+# cJSON writes the report and the checkpoint manifests; a GPU machine may have no cJSON, so the
+# CUDA programs carry theirs in build/cuda/lib/ (found through an rpath of $ORIGIN/lib), as
+# build/gpu-tests does.
+CUDA_LIBS = -Wl,-rpath,'$$ORIGIN/lib' -L$(CUDA_HOME)/lib64 $(if $(NCCL_LIB_DIR),-L$(NCCL_LIB_DIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIB_DIR)) \
             -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++ $(LIBS)
 comma := ,
 
@@ -57,6 +70,9 @@ build/cpu/obj/%.o: %.c $(HEADERS)
 
 build/cpu/%: build/cpu/obj/%.o $(CPU_OBJ)
 	$(MPICC) $(CFLAGS) $^ $(LIBS) -o $@
+
+# report.c names the commit: rebuild it when the commit changes.
+build/cpu/obj/common/report.o build/cuda/obj/common/report.o: build/git-commit
 
 # zerocalc: no MPI, no GPU — only the formula, partition and model-layout modules the stages use.
 CALC_SRC := common/formulas.c common/partition.c model/layout.c
@@ -78,11 +94,17 @@ build/cuda/obj/kernels/cuda/kernels_cuda.o: kernels/cuda/kernels_cuda.cu $(HEADE
 	$(NVCC) -std=c++17 -O3 -lineinfo $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -I. -Ikernels $(MPI_INC) \
 		$(if $(NCCL_INC_DIR),-I$(NCCL_INC_DIR)) -c $< -o $@
 
-build/cuda/%: build/cuda/obj/%.o $(CUDA_OBJ)
-	$(MPICC) $(CFLAGS) $^ $(CUDA_LIBS) -o $@
+build/cuda/%: build/cuda/obj/%.o $(CUDA_OBJ) build/cuda/lib/.cjson
+	$(MPICC) $(CFLAGS) $(filter-out %/.cjson,$^) $(CUDA_LIBS) -o $@
 
-build/cuda/test_kernels_gpu: build/cuda/obj/tests/gpu/test_kernels_gpu.o $(CUDA_OBJ)
-	$(MPICC) $(CFLAGS) $^ $(CUDA_LIBS) -o $@
+build/cuda/test_kernels_gpu: build/cuda/obj/tests/gpu/test_kernels_gpu.o $(CUDA_OBJ) build/cuda/lib/.cjson
+	$(MPICC) $(CFLAGS) $(filter-out %/.cjson,$^) $(CUDA_LIBS) -o $@
+
+# The cJSON shared library the CUDA programs load, copied (links resolved) next to them.
+build/cuda/lib/.cjson:
+	@mkdir -p $(dir $@)
+	cp -L "$$($(CC) -print-file-name=libcjson.so.1)" $(dir $@)
+	@touch $@
 
 # ---- tests ----
 UNIT_SRC := tests/test_kernels.c tests/test_common.c tests/test_gpu_select.c tests/test_numerics.c tests/test_ckpt_format.c
@@ -121,14 +143,19 @@ build/tests/test_mixed: tests/test_mixed.c tests/zl_test_util.h kernels/zl_math.
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) tests/test_mixed.c -lcriterion -lcjson -lm -o $@
 
-# The integration tests (test_integration, test_loud) for a GPU machine that has no Criterion/cJSON: built here, with
-# their shared libraries next to them (found through an rpath of $ORIGIN/lib).
-build/gpu-tests/%: tests/%.c tests/zl_test_util.h
+build/tests/test_report: tests/test_report.c tests/zl_test_util.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) tests/test_report.c -lcriterion -lcjson -lm -o $@
+
+# The integration tests (test_integration, test_loud, test_mixed, test_report, ...) for a GPU
+# machine that has no Criterion/cJSON: built here, with their shared libraries next to them
+# (found through an rpath of $ORIGIN/lib).
+build/gpu-tests/test_%: tests/test_%.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)lib
 	$(MPICC) $(CFLAGS) $< -lcriterion -lcjson -lm -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/lib' -o $@
 	ldd $@ | awk '/=> \// {print $$3}' | grep -v -E 'lib(c|m|pthread|dl|rt|resolv)\.so|/gpu-tests/lib/' | xargs -I{} cp -L {} $(dir $@)lib/
 
-# Install what is missing: the programs need an MPI; the tests also Criterion and cJSON.
+# Install what is missing: the programs need an MPI and cJSON; the tests also Criterion.
 deps-run:
 	@command -v $(MPICC) >/dev/null 2>&1 && command -v $(MPIEXEC) >/dev/null 2>&1 && test -f /usr/include/cjson/cJSON.h \
 	  && test -f /usr/include/xxhash.h || scripts/install-deps.sh
@@ -137,7 +164,7 @@ deps: deps-run
 
 test: deps
 	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) build/tests/test_integration build/tests/test_loud \
-		build/tests/test_mixed build/tests/test_ckpt build/tests/test_zerocalc
+		build/tests/test_mixed build/tests/test_ckpt build/tests/test_report build/tests/test_zerocalc
 	$(MAKE) test-unit test-asan test-zerocalc test-integration test-scripts test-words
 
 test-unit: build/tests/test_unit
@@ -160,11 +187,12 @@ test-zerocalc: build/tests/test_zerocalc build/zerocalc
 	build/tests/test_zerocalc -j2
 
 test-integration: build/tests/test_integration build/tests/test_loud build/tests/test_mixed build/tests/test_ckpt \
-		$(CPU_BINS) build/zlckpt
+		build/tests/test_report $(CPU_BINS) build/zlckpt
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" ZL_MAX_WORLD=9 build/tests/test_integration -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_loud -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_mixed -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_ckpt -j1
+	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_report -j1
 
 # Shell scripts parse and pass shellcheck (if installed); the Slurm body runs in a pretend allocation.
 test-scripts: $(CPU_BINS)

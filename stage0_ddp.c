@@ -26,6 +26,7 @@
 #include "common/preflight.h" /* zl_preflight: does the run fit? (before any allocation) */
 #include "common/report.h"   /* zl_report: measured beside formulas, at the end */
 #include "common/runtime.h"  /* zl_runtime_start: MPI, flags, backend; the param digest */
+#include "common/trace.h"    /* zl_trace_begin/end: a span on the timeline's compute lane */
 #include "common/util.h"     /* zl_fatal, zl_wall_seconds */
 #include "kernels/kernels.h" /* zl_adam_update, zl_half_to_float_array; streams and events (backend.h) */
 #include "model/model.h"     /* zl_model_*: the network behind its shard units */
@@ -121,8 +122,10 @@ static void optimizer_step(Trainer *t) {
     const zl_config *c = &t->rt.cfg;
     zl_adam_hparams hp = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay};
     zl_stream_wait_event(t->compute, t->comm_done);
+    zl_trace_begin(ZL_PHASE_OPTIMIZER, -1, t->compute);
     zl_adam_update(t->master, t->adam_m, t->adam_v, t->params, t->grads, t->part.psi_pad,
                    t->num.grad_mult, t->num.adam_step, hp, t->compute);
+    zl_trace_end(ZL_PHASE_OPTIMIZER, -1, t->compute);
 }
 
 /* Did the step overflow, and how large is the gradient? After the all-reduce every rank

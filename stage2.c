@@ -29,6 +29,7 @@
 #include "common/preflight.h" /* zl_preflight: does the run fit? (before any allocation) */
 #include "common/report.h"   /* zl_report: measured beside formulas, at the end */
 #include "common/runtime.h"  /* zl_runtime_start: MPI, flags, backend; the param digest */
+#include "common/trace.h"    /* zl_trace_begin/end: a span on the timeline's compute lane */
 #include "common/util.h"     /* zl_fatal, zl_wall_seconds */
 #include "kernels/kernels.h" /* zl_adam_update, zl_half_to_float_array; streams and events (backend.h) */
 #include "model/model.h"     /* zl_model_*: the network behind its shard units */
@@ -165,9 +166,11 @@ static void optimizer_step_and_allgather(Trainer *t) {
     for (int u = 0; u < t->n_units; u++) {
         size_t off = t->part.slice_off[u];
         zl_stream_wait_event(t->compute, t->grads_synced[u]);
+        zl_trace_begin(ZL_PHASE_OPTIMIZER, u, t->compute);
         zl_adam_update(t->master + off, t->adam_m + off, t->adam_v + off, my_slice(t, t->params, u),
                        my_grads(t, u), t->part.slice_len[u], t->num.grad_mult,
                        t->num.adam_step, hp, t->compute);
+        zl_trace_end(ZL_PHASE_OPTIMIZER, u, t->compute);
         zl_event_record(t->slice_updated[u], t->compute);
         zl_stream_wait_event(t->comm, t->slice_updated[u]);
         zl_allgather(my_slice(t, t->params, u), unit(t, t->params, u), t->part.slice_len[u], t->half,

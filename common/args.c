@@ -170,7 +170,7 @@ static const char *flag_name(const char *arg, char *name, size_t cap, const char
 
 static const char *const valued_flags[] = {"--layers", "--dim", "--batch", "--steps", "--seed", "--loss-scale",
                                            "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--json",
-                                           "--dump-params", "--preset", "--prefetch", "--grad-sync", "--timeout",
+                                           "--dump-params", "--trace", "--preset", "--prefetch", "--grad-sync", "--timeout",
                                            "--loss-scale-init", "--loss-scale-window", "--clip-grad-norm", "--dtype",
                                            "--inject-overflow", "--accum"};
 static const char *const switch_flags[] = {"--quiet", "--no-preflight", "--check", "--checkpoint-activations"};
@@ -259,10 +259,11 @@ static int apply_value(zl_config *c, const char *f, const char *v, char *err, in
         else return fail(err, len, "--grad-sync: expected reducescatter or allreduce, got '%s'", v);
         return ZL_ARGS_OK;
     }
-    /* --json, --dump-params */
+    /* --json, --dump-params, --trace */
     if (!*v || strlen(v) >= ZL_PATH_MAX)
         return fail(err, len, "%s: expected a file path of 1 to %d characters", f, ZL_PATH_MAX - 1);
-    snprintf(!strcmp(f, "--json") ? c->json_path : c->dump_path, ZL_PATH_MAX, "%s", v);
+    snprintf(!strcmp(f, "--json") ? c->json_path : !strcmp(f, "--trace") ? c->trace_path : c->dump_path,
+             ZL_PATH_MAX, "%s", v);
     return ZL_ARGS_OK;
 }
 
@@ -287,6 +288,9 @@ static int finish_config(zl_config *c, int stage, char *err, int len) {
     if (c->json_path[0] && !strcmp(c->json_path, c->dump_path))
         return fail(err, len, "--json and --dump-params name the same path '%s'", c->json_path);
     if (check_ckpt_flags(c, err, len)) return ZL_ARGS_ERROR;
+    if (c->trace_path[0] && (!strcmp(c->trace_path, c->json_path) || !strcmp(c->trace_path, c->dump_path)))
+        return fail(err, len, "--trace and %s name the same path '%s'",
+                    !strcmp(c->trace_path, c->json_path) ? "--json" : "--dump-params", c->trace_path);
     return check_sizes(c, err, len);
 }
 
@@ -353,6 +357,8 @@ void zl_args_usage(const char *prog, int stage) {
            "  --json PATH     write the full report as JSON (rank 0)\n"
            "  --dump-params PATH  write the final fp16 parameters, unpadded, raw (rank 0)\n"
            CKPT_USAGE
+           "  --trace PATH    write a timeline of steps 2..S, every rank, as Chrome trace-event JSON\n"
+           "                  (open in https://ui.perfetto.dev or chrome://tracing)\n"
            "  --quiet         no per-step lines\n"
            "  --timeout S     end the job if a rank makes no progress for S seconds (default 300, 0 = off)\n"
            "  --check         exit 4 if any measured memory or traffic number differs from its formula\n"
@@ -375,5 +381,6 @@ uint64_t zl_args_hash(const zl_config *c) {
 #undef H
     h = zl_fnv1a(h, c->json_path, strlen(c->json_path));
     h = zl_fnv1a(h, c->dump_path, strlen(c->dump_path));
+    h = zl_fnv1a(h, c->trace_path, strlen(c->trace_path));
     return hash_ckpt_flags(h, c);
 }

@@ -50,6 +50,7 @@ typedef struct {
     char save_dir[ZL_PATH_MAX];   /* --save DIR: "" = none */
     int save_every;               /* --save-every K: also after every K-th step of training (0 = only the last) */
     char resume_dir[ZL_PATH_MAX]; /* --resume DIR: "" = start from the seed */
+    char trace_path[ZL_PATH_MAX]; /* --trace: Chrome trace-event JSON of steps 2..S (common/trace.h) */
 } zl_config;
 
 enum { ZL_ARGS_OK = 0, ZL_ARGS_HELP = 1, ZL_ARGS_ERROR = 2 };

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "trace.h"
 #include "util.h"
 #include "watchdog.h"
 
@@ -61,6 +62,7 @@ void zl_comm_init(int world, int max_per_step) {
         g_log[i].end = zl_event_create();
     }
     zl_watchdog_set_describer(describe_wait);
+    zl_trace_reserve(ZL_LANE_COMM, max_per_step); /* the timeline's communication lane */
 }
 
 void zl_comm_finalize(void) {
@@ -84,6 +86,7 @@ static log_entry *begin_entry(zl_op op, zl_purpose why, zl_dtype t, int unit, si
     e->unit = unit;
     e->returned = 0;
     e->S = (double)full_count * (double)zl_dtype_size(t);
+    zl_trace_origin(s); /* the timeline's zero, if this is the run's first event */
     zl_event_record(e->start, s);
     g_n = g_n + 1;
     zl_progress_mark("a collective");
@@ -118,12 +121,14 @@ void zl_allgather(const void *send, void *recv, size_t send_count, zl_dtype t, z
 
 void zl_comm_step_begin(void) {
     g_n = 0;
+    zl_trace_step_begin();
     zl_progress_step((int)g_steps + 1);
 }
 
 static void fold(int timed);
 void zl_comm_step_end(int timed) {
     fold(timed);
+    zl_trace_step_end(timed);
     g_steps++;
     if (timed) g_timed_steps++;
 }
@@ -140,6 +145,7 @@ static void fold(int timed) {
             st->ms += zl_event_elapsed_ms(e->start, e->end);
             st->timed_S_bytes += e->S;
             st->timed_calls++;
+            zl_trace_comm(e->op, e->why, e->unit, e->start, e->end); /* the communication lane */
         }
     }
     g_n = 0;

@@ -1,7 +1,7 @@
 /* outputs.h — every file a run writes, checked before anything is allocated.
  *
  * A run that ends with "cannot open --json" after an hour has lost its result. So each
- * output path (--json, --dump-params, and any later output flag) is opened on the rank
+ * output path (--json, --dump-params, --trace, and any later output flag) is opened on the rank
  * that writes it right after the ranks agree on the arguments; the verdict is shared,
  * and a path that cannot be written stops every rank with one line naming the flag,
  * the path and strerror(errno), exit 2. Two flags naming the same file are refused.
@@ -15,7 +15,7 @@
 
 #include "runtime.h"
 
-typedef enum { ZL_OUT_JSON = 0, ZL_OUT_DUMP, ZL_OUT_N } zl_output_id;
+typedef enum { ZL_OUT_JSON = 0, ZL_OUT_DUMP, ZL_OUT_TRACE, ZL_OUT_N } zl_output_id;
 
 /* Collective. Rank 0 opens every requested output; on failure all ranks exit 2. */
 void zl_outputs_open(const zl_runtime *rt);

@@ -1,7 +1,9 @@
-/* report.c — gathers per-rank measurements to rank 0, prints the tables, writes JSON. */
+/* report.c — gathers per-rank measurements to rank 0, prints the tables, writes JSON (cJSON). */
 #define _POSIX_C_SOURCE 200809L
 #include "report.h"
 
+#include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -10,11 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "comm.h"
 #include "outputs.h"
+#include "trace.h"
 #include "util.h"
+
+#ifndef ZL_GIT_COMMIT /* set by the Makefile: git describe --always --dirty at build time */
+#define ZL_GIT_COMMIT "unknown"
+#endif
 
 enum { C_CALLS, C_S, C_WIRE, C_MS, C_TIMED_S, C_TIMED_CALLS, C_N };
 
@@ -30,6 +38,7 @@ typedef struct {
     double wire_by_purpose[ZL_NPURPOSES]; /* measured, per step (the final gather: once) */
     double ms_per_step, steps, timed_steps;
     double skipped; /* steps this rank skipped on overflow (every rank must agree) */
+    double timeline_steps, compute_busy_ms, comm_busy_ms, exposed_comm_ms, span_ms; /* per step (trace.h) */
 } rank_summary;
 
 /* TEST ONLY: ZL_TEST_PERTURB_FORMULA=<memory category> adds one byte to that formula, so
@@ -88,6 +97,9 @@ static void summarize(const zl_report *r, rank_summary *s) {
     s->skipped = r->n_skipped;
     s->steps = steps;
     s->timed_steps = (double)zl_comm_timed_steps();
+    zl_trace_summary ts = zl_trace_get_summary();
+    s->timeline_steps = ts.steps, s->compute_busy_ms = ts.compute_busy_ms, s->comm_busy_ms = ts.comm_busy_ms;
+    s->exposed_comm_ms = ts.exposed_comm_ms, s->span_ms = ts.span_ms;
 }
 
 static const char *const stage_names[4] = {"DDP (stage 0)", "ZeRO-1 P_os (stage 1)", "ZeRO-2 P_os+g (stage 2)",
@@ -275,125 +287,297 @@ static void print_check(const check_result *c, int enforced) {
     for (int i = 1; i < c->n; i++) printf("check:   %s\n", c->what[i]);
 }
 
-/* ---- JSON ---------------------------------------------------------------------- */
+/* ---- who ran where ---------------------------------------------------------------- */
 
-static void json_mem_object(FILE *f, const double *cat, double states, double peak) {
-    fprintf(f, "{");
-    for (int c = 0; c < ZL_MEM_NCAT; c++) fprintf(f, "\"%s\": %.0f, ", zl_mem_cat_name((zl_mem_cat)c), cat[c]);
-    fprintf(f, "\"model_states\": %.0f, \"peak_total\": %.0f}", states, peak);
+/* One rank's host and device, gathered to rank 0 as bytes. */
+typedef struct {
+    char hostname[256], device[256], pci_bus_id[64];
+} rank_identity;
+
+static void identify(rank_identity *id) {
+    memset(id, 0, sizeof *id);
+    if (gethostname(id->hostname, sizeof id->hostname - 1)) snprintf(id->hostname, sizeof id->hostname, "unknown");
+    snprintf(id->device, sizeof id->device, "%s", zl_backend_device_name());
+    snprintf(id->pci_bus_id, sizeof id->pci_bus_id, "%s", zl_backend_device_pci_bus_id());
 }
 
-static void json_rank(FILE *f, const zl_report *r, const rank_summary *s, int rank) {
+/* The MPI library's own version text (several lines on MPICH), trailing blanks removed. */
+static void mpi_library(char *buf, size_t n) {
+    char v[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0;
+    if (MPI_Get_library_version(v, &len) != MPI_SUCCESS) snprintf(v, sizeof v, "unknown");
+    size_t end = strnlen(v, sizeof v - 1);
+    while (end > 0 && isspace((unsigned char)v[end - 1])) end--;
+    snprintf(buf, n, "%.*s", (int)end, v);
+}
+
+/* argv as one line a POSIX shell turns back into the same argv: words with anything but
+ * [A-Za-z0-9_./=:,+-] in single quotes (a newline inside quotes stays a newline). The
+ * exact strings are in "argv" as well. */
+static char *command_line(int argc, char *const *argv) {
+    size_t cap = 1;
+    for (int i = 0; i < argc; i++) cap += 4 * strlen(argv[i]) + 3;
+    char *out = malloc(cap), *p = out;
+    if (!out) zl_fatal("out of host memory");
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int plain = *a != '\0';
+        for (const char *c = a; *c; c++)
+            if (!isalnum((unsigned char)*c) && !strchr("_./=:,+-", *c)) plain = 0;
+        if (i) *p++ = ' ';
+        if (plain) {
+            p += sprintf(p, "%s", a);
+            continue;
+        }
+        *p++ = '\'';
+        for (const char *c = a; *c; c++) {
+            if (*c == '\'') p += sprintf(p, "'\\''"); /* close, escaped quote, reopen */
+            else *p++ = *c;
+        }
+        *p++ = '\'';
+    }
+    *p = '\0';
+    return out;
+}
+
+static const char *first_line(const char *text, char *buf, size_t n) {
+    snprintf(buf, n, "%.*s", (int)strcspn(text, "\n"), text);
+    return buf;
+}
+
+static void print_who(const zl_report *r, const rank_identity *ids, const char *mpi_lib) {
     int N = r->rt->world;
-    double paper[5];
-    double paper_states = zl_paper_model_states((double)r->part->psi, N, r->fc.stage, paper);
-    fprintf(f, "    {\"rank\": %d,\n     \"memory\": {\"measured\": ", rank);
-    json_mem_object(f, s->mem_measured, s->states_measured, s->peak_measured);
-    fprintf(f, ",\n       \"formula\": ");
-    json_mem_object(f, s->mem_formula, s->states_formula, s->peak_formula);
-    fprintf(f, ",\n       \"paper\": {\"params_fp16\": %.17g, \"grads_fp16\": %.17g, \"master_fp32\": %.17g, "
-               "\"adam_m\": %.17g, \"adam_v\": %.17g, \"model_states\": %.17g}",
-            paper[0], paper[1], paper[2], paper[3], paper[4], paper_states);
-    if (s->dev_baseline >= 0)
-        fprintf(f, ",\n       \"device_baseline\": %.0f, \"device_used\": %.0f, \"device_used_after_alloc\": %.0f, "
-                   "\"device_total\": %.0f",
-                s->dev_baseline, s->dev_end, s->dev_after_alloc, s->dev_total);
-    fprintf(f, ",\n       \"allocations_in_step\": %.0f},\n", s->allocations_in_step);
-    fprintf(f, "     \"comm\": {\"measured\": {\"wire_bytes_per_step\": %.17g, \"by_purpose\": {", s->wire_measured);
-    int first = 1;
+    char line[160];
+    printf("\nrun: commit %s | %s%s%s\n", ZL_GIT_COMMIT, first_line(mpi_lib, line, sizeof line),
+           zl_backend_nccl_version() ? " | " : "", zl_backend_nccl_version() ? zl_backend_nccl_version() : "");
+    for (int i = 0; i < N && i < 8; i++)
+        printf("rank %d: host %s | device %s | %s\n", i, ids[i].hostname, ids[i].device, ids[i].pci_bus_id);
+    if (N > 8) printf("... and %d more ranks (every rank in the JSON)\n", N - 8);
+}
+
+static void print_timeline(const rank_summary *all, int N) {
+    const rank_summary *s = &all[0];
+    double worst = 0;
+    for (int i = 0; i < N; i++) worst = fmax(worst, all[i].exposed_comm_ms);
+    printf("timeline per step, mean over %.0f timed step(s), rank 0: compute busy %.3f ms, communication busy %.3f "
+           "ms,\n  exposed communication %.3f ms (communication while the compute lane is idle; max over ranks "
+           "%.3f ms)\n",
+           s->timeline_steps, s->compute_busy_ms, s->comm_busy_ms, s->exposed_comm_ms, worst);
+}
+
+/* ---- JSON (cJSON: every string escaped) ------------------------------------------------ */
+
+/* Bump when a key changes meaning or goes; adding keys does not (README "JSON schema"). */
+enum { SCHEMA_VERSION = 2 };
+
+static cJSON *add_object(cJSON *parent, const char *key) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(parent, key, o);
+    return o;
+}
+
+static cJSON *json_mem_object(const double *cat, double states, double peak) {
+    cJSON *o = cJSON_CreateObject();
+    for (int c = 0; c < ZL_MEM_NCAT; c++) cJSON_AddNumberToObject(o, zl_mem_cat_name((zl_mem_cat)c), cat[c]);
+    cJSON_AddNumberToObject(o, "model_states", states);
+    cJSON_AddNumberToObject(o, "peak_total", peak);
+    return o;
+}
+
+/* NaN and infinities become null (JSON has neither); cJSON prints them so. */
+static cJSON *float_array(const float *v, int n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, isfinite(v[i]) ? cJSON_CreateNumber(v[i]) : cJSON_CreateNull());
+    return a;
+}
+
+static cJSON *string_or_null(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
+
+static cJSON *json_timeline(const rank_summary *s) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "steps", s->timeline_steps);
+    cJSON_AddNumberToObject(o, "compute_busy_ms_per_step", s->compute_busy_ms);
+    cJSON_AddNumberToObject(o, "comm_busy_ms_per_step", s->comm_busy_ms);
+    cJSON_AddNumberToObject(o, "exposed_comm_ms_per_step", s->exposed_comm_ms);
+    cJSON_AddNumberToObject(o, "span_ms_per_step", s->span_ms);
+    return o;
+}
+
+static cJSON *json_comm(const zl_report *r, const rank_summary *s) {
+    int N = r->rt->world;
+    cJSON *comm = cJSON_CreateObject();
+    cJSON *measured = add_object(comm, "measured");
+    cJSON_AddNumberToObject(measured, "wire_bytes_per_step", s->wire_measured);
+    cJSON *by = add_object(measured, "by_purpose");
     for (int p = 0; p < ZL_NPURPOSES; p++) {
-        double w = 0, steps = steps_of(s, p);
+        double w = 0;
         for (int o = 0; o < ZL_NOPS; o++)
             for (int t = 0; t < ZL_NDTYPES; t++) w += s->comm[o][p][t][C_WIRE];
-        fprintf(f, "%s\"%s\": %.17g", first ? "" : ", ", zl_purpose_name((zl_purpose)p), per_step(w, steps));
-        first = 0;
+        cJSON_AddNumberToObject(by, zl_purpose_name((zl_purpose)p), per_step(w, steps_of(s, p)));
     }
-    fprintf(f, "}},\n       \"formula\": {\"wire_bytes_per_step\": %.17g, \"by_purpose\": {", s->wire_formula);
-    for (int p = 0; p < ZL_NPURPOSES; p++)
-        fprintf(f, "%s\"%s\": %.17g", p ? ", " : "", zl_purpose_name((zl_purpose)p), s->comm_formula[p]);
-    fprintf(f, "}},\n       \"paper\": {\"wire_bytes_per_step\": %.17g},\n       \"collectives\": [",
-            zl_paper_wire_bytes((double)r->part->psi, N, r->fc.stage));
-    first = 1;
+    cJSON *formula = add_object(comm, "formula");
+    cJSON_AddNumberToObject(formula, "wire_bytes_per_step", s->wire_formula);
+    by = add_object(formula, "by_purpose");
+    for (int p = 0; p < ZL_NPURPOSES; p++) cJSON_AddNumberToObject(by, zl_purpose_name((zl_purpose)p), s->comm_formula[p]);
+    cJSON_AddNumberToObject(add_object(comm, "paper"), "wire_bytes_per_step",
+                            zl_paper_wire_bytes((double)r->part->psi, N, r->fc.stage));
+    cJSON *list = cJSON_AddArrayToObject(comm, "collectives");
     for (int p = 0; p < ZL_NPURPOSES; p++)
         for (int o = 0; o < ZL_NOPS; o++)
             for (int t = 0; t < ZL_NDTYPES; t++) {
                 if (s->comm[o][p][t][C_CALLS] == 0) continue;
                 collective_row row = collective_of(s, o, p, t, N);
-                fprintf(f,
-                        "%s\n        {\"op\": \"%s\", \"purpose\": \"%s\", \"dtype\": \"%s\", \"calls_per_step\": "
-                        "%.17g, \"bytes_per_call\": %.17g, \"wire_bytes_per_step\": %.17g, \"ms_per_step\": %.17g, "
-                        "\"algbw_GBps\": %.17g, \"busbw_GBps\": %.17g}",
-                        first ? "" : ",", zl_op_name((zl_op)o), zl_purpose_name((zl_purpose)p),
-                        zl_dtype_name((zl_dtype)t), row.calls_per_step, row.bytes_per_call, row.wire_per_step,
-                        row.ms_per_step, row.algbw, row.busbw);
-                first = 0;
+                cJSON *c = cJSON_CreateObject();
+                cJSON_AddStringToObject(c, "op", zl_op_name((zl_op)o));
+                cJSON_AddStringToObject(c, "purpose", zl_purpose_name((zl_purpose)p));
+                cJSON_AddStringToObject(c, "dtype", zl_dtype_name((zl_dtype)t));
+                cJSON_AddNumberToObject(c, "calls_per_step", row.calls_per_step);
+                cJSON_AddNumberToObject(c, "bytes_per_call", row.bytes_per_call);
+                cJSON_AddNumberToObject(c, "wire_bytes_per_step", row.wire_per_step);
+                cJSON_AddNumberToObject(c, "ms_per_step", row.ms_per_step);
+                cJSON_AddNumberToObject(c, "algbw_GBps", row.algbw);
+                cJSON_AddNumberToObject(c, "busbw_GBps", row.busbw);
+                cJSON_AddItemToArray(list, c);
             }
-    fprintf(f, "]},\n     \"skipped_steps\": %.0f,\n     \"ms_per_step\": %.17g}", s->skipped, s->ms_per_step);
+    return comm;
 }
 
-static void write_json(const zl_report *r, const rank_summary *all, const check_result *chk, double ms,
-                       double samples_s, double tflops) {
+static cJSON *json_rank(const zl_report *r, const rank_summary *s, const rank_identity *id, const double *step_ms,
+                        int rank) {
+    double paper[5];
+    double paper_states = zl_paper_model_states((double)r->part->psi, r->rt->world, r->fc.stage, paper);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "rank", rank);
+    cJSON_AddStringToObject(o, "hostname", id->hostname);
+    cJSON_AddStringToObject(o, "device", id->device);
+    cJSON_AddStringToObject(o, "pci_bus_id", id->pci_bus_id);
+    cJSON *mem = add_object(o, "memory");
+    cJSON_AddItemToObject(mem, "measured", json_mem_object(s->mem_measured, s->states_measured, s->peak_measured));
+    cJSON_AddItemToObject(mem, "formula", json_mem_object(s->mem_formula, s->states_formula, s->peak_formula));
+    cJSON *pp = add_object(mem, "paper");
+    const char *const paper_keys[5] = {"params_fp16", "grads_fp16", "master_fp32", "adam_m", "adam_v"};
+    for (int k = 0; k < 5; k++) cJSON_AddNumberToObject(pp, paper_keys[k], paper[k]);
+    cJSON_AddNumberToObject(pp, "model_states", paper_states);
+    if (s->dev_baseline >= 0) {
+        cJSON_AddNumberToObject(mem, "device_baseline", s->dev_baseline);
+        cJSON_AddNumberToObject(mem, "device_used", s->dev_end);
+        cJSON_AddNumberToObject(mem, "device_used_after_alloc", s->dev_after_alloc);
+        cJSON_AddNumberToObject(mem, "device_total", s->dev_total);
+    }
+    cJSON_AddNumberToObject(mem, "allocations_in_step", s->allocations_in_step);
+    cJSON_AddItemToObject(o, "comm", json_comm(r, s));
+    cJSON_AddNumberToObject(o, "skipped_steps", s->skipped); /* this rank's count: every rank must agree */
+    cJSON_AddNumberToObject(o, "ms_per_step", s->ms_per_step);
+    cJSON_AddItemToObject(o, "step_ms", cJSON_CreateDoubleArray(step_ms, r->steps));
+    cJSON_AddItemToObject(o, "timeline", json_timeline(s));
+    return o;
+}
+
+static cJSON *json_run(const zl_report *r, const char *mpi_lib) {
+    cJSON *run = cJSON_CreateObject();
+    cJSON_AddStringToObject(run, "git_commit", ZL_GIT_COMMIT);
+    cJSON_AddStringToObject(run, "mpi_library", mpi_lib);
+    cJSON_AddItemToObject(run, "nccl_version", string_or_null(zl_backend_nccl_version()));
+    char *line = command_line(r->rt->argc, r->rt->argv);
+    cJSON_AddStringToObject(run, "command_line", line);
+    free(line);
+    cJSON *argv = cJSON_AddArrayToObject(run, "argv");
+    for (int i = 0; i < r->rt->argc; i++) cJSON_AddItemToArray(argv, cJSON_CreateString(r->rt->argv[i]));
+    cJSON_AddItemToObject(run, "trace", string_or_null(r->rt->cfg.trace_path[0] ? r->rt->cfg.trace_path : NULL));
+    return run;
+}
+
+/* The numerics fields, each written when the stage set it. */
+static void json_mixed_precision(cJSON *j, const zl_report *r) {
+    if (r->dtype) cJSON_AddStringToObject(j, "dtype", r->dtype);
+    if (r->status) cJSON_AddStringToObject(j, "status", r->status);
+    if (r->loss_scale || r->grad_norm || r->skipped_steps) cJSON_AddNumberToObject(j, "steps_done", r->steps_done);
+    if (r->loss_scale) cJSON_AddItemToObject(j, "loss_scale", float_array(r->loss_scale, r->steps_done));
+    if (r->grad_norm) cJSON_AddItemToObject(j, "grad_norm", float_array(r->grad_norm, r->steps_done));
+    if (r->skipped_steps) cJSON_AddItemToObject(j, "skipped_steps", cJSON_CreateIntArray(r->skipped_steps, r->n_skipped));
+}
+
+typedef struct {
+    const rank_summary *all;
+    const rank_identity *ids;
+    const double *step_ms; /* [world × steps] */
+    const char *mpi_lib;
+} gathered;
+
+static cJSON *json_report(const zl_report *r, const gathered *g, const check_result *chk, double ms, double samples_s,
+                          double tflops) {
     const zl_config *c = &r->rt->cfg;
-    FILE *f = zl_output_begin(ZL_OUT_JSON); /* opened at start-up (outputs.h) */
-    if (!f) return;
-    char when[32] = "unknown";
+    char when[32] = "unknown", hash[20];
     time_t now = time(NULL);
     struct tm utc;
     if (gmtime_r(&now, &utc)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
-    fprintf(f, "{\n  \"stage\": %d,\n  \"world\": %d,\n  \"backend\": \"%s\",\n  \"device\": \"%s\",\n",
-            c->stage, r->rt->world, zl_backend_name(), zl_backend_device_name());
-    fprintf(f, "  \"date\": \"%s\",\n", when);
-    if (r->variant) fprintf(f, "  \"variant\": \"%s\",\n", r->variant);
-    fprintf(f, "  \"params\": %zu,\n  \"params_padded\": %zu,\n  \"units\": %d,\n", r->part->psi, r->part->psi_pad,
-            r->part->n_units);
-    fprintf(f,
-            "  \"config\": {\"preset\": \"%s\", \"layers\": %d, \"dim\": %d, \"batch\": %d, \"seed\": %llu, "
-            "\"loss_scale\": %.9g, \"lr\": %.9g, \"beta1\": %.9g, \"beta2\": %.9g, \"eps\": %.9g, "
-            "\"weight_decay\": %.9g, \"prefetch\": %d, \"accum\": %d, \"checkpoint_activations\": %s},\n",
-            c->preset, c->layers, c->dim, c->batch, (unsigned long long)c->seed, c->loss_scale, c->lr, c->beta1,
-            c->beta2, c->eps, c->weight_decay, c->stage == 3 ? c->prefetch : 0, c->accum,
-            c->checkpoint_activations ? "true" : "false");
-    fprintf(f, "  \"steps\": %d,\n  \"loss\": [", r->steps);
-    for (int i = 0; i < r->steps; i++) { /* JSON has no NaN or inf: a diverged loss is null */
-        if (isfinite(r->losses[i])) fprintf(f, "%s%.9g", i ? ", " : "", r->losses[i]);
-        else fprintf(f, "%snull", i ? ", " : "");
-    }
-    fprintf(f, "],\n  \"ms_per_step\": %.17g,\n  \"samples_per_s\": %.17g,\n  \"tflops_per_gpu\": %.17g,\n", ms,
-            samples_s, tflops);
-    fprintf(f, "  \"param_hash\": \"%016llx\",\n", (unsigned long long)r->param_hash);
-    if (r->dtype) {
-        fprintf(f, "  \"dtype\": \"%s\",\n  \"status\": \"%s\",\n  \"steps_done\": %d,\n", r->dtype, r->status,
-                r->steps_done);
-        fprintf(f, "  \"loss_scale_mode\": \"%s\",\n  \"clip_grad_norm\": %.9g,\n", c->loss_scale_dynamic ? "dynamic" : "static",
-                c->clip_grad_norm);
-        const float *arrays[2] = {r->loss_scale, r->grad_norm};
-        const char *names[2] = {"loss_scale", "grad_norm"};
-        for (int a = 0; a < 2; a++) {
-            fprintf(f, "  \"%s\": [", names[a]);
-            for (int i = 0; i < r->steps_done; i++) {
-                if (isfinite(arrays[a][i])) fprintf(f, "%s%.9g", i ? ", " : "", arrays[a][i]);
-                else fprintf(f, "%snull", i ? ", " : "");
-            }
-            fprintf(f, "],\n");
-        }
-        fprintf(f, "  \"skipped_steps\": [");
-        for (int i = 0; i < r->n_skipped; i++) fprintf(f, "%s%d", i ? ", " : "", r->skipped_steps[i]);
-        fprintf(f, "],\n");
-    }
-    fprintf(f, "  \"check\": {\"ok\": %s, \"enforced\": %s, \"compared\": %d, \"mismatches\": [", chk->ok ? "true" : "false",
-            c->check ? "true" : "false", chk->compared);
-    for (int i = 0; i < chk->n; i++) fprintf(f, "%s\"%s\"", i ? ", " : "", chk->what[i]);
-    fprintf(f, "]},\n  \"ranks\": [\n");
-    for (int i = 0; i < r->rt->world; i++) {
-        json_rank(f, r, &all[i], i);
-        fprintf(f, "%s\n", i + 1 < r->rt->world ? "," : "");
-    }
-    fprintf(f, "  ]\n}\n");
-    if (fflush(f)) zl_output_failed(ZL_OUT_JSON, errno); /* reported by zl_outputs_close, after the report */
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "schema_version", SCHEMA_VERSION);
+    cJSON_AddNumberToObject(j, "stage", c->stage);
+    cJSON_AddNumberToObject(j, "world", r->rt->world);
+    cJSON_AddStringToObject(j, "backend", zl_backend_name());
+    cJSON_AddStringToObject(j, "device", zl_backend_device_name());
+    cJSON_AddStringToObject(j, "date", when);
+    if (r->variant) cJSON_AddStringToObject(j, "variant", r->variant);
+    cJSON_AddNumberToObject(j, "params", (double)r->part->psi);
+    cJSON_AddNumberToObject(j, "params_padded", (double)r->part->psi_pad);
+    cJSON_AddNumberToObject(j, "units", r->part->n_units);
+    cJSON *cf = add_object(j, "config");
+    cJSON_AddStringToObject(cf, "preset", c->preset);
+    cJSON_AddNumberToObject(cf, "layers", c->layers);
+    cJSON_AddNumberToObject(cf, "dim", c->dim);
+    cJSON_AddNumberToObject(cf, "batch", c->batch);
+    cJSON_AddNumberToObject(cf, "seed", (double)c->seed); /* exact below 2^53 */
+    cJSON_AddNumberToObject(cf, "loss_scale", c->loss_scale);
+    cJSON_AddNumberToObject(cf, "lr", c->lr);
+    cJSON_AddNumberToObject(cf, "beta1", c->beta1);
+    cJSON_AddNumberToObject(cf, "beta2", c->beta2);
+    cJSON_AddNumberToObject(cf, "eps", c->eps);
+    cJSON_AddNumberToObject(cf, "weight_decay", c->weight_decay);
+    cJSON_AddNumberToObject(cf, "prefetch", c->stage == 3 ? c->prefetch : 0);
+    cJSON_AddNumberToObject(cf, "accum", c->accum);
+    cJSON_AddBoolToObject(cf, "checkpoint_activations", c->checkpoint_activations);
+    cJSON_AddStringToObject(cf, "dtype", zl_dtype_name(c->dtype));
+    cJSON_AddStringToObject(cf, "loss_scale_mode", c->loss_scale_dynamic ? "dynamic" : "static");
+    cJSON_AddNumberToObject(cf, "clip_grad_norm", c->clip_grad_norm);
+    cJSON_AddItemToObject(j, "run", json_run(r, g->mpi_lib));
+    cJSON_AddNumberToObject(j, "steps", r->steps);
+    cJSON_AddItemToObject(j, "loss", float_array(r->losses, r->steps));
+    json_mixed_precision(j, r);
+    cJSON_AddNumberToObject(j, "ms_per_step", ms);
+    cJSON_AddItemToObject(j, "step_ms", cJSON_CreateDoubleArray(g->step_ms, r->steps));
+    cJSON_AddNumberToObject(j, "exposed_comm_ms_per_step", g->all[0].exposed_comm_ms);
+    cJSON_AddNumberToObject(j, "samples_per_s", samples_s);
+    cJSON_AddNumberToObject(j, "tflops_per_gpu", tflops);
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)r->param_hash);
+    cJSON_AddStringToObject(j, "param_hash", hash);
+    cJSON *ck = add_object(j, "check");
+    cJSON_AddBoolToObject(ck, "ok", chk->ok);
+    cJSON_AddBoolToObject(ck, "enforced", c->check);
+    cJSON_AddNumberToObject(ck, "compared", chk->compared);
+    cJSON *mm = cJSON_AddArrayToObject(ck, "mismatches");
+    for (int i = 0; i < chk->n; i++) cJSON_AddItemToArray(mm, cJSON_CreateString(chk->what[i]));
+    cJSON *ranks = cJSON_AddArrayToObject(j, "ranks");
+    for (int i = 0; i < r->rt->world; i++)
+        cJSON_AddItemToArray(ranks, json_rank(r, &g->all[i], &g->ids[i], g->step_ms + (size_t)i * r->steps, i));
+    return j;
+}
+
+static void write_json(const zl_report *r, const gathered *g, const check_result *chk, double ms, double samples_s,
+                       double tflops) {
+    FILE *f = zl_output_begin(ZL_OUT_JSON); /* opened at start-up (outputs.h) */
+    if (!f) return;
+    cJSON *j = json_report(r, g, chk, ms, samples_s, tflops);
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    if (!text) zl_fatal("out of host memory printing the JSON report");
+    if (fputs(text, f) < 0 || fputc('\n', f) == EOF || fflush(f)) zl_output_failed(ZL_OUT_JSON, errno);
+    free(text); /* a failure is reported by zl_outputs_close, after the report */
 }
 
 void zl_report_step(const zl_runtime *rt, int step, int steps, float loss, float scale, float norm, int skipped,
                     double ms) {
+    zl_trace_step_ms(step, ms); /* every rank: the JSON's step_ms */
     if (rt->rank || rt->cfg.quiet) return;
     printf("step %4d/%d | loss %.6f | scale %8g | grad norm %10.4g | %9.3f ms%s\n", step, steps, loss, scale, norm, ms,
            skipped ? " | skipped (overflow)" : "");
@@ -408,17 +592,60 @@ int zl_report_final(const zl_report *r) {
     return status;
 }
 
+/* Every rank's summary, identity and step times to rank 0 (NULL arrays elsewhere). */
+static gathered gather_all(const zl_report *r, rank_summary *mine) {
+    int N = r->rt->world, root = r->rt->rank == 0, n_steps;
+    gathered g = {0};
+    rank_identity me;
+    identify(&me);
+    const double *my_steps = zl_trace_step_times(&n_steps);
+    if (n_steps < r->steps) zl_fatal("step times for %d steps, the report has %d", n_steps, r->steps);
+    /* a run that diverged reports the steps it completed: the first r->steps of the times */
+    rank_summary *all = NULL;
+    rank_identity *ids = NULL;
+    double *step_ms = NULL;
+    if (root) {
+        all = malloc((size_t)N * sizeof *all), ids = malloc((size_t)N * sizeof *ids);
+        step_ms = malloc((size_t)N * (size_t)r->steps * sizeof *step_ms);
+        if (!all || !ids || !step_ms) zl_fatal("out of host memory for the report");
+    }
+    mpiCheck(MPI_Gather(mine, (int)(sizeof *mine / sizeof(double)), MPI_DOUBLE, all,
+                        (int)(sizeof *mine / sizeof(double)), MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    mpiCheck(MPI_Gather(&me, (int)sizeof me, MPI_BYTE, ids, (int)sizeof me, MPI_BYTE, 0, MPI_COMM_WORLD));
+    mpiCheck(MPI_Gather(my_steps, r->steps, MPI_DOUBLE, step_ms, r->steps, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    g.all = all, g.ids = ids, g.step_ms = step_ms;
+    return g;
+}
+
+/* Collective: the --trace file, each rank's row labelled with where it ran. */
+static void write_trace(const zl_report *r, const gathered *g) {
+    int N = r->rt->world;
+    char (*labels)[640] = NULL; /* "rank r · host · device (pci)" */
+    const char **names = NULL;
+    if (g->ids) {
+        labels = malloc((size_t)N * sizeof *labels), names = malloc((size_t)N * sizeof *names);
+        if (!labels || !names) zl_fatal("out of host memory");
+        for (int i = 0; i < N; i++) {
+            snprintf(labels[i], sizeof labels[i], "rank %d · %s · %s (%s)", i, g->ids[i].hostname, g->ids[i].device,
+                     g->ids[i].pci_bus_id);
+            names[i] = labels[i];
+        }
+    }
+    zl_trace_write(r->rt->rank, N, names, r->rt->cfg.stage);
+    free(labels), free(names);
+}
+
 /* Rank 0 prints and writes; returns ZL_EXIT_CHECK on a --check mismatch, else 0. */
 static int print_and_write(const zl_report *r) {
-    rank_summary mine, *all = NULL;
+    rank_summary mine;
     summarize(r, &mine);
-    int n_doubles = (int)(sizeof mine / sizeof(double));
-    if (r->rt->rank == 0) {
-        all = malloc((size_t)r->rt->world * sizeof *all);
-        if (!all) zl_fatal("out of host memory for the report");
-    }
-    mpiCheck(MPI_Gather(&mine, n_doubles, MPI_DOUBLE, all, n_doubles, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    gathered g = gather_all(r, &mine);
+    write_trace(r, &g);
     if (r->rt->rank) return 0;
+    const rank_summary *all = g.all;
+    char mpi_lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    mpi_library(mpi_lib, sizeof mpi_lib);
+    g.mpi_lib = mpi_lib;
     check_result chk = check_all(all, r->rt->world);
 
     int N = r->rt->world;
@@ -458,6 +685,8 @@ static int print_and_write(const zl_report *r) {
                          c->loss_scale_dynamic ? "dynamic" : "static",
                          r->steps_done ? r->loss_scale[r->steps_done - 1] : c->loss_scale, r->n_skipped,
                          c->clip_grad_norm > 0 ? ", gradient norm clipped" : "");
+    print_timeline(all, N);
+    print_who(r, g.ids, mpi_lib);
     printf("\nfinal loss %.6f (first %.6f) | %.3f ms/step | %.1f samples/s | %.4g TFLOP/s per %s (6*Psi*rows/step) "
            "| param_hash %016llx\n",
            r->losses[r->steps - 1], r->losses[0], ms, samples_s, tflops, zl_backend_name()[1] == 'u' ? "GPU" : "rank",
@@ -470,8 +699,8 @@ static int print_and_write(const zl_report *r) {
            all[0].wire_measured, ms, tflops, r->losses[r->steps - 1], (unsigned long long)r->param_hash);
     print_check(&chk, c->check);
     zl_stdout_flush();
-    write_json(r, all, &chk, ms, samples_s, tflops);
-    free(all);
+    write_json(r, &g, &chk, ms, samples_s, tflops);
+    free((void *)g.all), free((void *)g.ids), free((void *)g.step_ms);
     if (r->status && !strcmp(r->status, "diverged")) return ZL_EXIT_DIVERGED;
     return c->check && !chk.ok ? ZL_EXIT_CHECK : ZL_EXIT_OK;
 }

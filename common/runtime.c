@@ -8,6 +8,7 @@
 
 #include "outputs.h"
 #include "../kernels/kernels.h" /* zl_kernels_set_dtype */
+#include "trace.h"
 #include "util.h"
 #include "watchdog.h"
 
@@ -59,6 +60,7 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     }
     /* Return codes instead of MPI's default abort-without-context: mpiCheck adds file:line. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    rt->argc = argc, rt->argv = argv; /* after MPI_Init, which may remove its own arguments */
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &rt->world));
 
@@ -76,11 +78,13 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     mpiCheck(MPI_Comm_free(&local));
     zl_backend_init(rt->rank, rt->world, rt->local_rank, rt->local_size, rt->prog);
     if (zl_kernels_set_dtype(rt->cfg.dtype)) zl_fatal("--dtype %s: not a 16-bit storage format", zl_dtype_name(rt->cfg.dtype));
+    zl_trace_setup(rt->cfg.steps, rt->cfg.trace_path[0] != '\0'); /* creates an event: after the backend */
 }
 
 int zl_runtime_finish(zl_runtime *rt, int status) {
     (void)rt;
     zl_progress_mark("shut-down");
+    zl_trace_finalize(); /* its events, before the device goes */
     zl_backend_finalize();
     zl_watchdog_stop();
     MPI_Finalize();
@@ -92,6 +96,7 @@ void zl_runtime_exit(zl_runtime *rt, int code) {
     fflush(stdout);
     fflush(stderr);
     zl_watchdog_stop();
+    zl_trace_finalize();
     zl_backend_finalize();
     MPI_Finalize();
     exit(code);

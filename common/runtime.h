@@ -12,6 +12,8 @@
 typedef struct {
     int rank, world, local_rank, local_size;
     const char *prog;
+    int argc;          /* the command line as given, for the report's "run" record */
+    char *const *argv;
     zl_config cfg;
 } zl_runtime;
 

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "../common/trace.h"
 #include "../common/util.h"
 #include "../kernels/kernels.h"
 #include "mlp.h"
@@ -16,6 +17,10 @@ zl_model *zl_model_create(zl_model_shape s) {
     zl_model *m = calloc(1, sizeof *m);
     if (!m) zl_fatal("out of host memory");
     m->shape = s;
+    /* The timeline's compute lane, per step: the batch, a forward and a backward span per use,
+     * the loss, and the stage's optimizer (at most one Adam call per unit). */
+    /* per micro-batch: the batch, forward and backward of every use, the loss; per step: Adam per unit */
+    zl_trace_reserve(ZL_LANE_COMPUTE, zl_model_micro_batches(s) * (1 + 2 * zl_model_n_uses(s) + 1) + zl_model_n_units(s));
     switch (s.kind) {
     case ZL_MODEL_MLP:
         zl_mlp_create(&m->mlp, s.layers, s.dim, s.rows, zl_model_micro_batches(s), s.checkpoint);
@@ -47,23 +52,32 @@ void zl_model_init_range(const zl_model *m, int u, size_t begin, size_t end, uin
     }
 }
 
+/* Each running call is one span on the timeline's compute lane (common/trace.h). */
 void zl_model_load_batch(zl_model *m, uint64_t seed, uint64_t row0, zl_stream s) {
+    zl_trace_begin(ZL_PHASE_BATCH, -1, s);
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: zl_mlp_load_batch(&m->mlp, seed, row0, s); break;
     }
+    zl_trace_end(ZL_PHASE_BATCH, -1, s);
 }
 
 void zl_model_forward(zl_model *m, int k, const zl_half *params, zl_stream s) {
+    int u = zl_model_unit_of_use(m->shape, k);
+    zl_trace_begin(ZL_PHASE_FORWARD, u, s);
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: zl_mlp_forward(&m->mlp, k, params, s); break;
     }
+    zl_trace_end(ZL_PHASE_FORWARD, u, s);
 }
 
 float *zl_model_loss(zl_model *m, int micro, float loss_scale, zl_stream s) {
+    float *loss = NULL;
+    zl_trace_begin(ZL_PHASE_LOSS, -1, s);
     switch (m->shape.kind) {
-    case ZL_MODEL_MLP: return zl_mlp_loss(&m->mlp, micro, loss_scale, s);
+    case ZL_MODEL_MLP: loss = zl_mlp_loss(&m->mlp, micro, loss_scale, s); break;
     }
-    return NULL;
+    zl_trace_end(ZL_PHASE_LOSS, -1, s);
+    return loss;
 }
 
 float zl_model_loss_sum(zl_model *m, zl_stream s) {
@@ -74,7 +88,10 @@ float zl_model_loss_sum(zl_model *m, zl_stream s) {
 }
 
 void zl_model_backward(zl_model *m, int k, const zl_half *params, zl_half *grads, zl_grads_mode mode, zl_stream s) {
+    int u = zl_model_unit_of_use(m->shape, k);
+    zl_trace_begin(ZL_PHASE_BACKWARD, u, s);
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: zl_mlp_backward(&m->mlp, k, params, grads, mode, s); break;
     }
+    zl_trace_end(ZL_PHASE_BACKWARD, u, s);
 }

@@ -1,6 +1,7 @@
 #!/bin/sh
 # results-cpu.sh — CPU runs of all four stages for N = 1 .. 8 (make results-cpu), for the
-# notebooks: results/cpu/<prog>_N<n>.json. Demo model (L = 4, D = 256, 32 rows per rank),
+# notebooks: results/cpu/<prog>_N<n>.json; and timelines (--trace) at N = 2 for
+# notebooks/04_timeline: results/cpu/trace_<prog>[_prefetch<K>]_N2.json with its report beside. Demo model (L = 4, D = 256, 32 rows per rank),
 # 3 steps: memory and traffic do not depend on the step count. Slow at N > 2 on a small
 # machine (MPICH busy-polls when ranks outnumber cores), a few minutes in all.
 set -eu
@@ -14,3 +15,16 @@ for n in 1 2 3 4 5 6 7 8; do
         echo "$prog N=$n -> $out/${prog}_N$n.json"
     done
 done
+
+# Timelines: DDP vs ZeRO-2, ZeRO-3 at --prefetch 0 vs 1; 4 steps, so steps 2..4 are traced.
+trace() { # name, prog, extra flags...
+    name=$1 prog=$2
+    shift 2
+    $MPIEXEC -n 2 "build/cpu/$prog" --preset demo --steps 4 --quiet "$@" \
+        --json "$out/trace_${name}_N2.report.json" --trace "$out/trace_${name}_N2.json" >/dev/null
+    echo "$prog $* N=2 -> $out/trace_${name}_N2.json"
+}
+trace stage0_ddp stage0_ddp
+trace stage2 stage2
+trace stage3_prefetch0 stage3 --prefetch 0
+trace stage3_prefetch1 stage3 --prefetch 1

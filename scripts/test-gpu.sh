@@ -5,7 +5,8 @@
 #   3. CUDA vs CPU stage0 on the tiny preset for 10 steps (inside the integration tests)
 #   4. compute-sanitizer (memcheck, racecheck-free synccheck) over short runs of every stage
 # The integration-test binary needs Criterion and cJSON; where the machine has neither,
-# build it elsewhere with `make build/gpu-tests/test_integration` (it carries its libraries).
+# build it elsewhere with `make build/gpu-tests/test_integration build/gpu-tests/test_report`
+# (they carry their libraries).
 set -u
 export NCCL_NVLS_ENABLE=0
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -30,6 +31,13 @@ loud=build/tests/test_loud
 [ -x build/gpu-tests/test_loud ] && loud=build/gpu-tests/test_loud
 step "failing loudly on build/cuda: outputs, preflight, watchdog (SIGSTOP), flags, --check ($loud)"
 ZL_BUILD=build/cuda ZL_MPIEXEC="$MPIEXEC" ZL_MAX_WORLD=$maxw "$loud" -j1 || fail=1
+
+rt=build/tests/test_report
+[ -x build/gpu-tests/test_report ] && rt=build/gpu-tests/test_report
+if [ "$maxw" -ge 2 ]; then
+    step "report schema and --trace on build/cuda, N = 2 ($rt)"
+    ZL_BUILD=build/cuda ZL_MPIEXEC="$MPIEXEC" "$rt" -j1 || fail=1
+fi
 
 step "compute-sanitizer"
 for prog in stage0_ddp stage1 stage2 stage3; do

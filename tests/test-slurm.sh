@@ -37,7 +37,7 @@ PATH="$tmp/bin:$PATH" SLURM_JOB_ID=4242 SLURM_NTASKS=2 SLURM_JOB_NUM_NODES=1 BUI
 for p in stage0_ddp stage3; do
     f="$tmp/results/4242/${p}_N2.json"
     [ -s "$f" ] || { cat "$tmp/log"; fail "no report $f"; }
-    grep -q '"world": *2' "$f" || fail "$f is not an N = 2 report"
+    grep -q '"world":[[:space:]]*2[,[:space:]]' "$f" || fail "$f is not an N = 2 report"
 done
 [ -s "$tmp/results/4242/job.txt" ] || fail "no job.txt"
 echo "test-slurm: templates parse$(command -v shellcheck >/dev/null && echo ' and pass shellcheck'); run-stages.sh wrote a report per program under <results>/<job id>/"

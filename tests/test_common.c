@@ -12,6 +12,7 @@
 #include "common/args.h"
 #include "common/formulas.h"
 #include "common/preflight.h"
+#include "common/trace.h"
 #include "model/model.h"
 
 /* ---- partition ---------------------------------------------------------------- */
@@ -489,4 +490,39 @@ Test(preflight, verdict_names_needs_and_what_would_fit) {
     cr_expect(strstr(msg, "x 2 rank(s) on this node = 27.9"), "%s", msg);
     cr_expect_eq(zl_preflight_verdict(&p, &fc, 0, 1, 0, (size_t)20e9, msg, sizeof msg), 0, "%s", msg);
     zl_partition_free(&p);
+}
+
+/* ---- timeline: exposed communication (trace.h) --------------------------------------
+ * Hand-worked cases: lengths read off the intervals, not computed by the code under test. */
+
+static double exposed(const double *compute, int nc, const double *comm, int nm) {
+    zl_interval c[8], m[8];
+    for (int i = 0; i < nc; i++) c[i] = (zl_interval){compute[2 * i], compute[2 * i + 1]};
+    for (int i = 0; i < nm; i++) m[i] = (zl_interval){comm[2 * i], comm[2 * i + 1]};
+    return zl_exposed_ms(c, nc, m, nm);
+}
+
+Test(trace, union_counts_overlaps_once) {
+    zl_interval iv[] = {{5, 7}, {0, 2}, {1, 3}, {6, 6.5}, {10, 10}};
+    int merged;
+    cr_expect_float_eq(zl_union_ms(iv, 5, &merged), 3 + 2, 1e-12); /* [0,3) and [5,7) */
+    cr_expect_eq(merged, 3);                                       /* and the empty [10,10] */
+    cr_expect_eq(zl_union_ms(iv, 0, &merged), 0);
+    cr_expect_eq(merged, 0);
+}
+
+Test(trace, exposed_communication_hand_cases) {
+    /* no compute: all communication is exposed (overlapping collectives once) */
+    cr_expect_float_eq(exposed(NULL, 0, (double[]){0, 4, 2, 6}, 2), 6, 1e-12);
+    /* hidden entirely under one compute span */
+    cr_expect_float_eq(exposed((double[]){0, 10}, 1, (double[]){1, 3, 4, 9}, 2), 0, 1e-12);
+    /* serial, as on CPU: compute [0,2) [5,6), comm [2,5) -> 3 exposed */
+    cr_expect_float_eq(exposed((double[]){0, 2, 5, 6}, 2, (double[]){2, 5}, 1), 3, 1e-12);
+    /* partial: comm [1,8), compute [0,3) and [4,6) (given out of order) -> [3,4) + [6,8) = 3 */
+    cr_expect_float_eq(exposed((double[]){4, 6, 0, 3}, 2, (double[]){1, 8}, 1), 3, 1e-12);
+    /* overlapping compute spans and two comm spans: compute [0,5)∪[3,7) = [0,7);
+     * comm [6,9) and [8,12) = [6,12) -> exposed [7,12) = 5 */
+    cr_expect_float_eq(exposed((double[]){0, 5, 3, 7}, 2, (double[]){8, 12, 6, 9}, 2), 5, 1e-12);
+    /* a compute span inside a comm gap touches neither */
+    cr_expect_float_eq(exposed((double[]){3, 4}, 1, (double[]){0, 1, 6, 8}, 2), 3, 1e-12);
 }

@@ -60,6 +60,8 @@ void zl_backend_finalize(void) {
 
 const char *zl_backend_name(void) { return "cpu"; }
 const char *zl_backend_device_name(void) { return "host"; }
+const char *zl_backend_device_pci_bus_id(void) { return "cpu"; }
+const char *zl_backend_nccl_version(void) { return NULL; }
 void zl_backend_abort(void) {}
 int zl_backend_async_error(char *msg, size_t n) {
     (void)msg, (void)n;

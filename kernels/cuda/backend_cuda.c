@@ -23,6 +23,8 @@
 static ncclComm_t g_comm = NULL;
 static int g_device = -1;
 static char g_device_name[256] = "cuda (not initialised)";
+static char g_pci_bus_id[32] = "unknown";
+static char g_nccl_version[32] = "NCCL (unknown version)";
 
 static cudaStream_t as_stream(zl_stream s) { return (cudaStream_t)s; }
 static cudaEvent_t as_event(zl_event e) { return (cudaEvent_t)e; }
@@ -97,6 +99,10 @@ void zl_backend_init(int rank, int world, int local_rank, int local_size, const 
     struct cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, g_device));
     snprintf(g_device_name, sizeof g_device_name, "%s", prop.name);
+    cudaCheck(cudaDeviceGetPCIBusId(g_pci_bus_id, (int)sizeof g_pci_bus_id, g_device));
+    int v = 0; /* NCCL >= 2.9 encodes major·10000 + minor·100 + patch */
+    ncclCheck(ncclGetVersion(&v));
+    snprintf(g_nccl_version, sizeof g_nccl_version, "NCCL %d.%d.%d", v / 10000, v % 10000 / 100, v % 100);
 
     /* NCCL bootstrap: rank 0 makes the unique id, MPI carries it to everyone. */
     ncclUniqueId id;
@@ -115,6 +121,8 @@ void zl_backend_finalize(void) {
 
 const char *zl_backend_name(void) { return "cuda"; }
 const char *zl_backend_device_name(void) { return g_device_name; }
+const char *zl_backend_device_pci_bus_id(void) { return g_pci_bus_id; }
+const char *zl_backend_nccl_version(void) { return g_nccl_version; }
 
 /* ncclCommAbort ends this rank's outstanding NCCL kernels. It runs on a helper thread
  * with a 3 s allowance: the watchdog must reach MPI_Abort even if the driver is wedged. */

@@ -1,0 +1,345 @@
+/* trace.c — lanes of spans, per-step folding, exposed communication, the Chrome trace (see trace.h). */
+#include "trace.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "outputs.h"
+#include "util.h"
+
+static const char *const phase_names[ZL_NPHASES] = {"load_batch", "forward",  "loss",    "backward",
+                                                    "optimizer",  "copy_d2h", "copy_h2d"};
+static const char *const lane_names[ZL_NLANES] = {"compute", "communication", "copy"};
+
+const char *zl_phase_name(zl_phase p) { return (unsigned)p < ZL_NPHASES ? phase_names[p] : "?"; }
+const char *zl_lane_name(zl_lane l) { return (unsigned)l < ZL_NLANES ? lane_names[l] : "?"; }
+zl_lane zl_lane_of_phase(zl_phase p) {
+    return p == ZL_PHASE_COPY_D2H || p == ZL_PHASE_COPY_H2D ? ZL_LANE_COPY : ZL_LANE_COMPUTE;
+}
+
+/* ---- interval arithmetic --------------------------------------------------------- */
+
+static int by_start(const void *a, const void *b) {
+    double x = ((const zl_interval *)a)->t0, y = ((const zl_interval *)b)->t0;
+    return (x > y) - (x < y);
+}
+
+double zl_union_ms(zl_interval *iv, int n, int *merged) {
+    int m = 0;
+    if (n > 0) {
+        qsort(iv, (size_t)n, sizeof *iv, by_start);
+        for (int i = 1; i < n; i++) {
+            if (iv[i].t0 <= iv[m].t1) iv[m].t1 = fmax(iv[m].t1, iv[i].t1); /* overlaps: extend */
+            else iv[++m] = iv[i];
+        }
+        m++;
+    }
+    double total = 0;
+    for (int i = 0; i < m; i++) total += iv[i].t1 - iv[i].t0;
+    if (merged) *merged = m;
+    return total;
+}
+
+double zl_exposed_ms(zl_interval *compute, int n_compute, zl_interval *comm, int n_comm) {
+    int nc, nm;
+    zl_union_ms(compute, n_compute, &nc);
+    double exposed = zl_union_ms(comm, n_comm, &nm);
+    /* Both lists are now sorted and disjoint: subtract each overlap once. */
+    for (int i = 0, j = 0; i < nm && j < nc;) {
+        double lo = fmax(comm[i].t0, compute[j].t0), hi = fmin(comm[i].t1, compute[j].t1);
+        if (hi > lo) exposed -= hi - lo;
+        if (comm[i].t1 < compute[j].t1) i++;
+        else j++;
+    }
+    return exposed > 0 ? exposed : 0;
+}
+
+/* ---- state ------------------------------------------------------------------------- */
+
+typedef struct {
+    zl_phase phase;
+    int unit;
+    zl_event start, end;
+} span_events; /* one compute- or copy-lane span of the current step */
+
+typedef struct {
+    double t0, t1; /* ms since the rank's origin event */
+    int32_t step, unit;
+    uint8_t lane, kind, purpose; /* kind: zl_phase (compute, copy) or zl_op (communication) */
+} record;                        /* one span of a timed step, kept for --trace (sent as bytes) */
+
+static int g_steps, g_recording, g_step_no = 1;
+static double *g_step_ms; /* [g_steps] */
+static int g_cap[ZL_NLANES];
+static span_events *g_spans; /* [g_cap compute + copy] of this step, events created up front */
+static int g_n_spans, g_open = -1;
+static record *g_step_comm; /* [g_cap comm] collectives of this step */
+static int g_n_comm;
+static zl_interval *g_iv_compute, *g_iv_comm; /* scratch for the fold, same sizes */
+static zl_event g_origin;
+static int g_origin_set;
+static record *g_rec; /* recording: [timed steps × all lanes' caps] */
+static size_t g_n_rec, g_rec_cap;
+static zl_trace_summary g_sum;
+
+static int timed_steps(void) { return g_steps > 1 ? g_steps - 1 : 1; }
+static int span_cap(void) { return g_cap[ZL_LANE_COMPUTE] + g_cap[ZL_LANE_COPY]; }
+
+static void *grow(void *p, size_t n, size_t size, const char *what) {
+    void *q = realloc(p, (n ? n : 1) * size);
+    if (!q) zl_fatal("out of host memory for the timeline (%s, %zu entries)", what, n);
+    return q;
+}
+
+void zl_trace_setup(int steps, int recording) {
+    g_steps = steps, g_recording = recording;
+    g_step_ms = calloc((size_t)steps, sizeof *g_step_ms);
+    if (!g_step_ms) zl_fatal("out of host memory for %d step times", steps);
+    g_origin = zl_event_create();
+}
+
+void zl_trace_reserve(zl_lane lane, int spans_per_step) {
+    if (!g_step_ms) return;
+    int old = span_cap();
+    g_cap[lane] += spans_per_step;
+    g_spans = grow(g_spans, (size_t)span_cap(), sizeof *g_spans, "spans");
+    for (int i = old; i < span_cap(); i++) g_spans[i] = (span_events){0, -1, zl_event_create(), zl_event_create()};
+    int most = span_cap() > g_cap[ZL_LANE_COMM] ? span_cap() : g_cap[ZL_LANE_COMM];
+    g_step_comm = grow(g_step_comm, (size_t)g_cap[ZL_LANE_COMM], sizeof *g_step_comm, "collectives");
+    g_iv_compute = grow(g_iv_compute, (size_t)most, sizeof *g_iv_compute, "intervals");
+    g_iv_comm = grow(g_iv_comm, (size_t)most, sizeof *g_iv_comm, "intervals");
+    if (!g_recording) return;
+    g_rec_cap = (size_t)timed_steps() * (size_t)(span_cap() + g_cap[ZL_LANE_COMM]);
+    if (g_rec_cap * sizeof(record) > (size_t)1 << 30)
+        zl_fatal("--trace: %d steps of %d spans need %zu MiB per rank: trace fewer --steps", timed_steps(),
+                 span_cap() + g_cap[ZL_LANE_COMM], g_rec_cap * sizeof(record) >> 20);
+    g_rec = grow(g_rec, g_rec_cap, sizeof *g_rec, "--trace records");
+}
+
+void zl_trace_finalize(void) {
+    for (int i = 0; i < span_cap(); i++) {
+        zl_event_destroy(g_spans[i].start);
+        zl_event_destroy(g_spans[i].end);
+    }
+    if (g_origin) zl_event_destroy(g_origin);
+    free(g_spans), free(g_step_comm), free(g_iv_compute), free(g_iv_comm), free(g_rec), free(g_step_ms);
+    g_spans = NULL, g_step_comm = NULL, g_iv_compute = g_iv_comm = NULL, g_rec = NULL, g_step_ms = NULL;
+    g_origin = NULL;
+    memset(g_cap, 0, sizeof g_cap);
+}
+
+/* ---- during a step -------------------------------------------------------------------- */
+
+void zl_trace_origin(zl_stream s) {
+    if (g_origin_set || !g_origin) return;
+    zl_event_record(g_origin, s);
+    g_origin_set = 1;
+}
+
+void zl_trace_begin(zl_phase phase, int unit, zl_stream s) {
+    if (!g_spans) return; /* no timeline: a unit test driving the model directly */
+    if (g_open >= 0) zl_fatal("zl_trace_begin(%s) inside the %s span: spans do not nest", zl_phase_name(phase),
+                              zl_phase_name(g_spans[g_open].phase));
+    if (g_n_spans == span_cap())
+        zl_fatal("more than %d compute spans in one step: zl_trace_reserve more", span_cap());
+    zl_trace_origin(s);
+    span_events *e = &g_spans[g_n_spans];
+    e->phase = phase, e->unit = unit;
+    zl_event_record(e->start, s);
+    g_open = g_n_spans++;
+}
+
+void zl_trace_end(zl_phase phase, int unit, zl_stream s) {
+    if (!g_spans) return;
+    if (g_open < 0 || g_spans[g_open].phase != phase || g_spans[g_open].unit != unit)
+        zl_fatal("zl_trace_end(%s, unit %d) without its zl_trace_begin", zl_phase_name(phase), unit);
+    zl_event_record(g_spans[g_open].end, s);
+    g_open = -1;
+}
+
+void zl_trace_step_begin(void) { g_n_spans = 0, g_n_comm = 0, g_open = -1; }
+
+static double since_origin(zl_event e) { return zl_event_elapsed_ms(g_origin, e); }
+
+void zl_trace_comm(int op, int purpose, int unit, zl_event start, zl_event end) {
+    if (!g_origin_set || g_n_comm == g_cap[ZL_LANE_COMM]) return; /* comm.c's own cap stops a step first */
+    g_step_comm[g_n_comm++] = (record){since_origin(start), since_origin(end), g_step_no, unit, ZL_LANE_COMM,
+                                       (uint8_t)op, (uint8_t)purpose};
+}
+
+static void keep(record r) {
+    if (g_recording && g_n_rec < g_rec_cap) g_rec[g_n_rec++] = r;
+}
+
+/* Fold one completed step: its spans become intervals, the intervals per-step figures. */
+void zl_trace_step_end(int timed) {
+    if (timed && g_spans && g_origin_set) {
+        int nc = 0, nm = 0;
+        double first = INFINITY, last = -INFINITY;
+        for (int i = 0; i < g_n_spans; i++) {
+            const span_events *e = &g_spans[i];
+            record r = {since_origin(e->start), since_origin(e->end), g_step_no, e->unit,
+                        (uint8_t)zl_lane_of_phase(e->phase), (uint8_t)e->phase, 0};
+            if (r.lane == ZL_LANE_COMPUTE) g_iv_compute[nc++] = (zl_interval){r.t0, r.t1};
+            first = fmin(first, r.t0), last = fmax(last, r.t1);
+            keep(r);
+        }
+        for (int i = 0; i < g_n_comm; i++) {
+            g_iv_comm[nm++] = (zl_interval){g_step_comm[i].t0, g_step_comm[i].t1};
+            first = fmin(first, g_step_comm[i].t0), last = fmax(last, g_step_comm[i].t1);
+            keep(g_step_comm[i]);
+        }
+        g_sum.steps++;
+        g_sum.span_ms += last > first ? last - first : 0;
+        g_sum.comm_busy_ms += zl_union_ms(g_iv_comm, nm, NULL);
+        /* zl_union_ms reordered g_iv_comm; zl_exposed_ms sorts again (cheap, and exact). */
+        g_sum.exposed_comm_ms += zl_exposed_ms(g_iv_compute, nc, g_iv_comm, nm);
+        g_sum.compute_busy_ms += zl_union_ms(g_iv_compute, nc, NULL);
+    }
+    g_step_no++;
+    zl_trace_step_begin();
+}
+
+void zl_trace_step_ms(int step, double ms) {
+    if (g_step_ms && step >= 1 && step <= g_steps) g_step_ms[step - 1] = ms;
+}
+
+zl_trace_summary zl_trace_get_summary(void) {
+    zl_trace_summary s = g_sum;
+    if (s.steps > 0) {
+        s.compute_busy_ms /= s.steps, s.comm_busy_ms /= s.steps;
+        s.exposed_comm_ms /= s.steps, s.span_ms /= s.steps;
+    }
+    return s;
+}
+
+const double *zl_trace_step_times(int *n) {
+    *n = g_steps;
+    return g_step_ms;
+}
+
+/* ---- the Chrome trace-event file --------------------------------------------------------- */
+
+/* Print one JSON value (escaped by cJSON) and free it. Returns 0 on a failed write. */
+static int put(FILE *f, cJSON *item, const char *sep) {
+    char *text = cJSON_PrintUnformatted(item);
+    cJSON_Delete(item);
+    if (!text) zl_fatal("out of host memory writing --trace");
+    int ok = fputs(sep, f) >= 0 && fputs(text, f) >= 0;
+    free(text);
+    return ok;
+}
+
+static cJSON *metadata(const char *name, int pid, int tid, const char *key, const char *text, double number) {
+    cJSON *o = cJSON_CreateObject(), *args = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddStringToObject(o, "ph", "M");
+    cJSON_AddNumberToObject(o, "pid", pid);
+    if (tid >= 0) cJSON_AddNumberToObject(o, "tid", tid);
+    if (text) cJSON_AddStringToObject(args, key, text);
+    else cJSON_AddNumberToObject(args, key, number);
+    cJSON_AddItemToObject(o, "args", args);
+    return o;
+}
+
+/* "forward 3", "reduce_scatter 3", "all_reduce control": phase or op, then the unit. */
+static cJSON *span_event(const record *r, int pid, double origin_ms) {
+    const char *what = r->lane == ZL_LANE_COMM ? zl_op_name((zl_op)r->kind) : zl_phase_name((zl_phase)r->kind);
+    char name[64];
+    if (r->unit >= 0) snprintf(name, sizeof name, "%s %d", what, r->unit);
+    else if (r->lane == ZL_LANE_COMM) snprintf(name, sizeof name, "%s %s", what, zl_purpose_name((zl_purpose)r->purpose));
+    else snprintf(name, sizeof name, "%s", what);
+    cJSON *o = cJSON_CreateObject(), *args = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddStringToObject(o, "cat", zl_lane_name((zl_lane)r->lane));
+    cJSON_AddStringToObject(o, "ph", "X");
+    cJSON_AddNumberToObject(o, "ts", (r->t0 - origin_ms) * 1e3); /* microseconds */
+    cJSON_AddNumberToObject(o, "dur", (r->t1 - r->t0) * 1e3);
+    cJSON_AddNumberToObject(o, "pid", pid);
+    cJSON_AddNumberToObject(o, "tid", r->lane);
+    cJSON_AddNumberToObject(args, "step", r->step);
+    cJSON_AddNumberToObject(args, "unit", r->unit);
+    cJSON_AddStringToObject(args, r->lane == ZL_LANE_COMM ? "op" : "phase", what);
+    if (r->lane == ZL_LANE_COMM) cJSON_AddStringToObject(args, "purpose", zl_purpose_name((zl_purpose)r->purpose));
+    cJSON_AddItemToObject(o, "args", args);
+    return o;
+}
+
+static void write_file(FILE *f, const record *all, const int *counts, int world, const char *const *rank_names,
+                       int stage, const double *exposed) {
+    /* Each rank counts from its own origin (its first event, at the start of step 1, about
+     * the same moment on every rank): shift so that the earliest span starts at 0. */
+    double origin = INFINITY;
+    size_t total = 0;
+    for (int r = 0; r < world; r++) total += (size_t)counts[r];
+    for (size_t i = 0; i < total; i++) origin = fmin(origin, all[i].t0);
+    if (!isfinite(origin)) origin = 0;
+
+    cJSON *other = cJSON_CreateObject();
+    cJSON_AddStringToObject(other, "format", "zerolab trace 1: one event per span; pid = rank, tid = lane");
+    cJSON_AddNumberToObject(other, "stage", stage);
+    cJSON_AddNumberToObject(other, "world", world);
+    cJSON_AddNumberToObject(other, "first_step", g_steps > 1 ? 2 : 1);
+    cJSON_AddNumberToObject(other, "last_step", g_steps);
+    cJSON_AddItemToObject(other, "exposed_comm_ms_per_step", cJSON_CreateDoubleArray(exposed, world));
+    int ok = fputs("{\"displayTimeUnit\": \"ms\",\n \"otherData\": ", f) >= 0 && put(f, other, "") &&
+             fputs(",\n \"traceEvents\": [", f) >= 0;
+    const char *sep = "\n  ";
+    for (int r = 0; r < world && ok; r++) {
+        ok = put(f, metadata("process_name", r, -1, "name", rank_names[r], 0), sep) &&
+             put(f, metadata("process_sort_index", r, -1, "sort_index", NULL, r), ",\n  ");
+        sep = ",\n  ";
+        for (int l = 0; l < ZL_NLANES && ok; l++)
+            ok = put(f, metadata("thread_name", r, l, "name", l == ZL_LANE_COPY ? "copy (offload)" : lane_names[l], 0),
+                     sep) &&
+                 put(f, metadata("thread_sort_index", r, l, "sort_index", NULL, l), sep);
+    }
+    for (size_t i = 0, r = 0, end = (size_t)counts[0]; i < total && ok; i++) {
+        while (i >= end) end += (size_t)counts[++r];
+        ok = put(f, span_event(&all[i], (int)r, origin), sep);
+    }
+    if (ok) ok = fputs("\n]}\n", f) >= 0 && fflush(f) == 0;
+    if (!ok) zl_output_failed(ZL_OUT_TRACE, errno);
+}
+
+void zl_trace_write(int rank, int world, const char *const *rank_names, int stage) {
+    int asked = g_recording;
+    if (!asked) return; /* the same flags on every rank (runtime.h): all return here, or none */
+    int n = (int)g_n_rec, *counts = NULL, *displs = NULL;
+    double exposed = zl_trace_get_summary().exposed_comm_ms, *all_exposed = NULL;
+    record *all = NULL;
+    if (rank == 0) {
+        counts = calloc((size_t)world, sizeof *counts), displs = calloc((size_t)world, sizeof *displs);
+        all_exposed = calloc((size_t)world, sizeof *all_exposed);
+        if (!counts || !displs || !all_exposed) zl_fatal("out of host memory gathering --trace");
+    }
+    mpiCheck(MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    mpiCheck(MPI_Gather(&exposed, 1, MPI_DOUBLE, all_exposed, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    int *bytes = NULL;
+    if (rank == 0) {
+        size_t total = 0;
+        bytes = calloc((size_t)world, sizeof *bytes);
+        if (!bytes) zl_fatal("out of host memory gathering --trace");
+        for (int r = 0; r < world; r++) {
+            if ((total + (size_t)counts[r]) * sizeof(record) > INT32_MAX)
+                zl_fatal("--trace: more than 2 GiB of spans to gather: trace fewer --steps");
+            displs[r] = (int)(total * sizeof(record)), bytes[r] = (int)((size_t)counts[r] * sizeof(record));
+            total += (size_t)counts[r];
+        }
+        all = malloc((total ? total : 1) * sizeof *all);
+        if (!all) zl_fatal("out of host memory gathering --trace");
+    }
+    mpiCheck(MPI_Gatherv(g_rec, n * (int)sizeof(record), MPI_BYTE, all, bytes, displs, MPI_BYTE, 0, MPI_COMM_WORLD));
+    if (rank == 0) {
+        FILE *f = zl_output_begin(ZL_OUT_TRACE); /* opened at start-up (outputs.h) */
+        if (f) write_file(f, all, counts, world, rank_names, stage, all_exposed);
+    }
+    free(all), free(counts), free(displs), free(bytes), free(all_exposed);
+}

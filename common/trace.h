@@ -1,0 +1,95 @@
+/* trace.h — a rank's timeline: what ran when, on which lane, and how much communication
+ * the compute lane had to wait for.
+ *
+ * Each rank has lanes: compute (the model's forward, loss and backward, the optimizer),
+ * communication (every collective comm.h issues) and copy (reserved for offload). A span
+ * on a lane is a pair of events around the work, recorded on the stream that runs it: CUDA
+ * events on GPU, wall-clock stamps on CPU (backend.h). The model records its own spans
+ * (model/model.c); comm.c hands over its log of collectives; a stage file brackets only
+ * its Adam calls with zl_trace_begin / zl_trace_end (one optimizer span per call).
+ *
+ * After every timed step (2..S) the spans are folded, allocation-free, into per-step
+ * figures: compute busy (union of compute spans), communication busy (union of
+ * communication spans) and *exposed communication* — the time communication runs while
+ * the compute lane is idle, i.e. |∪comm \ ∪compute|. That is the part of the communication
+ * the overlap did not hide. The report prints their means; with --trace PATH every span of
+ * steps 2..S of every rank also goes to PATH as Chrome trace-event JSON (rank 0 gathers
+ * them): open it in https://ui.perfetto.dev or chrome://tracing.
+ *
+ * Everything is sized before step 1 (zl_trace_reserve): the step loop allocates nothing.
+ *
+ * defines: zl_phase, zl_lane, zl_trace_* (spans, folding, summary, the trace file),
+ *          zl_interval and zl_exposed_ms (the interval arithmetic, unit-tested). */
+#ifndef ZL_TRACE_H
+#define ZL_TRACE_H
+
+#include "../kernels/backend.h"
+
+/* What a compute- or copy-lane span is doing. Collectives are named by their op (comm.h). */
+typedef enum {
+    ZL_PHASE_BATCH = 0, /* load this rank's batch */
+    ZL_PHASE_FORWARD,   /* forward of one use of a unit */
+    ZL_PHASE_LOSS,      /* loss and the gradient that seeds backward */
+    ZL_PHASE_BACKWARD,  /* backward of one use of a unit */
+    ZL_PHASE_OPTIMIZER, /* one Adam call: a unit's slice, or all of DDP's parameters (unit -1) */
+    ZL_PHASE_COPY_D2H,  /* offload: device to host (copy lane) */
+    ZL_PHASE_COPY_H2D,  /* offload: host to device (copy lane) */
+    ZL_NPHASES
+} zl_phase;
+
+typedef enum { ZL_LANE_COMPUTE = 0, ZL_LANE_COMM, ZL_LANE_COPY, ZL_NLANES } zl_lane;
+
+const char *zl_phase_name(zl_phase p); /* "forward", "backward", "optimizer", ... */
+const char *zl_lane_name(zl_lane l);   /* "compute", "communication", "copy" */
+zl_lane zl_lane_of_phase(zl_phase p);
+
+/* ---- set-up (before step 1) ------------------------------------------------------ */
+/* steps = the run's step count; recording = 1 when --trace asks for the file. */
+void zl_trace_setup(int steps, int recording);
+/* Room for spans_per_step more spans per step on `lane`, before zl_mem_freeze. Whoever
+ * records spans reserves them: zl_model_create (its own, and one optimizer span per unit
+ * for the stage file), zl_comm_init (its collectives). Without zl_trace_setup (a unit
+ * test driving the model directly) this and every other zl_trace_* call does nothing. */
+void zl_trace_reserve(zl_lane lane, int spans_per_step);
+void zl_trace_finalize(void);
+
+/* ---- during a step ---------------------------------------------------------------- */
+/* One span of `phase` for unit u (-1: none), on stream s. Spans do not nest. */
+void zl_trace_begin(zl_phase phase, int unit, zl_stream s);
+void zl_trace_end(zl_phase phase, int unit, zl_stream s);
+/* For comm.c. origin: the first event of the run (times are taken from it); step_begin
+ * starts a step's log; comm adds one completed collective; step_end folds the step (all
+ * events completed). timed = 0 for the warm-up step: nothing is kept. */
+void zl_trace_origin(zl_stream s);
+void zl_trace_step_begin(void);
+void zl_trace_comm(int op, int purpose, int unit, zl_event start, zl_event end);
+void zl_trace_step_end(int timed);
+/* Wall-clock time of step `step` (1-based) on this rank, as the stage measured it. */
+void zl_trace_step_ms(int step, double ms);
+
+/* ---- results ---------------------------------------------------------------------- */
+typedef struct {
+    int steps;                 /* timed steps folded in */
+    double compute_busy_ms;    /* per step, means over the timed steps */
+    double comm_busy_ms;
+    double exposed_comm_ms;    /* communication while the compute lane is idle */
+    double span_ms;            /* first event to last event of the step */
+} zl_trace_summary;
+zl_trace_summary zl_trace_get_summary(void);
+const double *zl_trace_step_times(int *n); /* this rank's wall ms per step, [steps] (0 where not run) */
+
+/* Collective: rank 0 gathers every rank's spans and writes the --trace file (if asked).
+ * rank_names[r] (rank 0 only; NULL elsewhere) label the ranks' rows. */
+void zl_trace_write(int rank, int world, const char *const *rank_names, int stage);
+
+/* ---- interval arithmetic ------------------------------------------------------------ */
+typedef struct {
+    double t0, t1; /* ms, t0 <= t1 */
+} zl_interval;
+/* Length of the union of iv[0..n); sorts and merges iv in place, returns the number of
+ * disjoint intervals left in iv through *merged (may be NULL). */
+double zl_union_ms(zl_interval *iv, int n, int *merged);
+/* |∪comm \ ∪compute|: communication time not covered by compute. Reorders both arrays. */
+double zl_exposed_ms(zl_interval *compute, int n_compute, zl_interval *comm, int n_comm);
+
+#endif

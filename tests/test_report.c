@@ -1,0 +1,282 @@
+/* test_report.c — the JSON report's schema and the --trace timeline, end to end (spawns
+ * mpiexec as a child): every documented key present on every stage, strings escaped (a path
+ * with a quote, a backslash and a newline comes back exact), the trace holds one event per
+ * unit and phase for every rank and timed step, its collectives agree with the report's,
+ * and the exposed communication recomputed here from the trace equals the report's and is
+ * at most the step time. ZL_BUILD picks build/cpu or build/cuda (zl_test_util.h). */
+#include "zl_test_util.h" /* first: it defines _GNU_SOURCE */
+
+#include <sys/stat.h>
+
+static const char *const progs[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
+
+/* The schema as README "JSON schema" documents it (schema_version 2). */
+static const char *const top_keys[] = {
+    "schema_version", "stage", "world", "backend", "device", "date", "params", "params_padded", "units", "config",
+    "run", "steps", "loss", "ms_per_step", "step_ms", "exposed_comm_ms_per_step", "samples_per_s", "tflops_per_gpu",
+    "param_hash", "check", "ranks"};
+static const char *const config_keys[] = {"preset", "layers", "dim", "batch", "seed", "loss_scale", "lr",
+                                          "beta1", "beta2", "eps", "weight_decay", "prefetch"};
+static const char *const run_keys[] = {"git_commit", "mpi_library", "nccl_version", "command_line", "argv", "trace"};
+static const char *const check_keys[] = {"ok", "enforced", "compared", "mismatches"};
+static const char *const rank_keys[] = {"rank", "hostname", "device", "pci_bus_id", "memory", "comm",
+                                        "ms_per_step", "step_ms", "timeline"};
+static const char *const timeline_keys[] = {"steps", "compute_busy_ms_per_step", "comm_busy_ms_per_step",
+                                            "exposed_comm_ms_per_step", "span_ms_per_step"};
+#define N_OF(a) (sizeof a / sizeof a[0])
+
+static void expect_keys(cJSON *obj, const char *const *keys, size_t n, const char *where) {
+    for (size_t i = 0; i < n; i++)
+        cr_expect(cJSON_GetObjectItemCaseSensitive(obj, keys[i]), "%s: key '%s' missing", where, keys[i]);
+}
+
+static void expect_step_times(cJSON *a, int steps, const char *where) {
+    cr_assert(cJSON_IsArray(a) && cJSON_GetArraySize(a) == steps, "%s: step_ms is not %d numbers", where, steps);
+    for (int i = 0; i < steps; i++)
+        cr_expect(cJSON_GetArrayItem(a, i)->valuedouble > 0, "%s: step_ms[%d] = %g", where, i,
+                  cJSON_GetArrayItem(a, i)->valuedouble);
+}
+
+static void check_schema(int stage) {
+    char json[128], host[256] = "";
+    snprintf(json, sizeof json, "/tmp/zl_schema_%d_%d.json", stage, getpid());
+    gethostname(host, sizeof host - 1);
+    zl_run_result r;
+    zl_run(&r, "-n 2 {%s} --steps 3 --quiet --json %s", progs[stage], json);
+    cr_assert_eq(r.exit_code, 0, "%s failed (exit %d): %s", progs[stage], r.exit_code, r.err);
+    cJSON *j = zl_load_json(json);
+    expect_keys(j, top_keys, N_OF(top_keys), "top level");
+    expect_keys(zl_get(j, "config"), config_keys, N_OF(config_keys), "config");
+    expect_keys(zl_get(j, "run"), run_keys, N_OF(run_keys), "run");
+    expect_keys(zl_get(j, "check"), check_keys, N_OF(check_keys), "check");
+    cr_expect_eq(zl_num(j, "schema_version"), 2);
+    expect_step_times(zl_get(j, "step_ms"), 3, "top level");
+
+    cJSON *run = zl_get(j, "run");
+    const char *commit = zl_get(run, "git_commit")->valuestring, *mpi = zl_get(run, "mpi_library")->valuestring;
+    cr_expect(commit && *commit, "git_commit empty");
+    cr_expect(mpi && strlen(mpi) > 3, "mpi_library '%s'", mpi ? mpi : "(null)");
+    int cpu = !strcmp(zl_get(j, "backend")->valuestring, "cpu");
+    cJSON *nccl = zl_get(run, "nccl_version");
+    cr_expect(cpu ? cJSON_IsNull(nccl) : cJSON_IsString(nccl) && !strncmp(nccl->valuestring, "NCCL ", 5),
+              "nccl_version on %s", cpu ? "cpu" : "cuda");
+    cJSON *argv = zl_get(run, "argv");
+    const char *arg0 = cJSON_GetArrayItem(argv, 0)->valuestring;
+    cr_expect(strstr(arg0, progs[stage]), "argv[0] '%s'", arg0);
+    cr_expect_str_eq(cJSON_GetArrayItem(argv, cJSON_GetArraySize(argv) - 1)->valuestring, json);
+    cr_expect(strstr(zl_get(run, "command_line")->valuestring, json), "command_line lacks the --json path");
+    cr_expect(cJSON_IsNull(zl_get(run, "trace")));
+
+    cJSON *ranks = zl_get(j, "ranks");
+    cr_assert_eq(cJSON_GetArraySize(ranks), 2);
+    for (int i = 0; i < 2; i++) {
+        cJSON *rk = cJSON_GetArrayItem(ranks, i);
+        char where[32];
+        snprintf(where, sizeof where, "rank %d", i);
+        expect_keys(rk, rank_keys, N_OF(rank_keys), where);
+        expect_keys(zl_get(rk, "timeline"), timeline_keys, N_OF(timeline_keys), where);
+        cr_expect_str_eq(zl_get(rk, "hostname")->valuestring, host); /* both ranks run here */
+        if (cpu) cr_expect_str_eq(zl_get(rk, "pci_bus_id")->valuestring, "cpu");
+        else cr_expect(strchr(zl_get(rk, "pci_bus_id")->valuestring, ':'), "pci_bus_id");
+        expect_step_times(zl_get(rk, "step_ms"), 3, where);
+        cr_expect_eq(zl_num(rk, "timeline.steps"), 2, "%s: steps 2..3 are timed", where);
+    }
+    cJSON_Delete(j);
+    unlink(json);
+}
+
+Test(schema, every_documented_key_stage0) { check_schema(0); }
+Test(schema, every_documented_key_stage1) { check_schema(1); }
+Test(schema, every_documented_key_stage2) { check_schema(2); }
+Test(schema, every_documented_key_stage3) { check_schema(3); }
+
+/* A file name with a quote, a backslash and a newline (all legal on POSIX) must come back
+ * byte for byte in argv and the JSON must still parse; so must the trace written beside it. */
+Test(schema, strings_escaped_quote_backslash_newline_in_paths) {
+    char dir[] = "/tmp/zl_esc_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char json[256], trace[256];
+    snprintf(json, sizeof json, "%s/a\"b\\c\nd.json", dir);
+    snprintf(trace, sizeof trace, "%s/t'r\"ace\n.json", dir);
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage2} --steps 2 --quiet --json %s --trace=%s", json, trace);
+    cr_assert_eq(r.exit_code, 0, "exit %d: %s", r.exit_code, r.err);
+    cJSON *j = zl_load_json(json);
+    cJSON *argv = zl_get(j, "run.argv");
+    int found = 0;
+    char want_trace[300];
+    snprintf(want_trace, sizeof want_trace, "--trace=%s", trace);
+    for (int i = 0; i < cJSON_GetArraySize(argv); i++) {
+        const char *a = cJSON_GetArrayItem(argv, i)->valuestring;
+        found += !strcmp(a, json) + 2 * !strcmp(a, want_trace);
+    }
+    cr_expect_eq(found, 3, "argv lacks the exact --json and --trace paths");
+    cr_expect_str_eq(zl_get(j, "run.trace")->valuestring, trace);
+    /* command_line is shell-quoted: the newline stays inside single quotes. */
+    const char *line = zl_get(j, "run.command_line")->valuestring;
+    cr_expect(strstr(line, "'--trace=") && strstr(line, "'\\''"), "command_line '%s' not quoted", line);
+    cJSON_Delete(j);
+    cJSON *t = zl_load_json(trace);
+    cr_expect(cJSON_GetArraySize(zl_get(t, "traceEvents")) > 0);
+    cJSON_Delete(t);
+    unlink(json), unlink(trace), rmdir(dir);
+}
+
+Test(schema, trace_path_checked_at_start_up) {
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage3} --steps 100000 --quiet --trace /nonexistent-dir/t.json");
+    cr_expect_eq(r.exit_code, 2, "exit %d", r.exit_code);
+    cr_expect(strstr(r.err, "--trace") && strstr(r.err, "/nonexistent-dir/t.json"), "stderr: %s", r.err);
+    cr_expect(!strstr(r.out, "step "), "training started");
+    zl_run(&r, "-n 1 {stage3} --quiet --json /tmp/zl_same.json --trace /tmp/zl_same.json");
+    cr_expect_eq(r.exit_code, 2, "exit %d", r.exit_code);
+    cr_expect(strstr(r.err, "--trace and --json name the same path"), "stderr: %s", r.err);
+}
+
+/* ---- the trace ---------------------------------------------------------------------- */
+
+/* Complete ("X") events of one rank, lane and step whose name is `name`. */
+static int count_events(cJSON *events, int pid, int tid, int step, const char *name) {
+    int n = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, events) {
+        if (strcmp(zl_get(e, "ph")->valuestring, "X")) continue;
+        if (zl_num(e, "pid") != pid || zl_num(e, "tid") != tid || zl_num(e, "args.step") != step) continue;
+        if (!name || !strcmp(zl_get(e, "name")->valuestring, name)) n++;
+    }
+    return n;
+}
+
+static int has_metadata(cJSON *events, const char *what, int pid, int tid) {
+    cJSON *e;
+    cJSON_ArrayForEach(e, events) {
+        if (strcmp(zl_get(e, "ph")->valuestring, "M") || strcmp(zl_get(e, "name")->valuestring, what)) continue;
+        cJSON *t = cJSON_GetObjectItem(e, "tid");
+        if (zl_num(e, "pid") == pid && (tid < 0 || (t && t->valuedouble == tid))) return 1;
+    }
+    return 0;
+}
+
+typedef struct {
+    double t0, t1;
+} iv;
+static int by_t0(const void *a, const void *b) {
+    double x = ((const iv *)a)->t0, y = ((const iv *)b)->t0;
+    return (x > y) - (x < y);
+}
+
+/* |∪comm \ ∪compute| by sampling-free sweep, written independently of common/trace.c:
+ * walk the sorted comm intervals; for each point set covered by comm but not compute. */
+static double exposed_of(iv *comp, int nc, iv *comm, int nm) {
+    qsort(comp, (size_t)nc, sizeof *comp, by_t0);
+    qsort(comm, (size_t)nm, sizeof *comm, by_t0);
+    double total = 0, reach = -INFINITY; /* comm already counted up to `reach` */
+    for (int i = 0; i < nm; i++) {
+        double a = fmax(comm[i].t0, reach), b = comm[i].t1;
+        if (b <= a) continue;
+        double covered = 0, c_reach = a; /* compute coverage of [a, b) */
+        for (int k = 0; k < nc; k++) {
+            double lo = fmax(comp[k].t0, c_reach), hi = fmin(comp[k].t1, b);
+            if (hi > lo) covered += hi - lo, c_reach = hi;
+        }
+        total += (b - a) - covered;
+        reach = b;
+    }
+    return total;
+}
+
+static void run_traced(int stage, int N, int L, int steps, const char *extra, char *json, char *trace) {
+    sprintf(json, "/tmp/zl_tr_%d_%d.json", stage, getpid());
+    sprintf(trace, "/tmp/zl_tr_%d_%d.trace.json", stage, getpid());
+    zl_run_result r;
+    zl_run(&r, "-n %d {%s} --layers %d --dim 24 --steps %d --quiet --json %s --trace %s%s", N, progs[stage], L, steps,
+           json, trace, extra);
+    cr_assert_eq(r.exit_code, 0, "%s exit %d: %s", progs[stage], r.exit_code, r.err);
+}
+
+/* ZeRO-3 at N = 2: every rank, every timed step, every unit has its forward, backward,
+ * optimizer (compute lane), two all-gathers and one reduce-scatter (communication lane). */
+Test(trace, stage3_events_per_rank_unit_and_step_N2) {
+    enum { N = 2, L = 3, S = 4 };
+    char json[128], trace[128];
+    run_traced(3, N, L, S, " --prefetch 1", json, trace);
+    cJSON *t = zl_load_json(trace), *ev = zl_get(t, "traceEvents");
+    for (int pid = 0; pid < N; pid++) {
+        cr_expect(has_metadata(ev, "process_name", pid, -1), "rank %d unnamed", pid);
+        for (int tid = 0; tid < 3; tid++) cr_expect(has_metadata(ev, "thread_name", pid, tid), "lane %d unnamed", tid);
+        cr_expect_eq(count_events(ev, pid, 0, 1, NULL) + count_events(ev, pid, 1, 1, NULL), 0, "step 1 traced");
+        for (int step = 2; step <= S; step++) {
+            for (int u = 0; u < L; u++) {
+                char name[64];
+                const char *compute[] = {"forward", "backward", "optimizer"};
+                for (int k = 0; k < 3; k++) {
+                    snprintf(name, sizeof name, "%s %d", compute[k], u);
+                    cr_expect_eq(count_events(ev, pid, 0, step, name), 1, "rank %d step %d: '%s'", pid, step, name);
+                }
+                snprintf(name, sizeof name, "all_gather %d", u);
+                cr_expect_eq(count_events(ev, pid, 1, step, name), 2, "rank %d step %d: '%s' x2", pid, step, name);
+                snprintf(name, sizeof name, "reduce_scatter %d", u);
+                cr_expect_eq(count_events(ev, pid, 1, step, name), 1, "rank %d step %d: '%s'", pid, step, name);
+            }
+            cr_expect_eq(count_events(ev, pid, 0, step, "loss"), 1);
+            /* the loss, and the gradient statistics the ranks agree on (overflow, norm) */
+            cr_expect_eq(count_events(ev, pid, 1, step, "all_reduce control"), 2);
+            cr_expect_eq(count_events(ev, pid, 2, step, NULL), 0, "no offload: the copy lane is empty");
+        }
+    }
+    cJSON_Delete(t);
+    unlink(json), unlink(trace);
+}
+
+/* For every stage: the trace's collectives per step equal the report's calls_per_step; the
+ * exposed communication recomputed here from the trace equals the report's, per rank, and
+ * lies within [0, communication busy] and below the step's wall time. */
+static void check_trace_against_report(int stage) {
+    enum { N = 2, L = 3, S = 4 };
+    char json[128], trace[128];
+    run_traced(stage, N, L, S, "", json, trace);
+    cJSON *j = zl_load_json(json), *t = zl_load_json(trace), *ev = zl_get(t, "traceEvents");
+    iv comp[256], comm[256];
+    for (int pid = 0; pid < N; pid++) {
+        cJSON *rk = cJSON_GetArrayItem(zl_get(j, "ranks"), pid), *c;
+        double calls = 0;
+        cJSON_ArrayForEach(c, zl_get(rk, "comm.collectives"))
+            if (strcmp(zl_get(c, "purpose")->valuestring, "param_gather_final")) calls += zl_num(c, "calls_per_step");
+        double exposed = 0, mean_step = 0;
+        for (int step = 2; step <= S; step++) {
+            cr_expect_eq(count_events(ev, pid, 1, step, NULL), calls, "%s rank %d step %d", progs[stage], pid, step);
+            int nc = 0, nm = 0;
+            cJSON *e;
+            cJSON_ArrayForEach(e, ev) {
+                if (strcmp(zl_get(e, "ph")->valuestring, "X") || zl_num(e, "pid") != pid ||
+                    zl_num(e, "args.step") != step)
+                    continue;
+                iv x = {zl_num(e, "ts") * 1e-3, (zl_num(e, "ts") + zl_num(e, "dur")) * 1e-3};
+                cr_assert(x.t1 >= x.t0);
+                if (zl_num(e, "tid") == 0 && nc < 256) comp[nc++] = x;
+                if (zl_num(e, "tid") == 1 && nm < 256) comm[nm++] = x;
+            }
+            exposed += exposed_of(comp, nc, comm, nm) / (S - 1);
+            mean_step += cJSON_GetArrayItem(zl_get(rk, "step_ms"), step - 1)->valuedouble / (S - 1);
+        }
+        double reported = zl_num(rk, "timeline.exposed_comm_ms_per_step");
+        cr_expect(fabs(exposed - reported) <= 1e-6 + 1e-6 * reported, "%s rank %d: exposed %g here, %g reported",
+                  progs[stage], pid, exposed, reported);
+        cr_expect(reported >= 0 && reported <= zl_num(rk, "timeline.comm_busy_ms_per_step") + 1e-9);
+        cr_expect(reported <= mean_step, "%s rank %d: exposed %g ms > step %g ms", progs[stage], pid, reported,
+                  mean_step);
+        cr_expect(zl_num(rk, "timeline.span_ms_per_step") <= mean_step, "%s rank %d: span > step time",
+                  progs[stage], pid);
+        cr_expect(fabs(cJSON_GetArrayItem(zl_get(t, "otherData.exposed_comm_ms_per_step"), pid)->valuedouble -
+                       reported) < 1e-9);
+    }
+    cr_expect_eq(zl_num(j, "exposed_comm_ms_per_step"), zl_num(cJSON_GetArrayItem(zl_get(j, "ranks"), 0),
+                                                                 "timeline.exposed_comm_ms_per_step"));
+    cJSON_Delete(j), cJSON_Delete(t);
+    unlink(json), unlink(trace);
+}
+
+Test(trace, agrees_with_report_stage0_N2) { check_trace_against_report(0); }
+Test(trace, agrees_with_report_stage1_N2) { check_trace_against_report(1); }
+Test(trace, agrees_with_report_stage2_N2) { check_trace_against_report(2); }
+Test(trace, agrees_with_report_stage3_N2) { check_trace_against_report(3); }
