@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2086  # $MPIEXEC may carry options (mpirun --oversubscribe): split on purpose
 # gpu-wave2.sh OUTDIR — the GPU measurements behind the wave-2 features (lab-1b, D = 4096,
 # L = 8, 8192 rows per rank): every stage at N = 2 and 4 (as many as there are GPUs);
 # dynamic vs static loss scaling (alternating order, to see drift); --accum 4 of 2048 rows
