@@ -622,10 +622,24 @@ static size_t owned_bytes(const zl_ckpt *ck, zl_ckpt_layout layout, size_t esz) 
     return esz * (layout == ZL_CKPT_FULL ? ck->part->psi_pad : ck->part->shard_len);
 }
 
+/* One line on rank 0: how long the slowest rank took, and the bytes per rank and in all. */
+static void report_io(const zl_runtime *rt, const char *what, const char *dir, int step, double secs, double bytes) {
+    double slowest = secs, total = bytes;
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    if (rt->rank) return;
+    printf("checkpoint: %s step %d %s %s: %.0f bytes on rank 0, %.0f in all, %.3f s (slowest rank): "
+           "%.2f GB/s per rank, %.2f GB/s in all\n",
+           what, step, !strcmp(what, "saved") ? "to" : "from", dir, bytes, total, slowest,
+           slowest > 0 ? bytes / slowest / 1e9 : 0, slowest > 0 ? total / slowest / 1e9 : 0);
+    fflush(stdout);
+}
+
 zl_ckpt_progress zl_ckpt_resume(zl_ckpt *ck, zl_ckpt_owned o, zl_stream s) {
     const zl_config *c = &ck->rt->cfg;
     ck->start = fresh_progress(c);
     if (!c->resume_dir[0]) return ck->start;
+    double t0 = zl_wall_seconds();
     zl_ckpt_manifest m;
     char err[ZL_PATH_MAX + 256];
     if (zl_ckpt_read_manifest(c->resume_dir, &m, err, sizeof err))
@@ -642,6 +656,8 @@ zl_ckpt_progress zl_ckpt_resume(zl_ckpt *ck, zl_ckpt_owned o, zl_stream s) {
     zl_stream_sync(s);
     zl_ckpt_reader_close(rd);
     ck->start = m.at;
+    double loaded = 3.0 * (double)owned_bytes(ck, o.states, 4) + (m.has_params ? (double)owned_bytes(ck, o.params_layout, 2) : 0);
+    report_io(ck->rt, "resumed", c->resume_dir, m.at.step, zl_wall_seconds() - t0, loaded);
     zl_ckpt_manifest_free(&m);
     return ck->start;
 }
@@ -782,6 +798,7 @@ static void test_pause(void) {
 
 static void save(zl_ckpt *ck, zl_ckpt_owned o, zl_ckpt_progress at, zl_stream s) {
     const zl_runtime *rt = ck->rt;
+    double t0 = zl_wall_seconds();
     char tmp[ZL_PATH_MAX + 32], path[ZL_PATH_MAX + 64], what[2 * ZL_PATH_MAX + 64] = "";
     sibling(tmp, sizeof tmp, rt->cfg.save_dir, ".zl-tmp");
     int e = 0;
@@ -805,6 +822,9 @@ static void save(zl_ckpt *ck, zl_ckpt_owned o, zl_ckpt_progress at, zl_stream s)
     if (rt->rank == 0 && hashes != ck->staging) free(hashes);
     mpiCheck(MPI_Bcast(&e, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (e) zl_fatal("--save: %s: %s", what, strerror(e));
+    struct stat st;
+    zl_ckpt_rank_path(path, sizeof path, rt->cfg.save_dir, rt->rank);
+    report_io(rt, "saved", rt->cfg.save_dir, at.step, zl_wall_seconds() - t0, stat(path, &st) ? 0 : (double)st.st_size);
 }
 
 void zl_ckpt_save_if_due(zl_ckpt *ck, zl_ckpt_owned o, int step, int adam_step, const zl_loss_scaler *scaler,
