@@ -27,15 +27,15 @@ MPI_INC = $(shell $(MPICC) -showme:compile 2>/dev/null || $(MPICC) -show 2>/dev/
 STAGES   := stage0_ddp stage1 stage2 stage3
 COMMON   := common/util.c common/alloc.c common/events.c common/partition.c common/formulas.c common/comm.c \
             common/args.c common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c \
-            common/scaler.c model/layout.c model/model.c model/mlp.c
+            common/scaler.c model/layout.c model/gpt_layout.c model/model.c model/mlp.c model/gpt.c model/gpt_data.c
 CPU_SRC  := kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c \
-            kernels/gpu_select.c
-HEADERS  := $(wildcard common/*.h model/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
+            kernels/gpu_select.c kernels/cpu/gpt_cpu.c kernels/cpu/gpt_dispatch_cpu.c
+HEADERS  := $(wildcard common/*.h model/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h kernels/cuda/*.cuh)
 
 CPU_OBJ  := $(patsubst %.c,build/cpu/obj/%.o,$(COMMON) $(CPU_SRC))
 CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/storage.c kernels/cpu/kernels_cpu.c kernels/gpu_select.c \
-                                              kernels/cuda/backend_cuda.c) \
-            build/cuda/obj/kernels/cuda/kernels_cuda.o
+                                              kernels/cpu/gpt_cpu.c kernels/cuda/backend_cuda.c) \
+            build/cuda/obj/kernels/cuda/kernels_cuda.o build/cuda/obj/kernels/cuda/gpt_cuda.o
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 $(if $(NCCL_LIB_DIR),-L$(NCCL_LIB_DIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIB_DIR)) \
             -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++ -lm
 comma := ,
@@ -58,7 +58,7 @@ build/cpu/%: build/cpu/obj/%.o $(CPU_OBJ)
 	$(MPICC) $(CFLAGS) $^ -lm -o $@
 
 # zerocalc: no MPI, no GPU — only the formula, partition and model-layout modules the stages use.
-CALC_SRC := common/formulas.c common/partition.c model/layout.c
+CALC_SRC := common/formulas.c common/partition.c model/layout.c model/gpt_layout.c
 build/zerocalc: tools/zerocalc.c $(CALC_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) tools/zerocalc.c $(CALC_SRC) -lm -o $@
@@ -68,7 +68,7 @@ build/cuda/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -I$(CUDA_HOME)/include $(if $(NCCL_INC_DIR),-I$(NCCL_INC_DIR)) -c $< -o $@
 
-build/cuda/obj/kernels/cuda/kernels_cuda.o: kernels/cuda/kernels_cuda.cu $(HEADERS)
+build/cuda/obj/kernels/cuda/%.o: kernels/cuda/%.cu $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O3 -lineinfo $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -I. -Ikernels $(MPI_INC) \
 		$(if $(NCCL_INC_DIR),-I$(NCCL_INC_DIR)) -c $< -o $@

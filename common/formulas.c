@@ -21,7 +21,7 @@ void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem
     b[ZL_MEM_ACTIVATIONS] = zl_model_activation_bytes(c->model);
     b[ZL_MEM_SCRATCH] = zl_model_scratch_bytes(c->model);
     b[ZL_MEM_WORKSPACE] = c->workspace_bytes;
-    b[ZL_MEM_HOST_STAGING] = zl_formula_host_staging_bytes(p);
+    b[ZL_MEM_HOST_STAGING] = zl_formula_host_staging_bytes(p) + zl_model_host_bytes(c->model);
     for (int i = 0; i < ZL_MEM_N_MODEL_STATES; i++) out->model_states += b[i];
     for (int i = 0; i < ZL_MEM_NCAT; i++)
         if (zl_mem_cat_is_device((zl_mem_cat)i)) out->peak_total += b[i];
@@ -74,7 +74,9 @@ void zl_paper_digits(double v, char *buf, size_t n) {
 }
 
 /* Per unit u, per rank: an all-reduce sends 2(N-1)·slice_len(u) elements, a reduce-scatter
- * or all-gather (N-1)·slice_len(u) — the ring convention with S = n_pad(u) elements. */
+ * or all-gather (N-1)·slice_len(u) — the ring convention with S = n_pad(u) elements.
+ * Gradients sync once per unit; ZeRO-3 gathers once per *use* (model.h), so a tied unit
+ * (GPT-2's embedding, read by the lookup and the LM head) is gathered twice each way. */
 void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_formula *out) {
     *out = (zl_comm_formula){0};
     double N = p->world, fp16 = 2.0;
@@ -91,11 +93,14 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
             out->bytes[ZL_P_GATHER_STEP] += ring, out->calls[ZL_P_GATHER_STEP] += 1;
             break;
         default:
-            out->bytes[ZL_P_GATHER_FWD] += ring, out->calls[ZL_P_GATHER_FWD] += 1;
-            out->bytes[ZL_P_GATHER_BWD] += ring, out->calls[ZL_P_GATHER_BWD] += 1;
             out->bytes[ZL_P_GRAD_SYNC] += ring, out->calls[ZL_P_GRAD_SYNC] += 1;
             out->bytes[ZL_P_GATHER_FINAL] += ring, out->calls[ZL_P_GATHER_FINAL] += 1; /* once, for the hash */
         }
+    }
+    for (int k = 0; c->stage == 3 && k < zl_model_n_uses(c->model); k++) {
+        double ring = (N - 1) * (double)p->slice_len[zl_model_unit_of_use(c->model, k)] * fp16;
+        out->bytes[ZL_P_GATHER_FWD] += ring, out->calls[ZL_P_GATHER_FWD] += 1;
+        out->bytes[ZL_P_GATHER_BWD] += ring, out->calls[ZL_P_GATHER_BWD] += 1;
     }
     out->bytes[ZL_P_CONTROL] = 2 * (N - 1) / N * 4.0; /* one fp32 loss, all-reduced */
     out->calls[ZL_P_CONTROL] = 1;

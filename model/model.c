@@ -5,11 +5,13 @@
 
 #include "../common/util.h"
 #include "../kernels/kernels.h"
+#include "gpt.h"
 #include "mlp.h"
 
 struct zl_model {
     zl_model_shape shape;
     zl_mlp mlp; /* kind ZL_MODEL_MLP */
+    zl_gpt gpt; /* kind ZL_MODEL_GPT */
 };
 
 zl_model *zl_model_create(zl_model_shape s) {
@@ -18,6 +20,7 @@ zl_model *zl_model_create(zl_model_shape s) {
     m->shape = s;
     switch (s.kind) {
     case ZL_MODEL_MLP: zl_mlp_create(&m->mlp, s.layers, s.dim, s.rows); break;
+    case ZL_MODEL_GPT: zl_gpt_create(&m->gpt, s.layers, zl_model_gpt_dims(s), s.data); break;
     }
     return m;
 }
@@ -26,6 +29,7 @@ void zl_model_free(zl_model *m) {
     if (!m) return;
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: zl_mlp_free(&m->mlp); break;
+    case ZL_MODEL_GPT: zl_gpt_free(&m->gpt); break;
     }
     free(m);
 }
@@ -33,6 +37,7 @@ void zl_model_free(zl_model *m) {
 size_t zl_model_workspace_bytes(zl_model_shape s) {
     switch (s.kind) {
     case ZL_MODEL_MLP: return zl_kernels_workspace_bytes(s.rows, s.dim);
+    case ZL_MODEL_GPT: return zl_gpt_workspace_bytes(zl_model_gpt_dims(s));
     }
     return 0;
 }
@@ -42,24 +47,30 @@ void zl_model_init_range(const zl_model *m, int u, size_t begin, size_t end, uin
     size_t unit_off = zl_model_unit_offset(m->shape, u);
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: zl_mlp_init_range(m->shape.dim, unit_off, begin, end, seed, dst, s); break;
+    case ZL_MODEL_GPT:
+        zl_gpt_init_range(m->shape.layers, zl_model_gpt_dims(m->shape), u, unit_off, begin, end, seed, dst, s);
+        break;
     }
 }
 
 void zl_model_load_batch(zl_model *m, uint64_t seed, uint64_t row0, zl_stream s) {
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: zl_mlp_load_batch(&m->mlp, seed, row0, s); break;
+    case ZL_MODEL_GPT: zl_gpt_load_batch(&m->gpt, seed, row0, s); break;
     }
 }
 
 void zl_model_forward(zl_model *m, int k, const zl_half *params, zl_stream s) {
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: zl_mlp_forward(&m->mlp, k, params, s); break;
+    case ZL_MODEL_GPT: zl_gpt_forward(&m->gpt, k, params, s); break;
     }
 }
 
 float *zl_model_loss(zl_model *m, float loss_scale, zl_stream s) {
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: return zl_mlp_loss(&m->mlp, loss_scale, s);
+    case ZL_MODEL_GPT: return zl_gpt_loss(&m->gpt, loss_scale, s);
     }
     return NULL;
 }
@@ -67,5 +78,6 @@ float *zl_model_loss(zl_model *m, float loss_scale, zl_stream s) {
 void zl_model_backward(zl_model *m, int k, const zl_half *params, zl_half *grads, zl_stream s) {
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: zl_mlp_backward(&m->mlp, k, params, grads, s); break;
+    case ZL_MODEL_GPT: zl_gpt_backward(&m->gpt, k, params, grads, s); break;
     }
 }

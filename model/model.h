@@ -18,7 +18,8 @@
  *   layout   (model/layout.c)  pure arithmetic: units, uses, byte formulas. No MPI, no device:
  *                              zerocalc and formulas.c link it.
  *   running  (model/model.c)   buffers from the tracked allocator, kernels on a stream.
- * Each dispatches on the kind to one implementation: the residual MLP (model/mlp.h).
+ * Each dispatches on the kind to one implementation: the residual MLP (model/mlp.h) or the
+ * GPT-2-like transformer (model/gpt.h), whose tied embedding is the unit used twice.
  *
  * defines: zl_model_shape, zl_model_* (layout and running), zl_model (opaque handle). */
 #ifndef ZL_MODEL_H
@@ -30,19 +31,23 @@
 #include "../common/args.h"
 #include "../common/partition.h"
 #include "../kernels/backend.h"
+#include "../kernels/gpt_kernels.h"
 
-typedef enum { ZL_MODEL_MLP = 0 } zl_model_kind;
+typedef enum { ZL_MODEL_MLP = 0, ZL_MODEL_GPT = 1 } zl_model_kind;
 
 /* Which model, how large, and how many rows one rank runs per step. */
 typedef struct {
     zl_model_kind kind;
     int layers, dim; /* L blocks of width D */
-    int rows;        /* B: rows per rank per step */
+    int rows;        /* B: rows per rank per step (GPT: sequences of seq tokens) */
+    int seq, heads, vocab; /* GPT only: T, H, V (unpadded; gpt.h pads it) */
+    const char *data;      /* GPT only: a text file to train on, or NULL: the synthetic stream */
 } zl_model_shape;
 
 /* ---- layout: pure arithmetic ------------------------------------------------------- */
 
 zl_model_shape zl_model_shape_of(const zl_config *c); /* from the command line */
+zl_gpt_dims zl_model_gpt_dims(zl_model_shape s);      /* GPT: the kernels' call shape */
 int zl_model_n_units(zl_model_shape s);
 size_t zl_model_unit_params(zl_model_shape s, int u); /* n(u), unpadded */
 size_t zl_model_unit_offset(zl_model_shape s, int u); /* Σ n(v) for v < u: where unit u starts */
@@ -59,6 +64,9 @@ int zl_model_grads_final(zl_model_shape s, int k);
  * targets, activation gradients, the loss). measured == these, to the byte. */
 size_t zl_model_activation_bytes(zl_model_shape s);
 size_t zl_model_scratch_bytes(zl_model_shape s);
+/* Host memory the running model allocates (category host staging: the GPT batch is prepared
+ * on the host); 0 for the MLP. */
+size_t zl_model_host_bytes(zl_model_shape s);
 
 /* ---- running: buffers and kernels ------------------------------------------------------
  * Every call runs on the stream it is given, in the order called. */
@@ -86,7 +94,10 @@ void zl_model_forward(zl_model *m, int k, const zl_half *params, zl_stream s);
 float *zl_model_loss(zl_model *m, float loss_scale, zl_stream s);
 /* Backward use k: reads the parameters of its unit, writes (overwrites) the unit's whole
  * gradient into grads when zl_model_grads_final(k), and passes the activation gradient on
- * to use k-1 inside the model. */
+ * to use k-1 inside the model. When zl_model_grads_final(k) is 0 (an earlier backward use of
+ * a tied unit: GPT-2's LM head) the model keeps that use's gradient part in its own scratch
+ * and does not touch grads at all — the stage may hand it a buffer that another unit's
+ * gradient reuses before the unit's last use (stage 2 and 3 alternate two buckets). */
 void zl_model_backward(zl_model *m, int k, const zl_half *params, zl_half *grads, zl_stream s);
 
 #endif
