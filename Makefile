@@ -80,7 +80,7 @@ build/cuda/test_kernels_gpu: build/cuda/obj/tests/gpu/test_kernels_gpu.o $(CUDA_
 	$(MPICC) $(CFLAGS) $^ $(CUDA_LIBS) -o $@
 
 # ---- tests ----
-UNIT_SRC := tests/test_kernels.c tests/test_common.c tests/test_gpu_select.c tests/test_numerics.c
+UNIT_SRC := tests/test_kernels.c tests/test_common.c tests/test_gpu_select.c tests/test_numerics.c tests/test_gpt.c
 build/tests/test_unit: $(UNIT_SRC) $(COMMON) $(CPU_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion -lm -o $@
