@@ -197,3 +197,26 @@ Test(gpt_bad_input, flags_exit_2) {
     expect_refused("-n 1 {stage2} --model gpt2", "--model: expected mlp or gpt, got 'gpt2'");
     expect_refused("-n 1 {stage3} --model gpt --vocab 1", "--vocab: expected an integer in [2, 1048576]");
 }
+
+/* ---- zerocalc --model gpt is the answer key: the program's measured numbers ---------------- */
+Test(gpt_zerocalc, activations_and_zero3_traffic_match_the_program_N2) {
+    if (max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    char json[128];
+    snprintf(json, sizeof json, "/tmp/zl_gcalc_%d.json", getpid());
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage3} --preset gpt-tiny --steps 2 --quiet --json %s", json);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cJSON *run = zl_load_json(json), *rk = cJSON_GetArrayItem(zl_get(run, "ranks"), 0);
+    zl_run_plain(&r, "build/zerocalc --model gpt --layers %d --dim %d --heads %d --seq %d --vocab %d --batch %d "
+                     "--ranks 2 --stage 3 --json", L, D, H, T, V, B);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cJSON *calc = cJSON_Parse(r.out);
+    cr_assert(calc, "zerocalc printed no JSON: %s", r.out);
+    cr_expect_eq(zl_num(calc, "activations.total"), zl_num(rk, "memory.measured.activations"));
+    cr_expect_eq(zl_num(calc, "params"), zl_num(run, "params"));
+    double wire = cJSON_GetObjectItem(cJSON_GetArrayItem(zl_get(calc, "stages"), 0), "wire_bytes_per_step_exact")->valuedouble;
+    cr_expect_float_eq(wire, zl_num(rk, "comm.measured.wire_bytes_per_step"), 1e-9 * wire);
+    cr_expect(zl_num(calc, "activations_checkpointed.total") < zl_num(calc, "activations.total"));
+    cJSON_Delete(run), cJSON_Delete(calc);
+    unlink(json);
+}

@@ -8,6 +8,10 @@
  *
  *   zerocalc --params 7.5e9 --ranks 64 [--stage S] [--precision mixed|fp32|custom] [--json]
  *   zerocalc --layers 8 --dim 4096 --ranks 2          (the project's own MLP, with padding)
+ *   zerocalc --model gpt --layers 48 --dim 1600 --heads 25 --seq 1024 --vocab 50257 --batch 32 --ranks 4
+ *                                                     (the GPT: Ψ, model states, ZeRO-3's exact traffic
+ *                                                      with the tied embedding gathered twice, and the
+ *                                                      activations per rank with and without checkpointing)
  *   zerocalc --paper-table1
  *   zerocalc --max-model --memory 32e9 --ranks 64 [--mp 1]
  *   zerocalc --check-sources [--data tests/data/source_examples.tsv] */
@@ -20,14 +24,17 @@
 
 #include "common/formulas.h"
 #include "common/partition.h"
-#include "model/model.h" /* zl_model_partition: the MLP's units, padded */
+#include "model/gpt.h"   /* zl_gpt_activation_terms: the GPT's activations by component */
+#include "model/model.h" /* zl_model_partition: the model's units, padded */
 
 enum { MODE_CALC, MODE_TABLE1, MODE_MAX_MODEL, MODE_CHECK_SOURCES };
+
 
 typedef struct {
     int mode;
     double psi;         /* --params */
     int layers, dim;    /* --layers/--dim instead of --params */
+    int gpt, heads, seq, vocab, batch; /* --model gpt: the transformer's shape (model/gpt.h) */
     double ranks;       /* N */
     int stage;          /* -1: all four */
     zl_precision prec;
@@ -38,10 +45,18 @@ typedef struct {
     int json;
 } opts;
 
+static zl_model_shape shape_of(const opts *o) {
+    if (o->gpt)
+        return (zl_model_shape){.kind = ZL_MODEL_GPT, .layers = o->layers, .dim = o->dim, .rows = o->batch,
+                                .seq = o->seq, .heads = o->heads, .vocab = o->vocab};
+    return (zl_model_shape){.kind = ZL_MODEL_MLP, .layers = o->layers, .dim = o->dim, .rows = 1};
+}
+
 static const char *const stage_names[4] = {"DDP (stage 0)", "ZeRO-1 P_os", "ZeRO-2 P_os+g", "ZeRO-3 P_os+g+p"};
 
 static void usage(void) {
     printf("usage: zerocalc --params PSI | --layers L --dim D   [--ranks N] [--stage 0-3] [--json]\n"
+           "                [--model gpt --heads H --seq T --vocab V --batch B]   (the GPT; B per rank)\n"
            "                [--precision mixed|fp32|custom [--param-bytes P --grad-bytes G --k K]]\n"
            "       zerocalc --paper-table1\n"
            "       zerocalc --max-model --memory BYTES --ranks N [--mp K] [--precision ...]\n"
@@ -84,7 +99,8 @@ static void parse(opts *o, int argc, char **argv) {
         if (!strcmp(f, "--max-model")) { o->mode = MODE_MAX_MODEL; continue; }
         if (!strcmp(f, "--check-sources")) { o->mode = MODE_CHECK_SOURCES; continue; }
         static const char *const valued[] = {"--params", "--layers", "--dim", "--ranks", "--stage", "--precision",
-                                             "--param-bytes", "--grad-bytes", "--k", "--memory", "--mp", "--data"};
+                                             "--param-bytes", "--grad-bytes", "--k", "--memory", "--mp", "--data",
+                                             "--model", "--heads", "--seq", "--vocab", "--batch"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(f, valued[k]);
         if (!known) bad("unknown flag '%s' (see --help)", f);
@@ -98,6 +114,13 @@ static void parse(opts *o, int argc, char **argv) {
         else if (!strcmp(f, "--memory")) o->memory = number(f, v, 1, 1e18, 0);
         else if (!strcmp(f, "--mp")) o->mp = number(f, v, 1, 1e6, 1);
         else if (!strcmp(f, "--data")) o->data = v;
+        else if (!strcmp(f, "--model")) {
+            if (strcmp(v, "gpt") && strcmp(v, "mlp")) bad("--model: expected mlp or gpt, got '%s'", v);
+            o->gpt = !strcmp(v, "gpt");
+        } else if (!strcmp(f, "--heads")) o->heads = (int)number(f, v, 1, 1 << 12, 1);
+        else if (!strcmp(f, "--seq")) o->seq = (int)number(f, v, 1, 1 << 16, 1);
+        else if (!strcmp(f, "--vocab")) o->vocab = (int)number(f, v, 2, 1 << 20, 1);
+        else if (!strcmp(f, "--batch")) o->batch = (int)number(f, v, 1, 1 << 20, 1);
         else if (!strcmp(f, "--param-bytes")) o->prec.param_bytes = number(f, v, 0, 64, 0), o->custom_given |= 1;
         else if (!strcmp(f, "--grad-bytes")) o->prec.grad_bytes = number(f, v, 0, 64, 0), o->custom_given |= 2;
         else if (!strcmp(f, "--k")) o->prec.k = number(f, v, 0, 64, 0), o->custom_given |= 4;
@@ -116,17 +139,45 @@ static void parse(opts *o, int argc, char **argv) {
         if (by_shape && o->psi) bad("--params: give either --params or --layers/--dim, not both");
         if (by_shape && !(o->layers && o->dim)) bad("--layers/--dim: give both");
         if (!by_shape && !o->psi) bad("--params: required (or --layers and --dim); see --help");
-        if (by_shape) o->psi = (double)o->layers * (8.0 * o->dim * o->dim + 5.0 * o->dim);
+        if (o->gpt && !(by_shape && o->heads && o->seq)) bad("--model gpt: needs --layers, --dim, --heads and --seq");
+        if (o->gpt && o->dim % o->heads) bad("--heads: must divide --dim");
+        if (!o->gpt && (o->heads || o->seq || o->vocab || o->batch)) bad("--heads/--seq/--vocab/--batch: only with --model gpt");
+        if (o->gpt && !o->vocab) o->vocab = 256;
+        if (o->gpt && !o->batch) o->batch = 1;
+        if (o->gpt) o->psi = (double)zl_model_unit_offset(shape_of(o), zl_model_n_units(shape_of(o)));
+        else if (by_shape) o->psi = (double)o->layers * (8.0 * o->dim * o->dim + 5.0 * o->dim);
     }
     if (o->mode == MODE_MAX_MODEL && !o->memory) bad("--memory: required with --max-model (bytes per device)");
 }
 
 /* ---- plain calculator -------------------------------------------------------------- */
 
+/* The activations of one rank (B sequences), component by component, with and without
+ * activation checkpointing (model/gpt_layout.c). */
+static void gpt_activations(const opts *o) {
+    zl_model_shape s = shape_of(o);
+    zl_gpt_dims d = zl_model_gpt_dims(s);
+    for (int ck = 0; ck <= 1; ck++) {
+        zl_gpt_term t[ZL_GPT_MAX_TERMS];
+        int n = zl_gpt_activation_terms(d, o->layers, ck, t);
+        double sum = 0;
+        if (o->json) printf("%s\"activations%s\": {", ck ? ", " : " ", ck ? "_checkpointed" : "");
+        else printf("\nactivations per rank, B = %d sequences of T = %d%s:\n", o->batch, o->seq,
+                    ck ? ", with activation checkpointing" : " (saved for backward, 16-bit; stats fp32)");
+        for (int i = 0; i < n; i++) {
+            sum += t[i].bytes;
+            if (o->json) printf("\"%s\": %.17g, ", t[i].name, t[i].bytes);
+            else printf("  %-56s %18.0f B %10.3f GB\n", t[i].name, t[i].bytes, t[i].bytes / 1e9);
+        }
+        if (o->json) printf("\"total\": %.17g}", sum);
+        else printf("  %-56s %18.0f B %10.3f GB\n", "= total", sum, sum / 1e9);
+    }
+}
+
 static void calc(const opts *o) {
     zl_partition part = {0};
     int padded = o->layers && !strcmp(o->prec_name, "mixed") && o->ranks <= 1e6;
-    zl_model_shape shape = {.kind = ZL_MODEL_MLP, .layers = o->layers, .dim = o->dim, .rows = 1};
+    zl_model_shape shape = shape_of(o);
     if (padded && zl_model_partition(&part, shape, (int)o->ranks))
         bad("--layers/--dim: the model's byte counts overflow");
     int s0 = o->stage < 0 ? 0 : o->stage, s1 = o->stage < 0 ? 3 : o->stage;
@@ -139,8 +190,11 @@ static void calc(const opts *o) {
     } else {
         printf("Psi = %.0f parameters, N = %.0f ranks, precision %s (P = %g, G = %g, K = %g bytes per parameter)\n",
                o->psi, o->ranks, o->prec_name, o->prec.param_bytes, o->prec.grad_bytes, o->prec.k);
-        if (padded) printf("this MLP pads each of its %d units to a multiple of N: Psi_pad = %zu\n", o->layers,
-                           part.psi_pad);
+        if (padded) printf("this %s pads each of its %d units to a multiple of N: Psi_pad = %zu\n",
+                           o->gpt ? "GPT" : "MLP", part.n_units, part.psi_pad);
+        if (o->gpt)
+            printf("GPT: L = %d, D = %d, H = %d, T = %d, V = %d padded to %d; largest unit (the embedding) %zu\n",
+                   o->layers, o->dim, o->heads, o->seq, o->vocab, zl_gpt_padded_vocab(o->vocab), part.max_unit);
         printf("%-16s | %16s | %16s | %16s | %18s | %10s | %18s\n", "stage", "params B/rank", "grads B/rank",
                "optimizer B/rank", "model states B/rank", "GB (1e9)", "wire B/step/rank");
     }
@@ -148,27 +202,40 @@ static void calc(const opts *o) {
         double parts[3], total = zl_state_bytes(o->psi, o->ranks, s, o->prec, parts);
         double volume = zl_comm_volume_bytes(o->psi, s, o->prec), wire = zl_wire_bytes_step(o->psi, o->ranks, s, o->prec);
         size_t exact = 0;
+        double exact_wire = 0;
         if (padded) {
             zl_formula_config fc = {.stage = s, .model = shape};
             zl_mem_formula mf;
             zl_formula_memory(&part, &fc, &mf);
             exact = mf.model_states;
+            zl_comm_formula cf;
+            zl_formula_comm(&part, &fc, &cf); /* per use: a tied unit gathered twice in ZeRO-3 */
+            exact_wire = cf.total;
         }
         if (o->json) {
             printf("%s\n  {\"stage\": %d, \"bytes_per_rank\": %.17g, \"params_bytes\": %.17g, \"grads_bytes\": %.17g, "
                    "\"optimizer_bytes\": %.17g, \"comm_volume_bytes\": %.17g, \"wire_bytes_per_step\": %.17g",
                    s > s0 ? "," : "", s, total, parts[0], parts[1], parts[2], volume, wire);
             if (padded) printf(", \"bytes_per_rank_padded\": %zu", exact);
+            if (padded) printf(", \"wire_bytes_per_step_exact\": %.17g", exact_wire);
             printf("}");
         } else {
             printf("%-16s | %16.0f | %16.0f | %16.0f | %18.0f | %10.4g | %18.0f\n", stage_names[s], parts[0], parts[1],
                    parts[2], total, total / 1e9, wire);
-            if (padded) printf("%-16s | %16s | %16s | %16s | %18zu |\n", "  with padding", "", "", "", exact);
+            if (padded)
+                printf("%-16s | %16s | %16s | %16s | %18zu | %10s | %18.0f\n", "  this program", "", "", "", exact, "",
+                       exact_wire);
         }
     }
-    if (o->json) printf("\n]}\n");
+    if (o->json) printf("\n]");
     else
-        printf("wire bytes: ring convention, (N-1)/N of the paper's volume (2 Psi for stages 0-2, 3 Psi for stage 3)\n");
+        printf("wire bytes: ring convention, (N-1)/N of the paper's volume (2 Psi for stages 0-2, 3 Psi for stage 3);\n"
+               "this program's: per padded unit, ZeRO-3 gathering once per use\n");
+    if (o->gpt) {
+        if (o->json) printf(",\n");
+        gpt_activations(o);
+    }
+    if (o->json) printf("}\n");
     if (padded) zl_partition_free(&part);
 }
 
