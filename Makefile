@@ -140,6 +140,9 @@ test-asan: build/asan/test_unit $(ASAN_BINS)
 	  ASAN_OPTIONS=detect_leaks=0 $(MPIEXEC) -n 3 build/asan/$$p --layers 3 --dim 31 --steps 3 --quiet \
 	    >build/asan/$$p.log 2>&1 || { cat build/asan/$$p.log; echo "test-asan: $$p failed"; exit 1; }; \
 	  echo "test-asan: $$p at N = 3 clean under ASan + UBSan"; \
+	  ASAN_OPTIONS=detect_leaks=0 $(MPIEXEC) -n 2 build/asan/$$p --preset gpt-tiny --steps 2 --quiet \
+	    --data data/persuasion.txt >build/asan/$$p.gpt.log 2>&1 || { cat build/asan/$$p.gpt.log; echo "test-asan: $$p --model gpt failed"; exit 1; }; \
+	  echo "test-asan: $$p --preset gpt-tiny at N = 2 clean under ASan + UBSan"; \
 	done
 
 test-zerocalc: build/tests/test_zerocalc build/zerocalc
