@@ -112,6 +112,9 @@ build/tests/test_loud: tests/test_loud.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) tests/test_loud.c -lcriterion -lcjson -lm -o $@
 
+build/gpu-tests/test_gpt_integration: tests/test_gpt_integration.c tests/zl_test_util.h build/gpu-tests/test_integration
+	$(MPICC) $(CFLAGS) tests/test_gpt_integration.c -lcriterion -lcjson -lm -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/lib' -o $@
+
 # The integration tests for a GPU machine that has no Criterion/cJSON: built here, with
 # their shared libraries next to them (found through an rpath of $ORIGIN/lib).
 build/gpu-tests/test_integration: tests/test_integration.c tests/zl_test_util.h
@@ -161,7 +164,7 @@ test-scripts: $(CPU_BINS)
 test-words:
 	tests/test-words.sh
 
-test-gpu: cpu cuda
+test-gpu: cpu cuda build/tests/test_gpt_integration
 	scripts/test-gpu.sh
 
 # Execute every notebook (installs Jupyter from Debian's packages if missing); figures -> docs/img/.
