@@ -35,12 +35,17 @@ static double states_for(int stage, double psi, int N) {
     }
 }
 
-static void check_exact(int stage, int N) {
+/* extra: " --accum K" (K micro-batches: ZeRO-2/3 sync and gather per micro-batch, K losses)
+ * and/or " --checkpoint-activations" (the per-block activations of one block only). */
+static void check_exact_with(int stage, int N, const char *extra) {
     if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    const char *acc = strstr(extra, "--accum ");
+    int K = acc ? atoi(acc + 8) : 1, ckpt = strstr(extra, "--checkpoint-activations") != NULL;
     char json[128];
     snprintf(json, sizeof json, "/tmp/zl_gpt_%d_%d_%d.json", stage, N, getpid());
     zl_run_result r;
-    zl_run(&r, "-n %d {%s} --preset gpt-tiny --steps 3 --quiet --data " TEXT " --json %s", N, progs[stage], json);
+    zl_run(&r, "-n %d {%s} --preset gpt-tiny --steps 3 --quiet --data " TEXT " --json %s%s", N, progs[stage], json,
+           extra);
     cr_assert_eq(r.exit_code, 0, "%s N=%d failed (exit %d):\n%s\n%s", progs[stage], N, r.exit_code, r.out, r.err);
     cJSON *j = zl_load_json(json);
     double psi = 0, psi_pad = 0, gathers = 0;
@@ -50,7 +55,11 @@ static void check_exact(int stage, int N) {
     cr_assert_eq(zl_num(j, "params"), psi);
     cr_assert_eq(zl_num(j, "params_padded"), psi_pad);
     double R = B * T, RD = R * D;
-    double act = 2 * ((L + 1) * RD + 15 * L * RD + L * (double)B * H * T * T + RD + R * V) + 4 * (4 * L * R + 2 * R);
+    double nb = ckpt ? 1 : L, BHTT = (double)B * H * T * T; /* blocks whose activations are kept */
+    double act = 2 * ((L + 1) * RD + 15 * nb * RD + nb * BHTT + RD + R * V) + 4 * (4 * nb * R + 2 * R);
+    /* scratch: dres, dln, dh (4), two 3·R·D buffers, dP, the LM head's wte part; tokens,
+     * targets, order, bucket (int32); row losses, K losses; the 16-byte gradient statistics */
+    double scratch = 2 * (12 * RD + BHTT + (double)V * D) + 4 * (3 * R + V + 1) + 4 * (R + K) + 16;
     cJSON *ranks = zl_get(j, "ranks");
     for (int rank = 0; rank < N; rank++) {
         cJSON *rk = cJSON_GetArrayItem(ranks, rank);
@@ -64,7 +73,10 @@ static void check_exact(int stage, int N) {
         cr_expect_float_eq(zl_num(rk, "memory.formula.model_states"), states_for(stage, psi_pad, N), 1e-6);
         cr_expect_eq(zl_num(rk, "memory.measured.activations"), act, "activations: %.0f, counted here %.0f",
                      zl_num(rk, "memory.measured.activations"), act);
+        cr_expect_eq(zl_num(rk, "memory.formula.scratch"), scratch);
         cr_expect_eq(zl_num(rk, "memory.allocations_in_step"), 0, "the step loop allocated");
+        cr_expect_float_eq(zl_num(rk, "comm.formula.by_purpose.control"),
+                           2.0 * (N - 1) / N * (4 * K + (stage >= 1 ? 16 : 0)), 1e-9);
         static const char *const purposes[] = {"grad_sync", "param_gather_fwd", "param_gather_bwd",
                                                "param_gather_step", "control", "param_gather_final"};
         for (size_t p = 0; p < sizeof purposes / sizeof purposes[0]; p++) {
@@ -74,8 +86,11 @@ static void check_exact(int stage, int N) {
             cr_expect_float_eq(zl_num(rk, m), zl_num(rk, f), 1e-9 * (1 + zl_num(rk, f)), "%s N=%d %s: %.0f vs %.0f",
                                progs[stage], N, purposes[p], zl_num(rk, m), zl_num(rk, f));
         }
-        /* ZeRO-3: n_units + 1 gathers each way, the embedding's twice */
-        double want = stage == 3 ? (N - 1) * 2.0 * gathers : 0;
+        /* gradients: DDP all-reduces, ZeRO-1 reduce-scatters once per step, ZeRO-2/3 once per micro-batch */
+        double sync = (stage == 0 ? 2.0 : stage == 1 ? 1.0 : K) * (N - 1) * 2.0 * psi_pad / N;
+        cr_expect_float_eq(zl_num(rk, "comm.measured.by_purpose.grad_sync"), sync, 1e-9 * (1 + sync));
+        /* ZeRO-3: n_units + 1 gathers each way per micro-batch, the embedding's twice */
+        double want = stage == 3 ? K * (N - 1) * 2.0 * gathers : 0;
         cr_expect_float_eq(zl_num(rk, "comm.measured.by_purpose.param_gather_fwd"), want, 1e-9 * (1 + want));
         cr_expect_float_eq(zl_num(rk, "comm.measured.by_purpose.param_gather_bwd"), want, 1e-9 * (1 + want));
     }
@@ -83,10 +98,16 @@ static void check_exact(int stage, int N) {
     unlink(json);
 }
 
+static void check_exact(int stage, int N) { check_exact_with(stage, N, ""); }
+
 #define EXACT_TESTS(stage)                                                                                       \
     Test(gpt_exact, stage##stage##_N1) { check_exact(stage, 1); }                                              \
     Test(gpt_exact, stage##stage##_N2) { check_exact(stage, 2); }                                              \
-    Test(gpt_exact, stage##stage##_N3) { check_exact(stage, 3); }
+    Test(gpt_exact, stage##stage##_N3) { check_exact(stage, 3); }                                              \
+    Test(gpt_exact, stage##stage##_N2_accum2) { check_exact_with(stage, 2, " --accum 2"); }                    \
+    Test(gpt_exact, stage##stage##_N2_accum2_checkpoint) {                                                     \
+        check_exact_with(stage, 2, " --accum 2 --checkpoint-activations");                                     \
+    }
 EXACT_TESTS(0)
 EXACT_TESTS(1)
 EXACT_TESTS(2)
@@ -138,6 +159,35 @@ static void check_stages(int N, int bitwise) {
 Test(gpt_equivalence, all_stages_bitwise_equal_N1) { check_stages(1, 1); }
 Test(gpt_equivalence, all_stages_bitwise_equal_N2) { check_stages(2, 1); }
 Test(gpt_equivalence, all_stages_close_N3) { check_stages(3, 0); }
+
+/* --checkpoint-activations recomputes each block in backward from the same inputs with the
+ * same kernels: every stage trains bitwise the same, also when accumulating. */
+Test(gpt_equivalence, checkpointing_is_bitwise_the_same_in_every_stage_N2_accum2) {
+    if (max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    stage_runs plain, ckpt;
+    run_all_stages(&plain, 2, " --accum 2");
+    run_all_stages(&ckpt, 2, " --accum 2 --checkpoint-activations");
+    for (int s = 0; s < 4; s++) {
+        cr_expect_str_eq(zl_get(ckpt.json[s], "param_hash")->valuestring,
+                         zl_get(plain.json[s], "param_hash")->valuestring, "%s", progs[s]);
+        cJSON_Delete(plain.json[s]), cJSON_Delete(ckpt.json[s]), free(plain.params[s]), free(ckpt.params[s]);
+    }
+}
+
+/* N × K × B rows == N × 1 × K·B rows: accumulation sees the same rows (close, not bitwise:
+ * the sums are split differently). Loss scale 4096 as below. */
+Test(gpt_equivalence, accum2_equals_twice_the_rows_every_stage_N2) {
+    if (max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    stage_runs acc, wide;
+    run_all_stages(&acc, 2, " --batch 2 --accum 2 --loss-scale-init 4096");
+    run_all_stages(&wide, 2, " --batch 4 --loss-scale-init 4096");
+    for (int s = 0; s < 4; s++) {
+        double rel = rel_diff(acc.params[s], wide.params[s], acc.n);
+        cr_expect(rel <= 1e-3, "%s: |p_K2 - p_B4|/|p_B4| = %.3g", progs[s], rel);
+        cr_expect_eq(cJSON_GetArraySize(zl_get(acc.json[s], "skipped_steps")), 0, "%s", progs[s]);
+        cJSON_Delete(acc.json[s]), cJSON_Delete(wide.json[s]), free(acc.params[s]), free(wide.params[s]);
+    }
+}
 
 /* N ranks × B sequences see the same global batches as 1 rank × N·B. The loss scale starts
  * at 4096: at 65536 a rank's half-batch fp16 gradient of the embedding overflows in step 1
@@ -202,20 +252,23 @@ Test(gpt_bad_input, flags_exit_2) {
 }
 
 /* ---- zerocalc --model gpt is the answer key: the program's measured numbers ---------------- */
-Test(gpt_zerocalc, activations_and_zero3_traffic_match_the_program_N2) {
+/* K = 1 and 2; the checkpointed activations against a run with --checkpoint-activations */
+static void check_zerocalc(int K, int ckpt) {
     if (max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
     char json[128];
     snprintf(json, sizeof json, "/tmp/zl_gcalc_%d.json", getpid());
     zl_run_result r;
-    zl_run(&r, "-n 2 {stage3} --preset gpt-tiny --steps 2 --quiet --json %s", json);
+    zl_run(&r, "-n 2 {stage3} --preset gpt-tiny --steps 2 --quiet --accum %d --json %s%s", K, json,
+           ckpt ? " --checkpoint-activations" : "");
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
     cJSON *run = zl_load_json(json), *rk = cJSON_GetArrayItem(zl_get(run, "ranks"), 0);
     zl_run_plain(&r, "build/zerocalc --model gpt --layers %d --dim %d --heads %d --seq %d --vocab %d --batch %d "
-                     "--ranks 2 --stage 3 --json", L, D, H, T, V, B);
+                     "--accum %d --ranks 2 --stage 3 --json", L, D, H, T, V, B, K);
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
     cJSON *calc = cJSON_Parse(r.out);
     cr_assert(calc, "zerocalc printed no JSON: %s", r.out);
-    cr_expect_eq(zl_num(calc, "activations.total"), zl_num(rk, "memory.measured.activations"));
+    const char *act = ckpt ? "activations_checkpointed.total" : "activations.total";
+    cr_expect_eq(zl_num(calc, act), zl_num(rk, "memory.measured.activations"));
     cr_expect_eq(zl_num(calc, "params"), zl_num(run, "params"));
     double wire = cJSON_GetObjectItem(cJSON_GetArrayItem(zl_get(calc, "stages"), 0), "wire_bytes_per_step_exact")->valuedouble;
     cr_expect_float_eq(wire, zl_num(rk, "comm.measured.wire_bytes_per_step"), 1e-9 * wire);
@@ -223,3 +276,5 @@ Test(gpt_zerocalc, activations_and_zero3_traffic_match_the_program_N2) {
     cJSON_Delete(run), cJSON_Delete(calc);
     unlink(json);
 }
+Test(gpt_zerocalc, activations_and_zero3_traffic_match_the_program_N2) { check_zerocalc(1, 0); }
+Test(gpt_zerocalc, accum2_checkpointed_match_the_program_N2) { check_zerocalc(2, 1); }

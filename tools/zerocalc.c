@@ -221,8 +221,10 @@ static void calc(const opts *o) {
         if (padded) printf("this %s pads each of its %d units to a multiple of N: Psi_pad = %zu\n",
                            o->gpt ? "GPT" : "MLP", part.n_units, part.psi_pad);
         if (o->gpt)
-            printf("GPT: L = %d, D = %d, H = %d, T = %d, V = %d padded to %d; largest unit (the embedding) %zu\n",
-                   o->layers, o->dim, o->heads, o->seq, o->vocab, zl_gpt_padded_vocab(o->vocab), part.max_unit);
+            printf("GPT: L = %d, D = %d, H = %d, T = %d, V = %d padded to %d; largest unit (the embedding) %zu; "
+                   "K = %d micro-batches per step\n",
+                   o->layers, o->dim, o->heads, o->seq, o->vocab, zl_gpt_padded_vocab(o->vocab), part.max_unit,
+                   o->accum);
         printf("%-16s | %16s | %16s | %16s | %18s | %10s | %18s\n", "stage", "params B/rank", "grads B/rank",
                "optimizer B/rank", "model states B/rank", "GB (1e9)", "wire B/step/rank");
     }
