@@ -38,15 +38,16 @@ CFLAGS_COMMON += -DZL_GIT_COMMIT='"$(ZL_COMMIT)"'
 STAGES   := stage0_ddp stage1 stage2 stage3
 COMMON   := common/util.c common/alloc.c common/events.c common/partition.c common/formulas.c common/comm.c \
             common/args.c common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c \
-            common/scaler.c common/numerics.c common/ckpt.c common/trace.c model/layout.c model/model.c model/mlp.c
+            common/scaler.c common/numerics.c common/ckpt.c common/trace.c model/layout.c model/gpt_layout.c \
+            model/model.c model/mlp.c model/gpt.c model/gpt_data.c
 CPU_SRC  := kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c \
-            kernels/gpu_select.c
-HEADERS  := $(wildcard common/*.h model/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
+            kernels/gpu_select.c kernels/cpu/gpt_cpu.c kernels/cpu/gpt_dispatch_cpu.c
+HEADERS  := $(wildcard common/*.h model/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h kernels/cuda/*.cuh)
 
 CPU_OBJ  := $(patsubst %.c,build/cpu/obj/%.o,$(COMMON) $(CPU_SRC))
 CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/storage.c kernels/cpu/kernels_cpu.c kernels/gpu_select.c \
-                                              kernels/cuda/backend_cuda.c) \
-            build/cuda/obj/kernels/cuda/kernels_cuda.o
+                                              kernels/cpu/gpt_cpu.c kernels/cuda/backend_cuda.c) \
+            build/cuda/obj/kernels/cuda/kernels_cuda.o build/cuda/obj/kernels/cuda/gpt_cuda.o
 # cJSON writes the report and the checkpoint manifests; a GPU machine may have no cJSON, so the
 # CUDA programs carry theirs in build/cuda/lib/ (found through an rpath of $ORIGIN/lib), as
 # build/gpu-tests does.
@@ -75,7 +76,7 @@ build/cpu/%: build/cpu/obj/%.o $(CPU_OBJ)
 build/cpu/obj/common/report.o build/cuda/obj/common/report.o: build/git-commit
 
 # zerocalc: no MPI, no GPU — only the formula, partition and model-layout modules the stages use.
-CALC_SRC := common/formulas.c common/partition.c model/layout.c
+CALC_SRC := common/formulas.c common/partition.c model/layout.c model/gpt_layout.c
 build/zerocalc: tools/zerocalc.c $(CALC_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) tools/zerocalc.c $(CALC_SRC) -lm -o $@
@@ -89,7 +90,7 @@ build/cuda/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -I$(CUDA_HOME)/include $(if $(NCCL_INC_DIR),-I$(NCCL_INC_DIR)) -c $< -o $@
 
-build/cuda/obj/kernels/cuda/kernels_cuda.o: kernels/cuda/kernels_cuda.cu $(HEADERS)
+build/cuda/obj/kernels/cuda/%.o: kernels/cuda/%.cu $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O3 -lineinfo $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -I. -Ikernels $(MPI_INC) \
 		$(if $(NCCL_INC_DIR),-I$(NCCL_INC_DIR)) -c $< -o $@
@@ -107,7 +108,8 @@ build/cuda/lib/.cjson:
 	@touch $@
 
 # ---- tests ----
-UNIT_SRC := tests/test_kernels.c tests/test_common.c tests/test_gpu_select.c tests/test_numerics.c tests/test_ckpt_format.c
+UNIT_SRC := tests/test_kernels.c tests/test_common.c tests/test_gpu_select.c tests/test_numerics.c tests/test_ckpt_format.c \
+            tests/test_gpt.c
 build/tests/test_unit: $(UNIT_SRC) $(COMMON) $(CPU_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion $(LIBS) -o $@
@@ -134,6 +136,10 @@ build/tests/test_integration: tests/test_integration.c tests/zl_test_util.h
 build/tests/test_ckpt: tests/test_ckpt.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) tests/test_ckpt.c -lcriterion -lcjson -lm -o $@
+
+build/tests/test_gpt_integration: tests/test_gpt_integration.c tests/zl_test_util.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) tests/test_gpt_integration.c -lcriterion -lcjson -lm -o $@
 
 build/tests/test_loud: tests/test_loud.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
@@ -164,7 +170,8 @@ deps: deps-run
 
 test: deps
 	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) build/tests/test_integration build/tests/test_loud \
-		build/tests/test_mixed build/tests/test_ckpt build/tests/test_report build/tests/test_zerocalc
+		build/tests/test_mixed build/tests/test_ckpt build/tests/test_report build/tests/test_gpt_integration \
+		build/tests/test_zerocalc
 	$(MAKE) test-unit test-asan test-zerocalc test-integration test-scripts test-words
 
 test-unit: build/tests/test_unit
@@ -176,6 +183,9 @@ test-asan: build/asan/test_unit $(ASAN_BINS)
 	  ASAN_OPTIONS=detect_leaks=0 $(MPIEXEC) -n 3 build/asan/$$p --layers 3 --dim 31 --steps 3 --quiet \
 	    >build/asan/$$p.log 2>&1 || { cat build/asan/$$p.log; echo "test-asan: $$p failed"; exit 1; }; \
 	  echo "test-asan: $$p at N = 3 clean under ASan + UBSan"; \
+	  ASAN_OPTIONS=detect_leaks=0 $(MPIEXEC) -n 2 build/asan/$$p --preset gpt-tiny --steps 2 --quiet \
+	    --data data/persuasion.txt >build/asan/$$p.gpt.log 2>&1 || { cat build/asan/$$p.gpt.log; echo "test-asan: $$p --model gpt failed"; exit 1; }; \
+	  echo "test-asan: $$p --preset gpt-tiny at N = 2 clean under ASan + UBSan"; \
 	done
 	@rm -rf build/asan/ckpt && ASAN_OPTIONS=detect_leaks=0 $(MPIEXEC) -n 3 build/asan/stage3 --layers 3 --dim 31 --steps 2 \
 	  --quiet --save build/asan/ckpt --save-every 1 >build/asan/ckpt.log 2>&1 && ASAN_OPTIONS=detect_leaks=0 $(MPIEXEC) \
@@ -186,9 +196,10 @@ test-asan: build/asan/test_unit $(ASAN_BINS)
 test-zerocalc: build/tests/test_zerocalc build/zerocalc
 	build/tests/test_zerocalc -j2
 
-test-integration: build/tests/test_integration build/tests/test_loud build/tests/test_mixed build/tests/test_ckpt \
-		build/tests/test_report $(CPU_BINS) build/zlckpt
+test-integration: build/tests/test_integration build/tests/test_gpt_integration build/tests/test_loud \
+		build/tests/test_mixed build/tests/test_ckpt build/tests/test_report $(CPU_BINS) build/zlckpt
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" ZL_MAX_WORLD=9 build/tests/test_integration -j1
+	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_gpt_integration -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_loud -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_mixed -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_ckpt -j1
@@ -202,7 +213,7 @@ test-scripts: $(CPU_BINS)
 test-words:
 	tests/test-words.sh
 
-test-gpu: cpu cuda
+test-gpu: cpu cuda build/tests/test_gpt_integration
 	scripts/test-gpu.sh
 
 # Execute every notebook (installs Jupyter from Debian's packages if missing); figures -> docs/img/.

@@ -16,14 +16,21 @@ static const char *const stage_prog[4] = {"stage0_ddp", "stage1", "stage2", "sta
 typedef struct {
     const char *name;
     int layers, dim, batch, steps;
+    int model, seq, heads, vocab; /* model 1: the GPT (model/gpt.h) */
 } preset;
 
-/* tiny: the test preset; demo: make demo; lab-1b: D = 4096, L = 8 (Ψ = 1,073,905,664). */
+/* tiny: the test preset; demo: make demo; lab-1b: D = 4096, L = 8 (Ψ = 1,073,905,664).
+ * GPT: gpt-tiny (CI), GPT-2 small (124M with the padded vocabulary 50304) and the ZeRO
+ * paper's 1.5B (L = 48, D = 1600, H = 25, T = 1024). */
 static const preset presets[] = {
-    {"tiny", 2, 32, 4, 10},
-    {"demo", 4, 256, 32, 20},
-    {"lab-1b", 8, 4096, 8192, 10},
+    {"tiny", 2, 32, 4, 10, 0, 0, 0, 0},
+    {"demo", 4, 256, 32, 20, 0, 0, 0, 0},
+    {"lab-1b", 8, 4096, 8192, 10, 0, 0, 0, 0},
+    {"gpt-tiny", 2, 32, 4, 10, 1, 32, 2, 256},
+    {"gpt2-124m", 12, 768, 8, 10, 1, 1024, 12, 50257},
+    {"gpt2-1.5b", 48, 1600, 8, 10, 1, 1024, 25, 50257},
 };
+#define PRESET_NAMES "tiny, demo, lab-1b, gpt-tiny, gpt2-124m, gpt2-1.5b"
 #define N_PRESETS (int)(sizeof presets / sizeof presets[0])
 
 static int fail(char *err, int len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -111,6 +118,7 @@ static void set_defaults(zl_config *c, int stage) {
     c->prefetch = -1; /* min(1, L-1) once L is known */
     c->accum = 1;
     c->timeout_s = 300;
+    c->seq = 32, c->heads = 2, c->vocab = 256; /* gpt-tiny's, used with --model gpt */
 }
 
 static int apply_preset(zl_config *c, const char *name, char *err, int len) {
@@ -118,10 +126,15 @@ static int apply_preset(zl_config *c, const char *name, char *err, int len) {
         if (strcmp(presets[i].name, name)) continue;
         c->layers = presets[i].layers, c->dim = presets[i].dim;
         c->batch = presets[i].batch, c->steps = presets[i].steps;
+        if (presets[i].model) {
+            c->model = presets[i].model;
+            c->seq = presets[i].seq, c->heads = presets[i].heads, c->vocab = presets[i].vocab;
+        }
         snprintf(c->preset, sizeof c->preset, "%s", name);
         return ZL_ARGS_OK;
     }
-    return fail(err, len, "--preset: expected one of tiny, demo, lab-1b, got '%s'", name);
+    return fail(err, len, "--preset: expected one of tiny, demo, lab-1b, gpt-tiny, gpt2-124m, gpt2-1.5b, got '%s'",
+                name);
 }
 
 /* Byte counts of the largest buffers must fit in size_t, and kernel index math in int. */
@@ -137,6 +150,20 @@ static int check_sizes(const zl_config *c, char *err, int len) {
         return fail(err, len, "--batch: rows*4*dim must be below 2^31 (got %d rows at dim %d)", c->batch, c->dim);
     if (__builtin_mul_overflow(B * D, (9 * L + 8) * 2, &act))
         return fail(err, len, "--batch: activation bytes overflow 64 bits");
+    return ZL_ARGS_OK;
+}
+
+/* The transformer's flags: heads divide the width; every kernel index (rows × the widest
+ * row, B·H·T² scores) fits; the byte counts fit 64 bits. */
+static int check_gpt(const zl_config *c, char *err, int len) {
+    if (c->dim % c->heads)
+        return fail(err, len, "--heads: must divide --dim (got %d heads for dim %d)", c->heads, c->dim);
+    size_t R = (size_t)c->batch * (size_t)c->seq, D = (size_t)c->dim, Vp = ((size_t)c->vocab + 63) / 64 * 64;
+    size_t widest = 4 * D > Vp ? 4 * D : Vp, scores;
+    if (R * widest > 2147483647u || Vp * D > 2147483647u)
+        return fail(err, len, "--batch/--seq/--dim/--vocab: batch*seq*max(4*dim, vocab) must be below 2^31");
+    if (__builtin_mul_overflow(R * (size_t)c->heads, (size_t)c->seq, &scores) || scores > 2147483647u)
+        return fail(err, len, "--batch/--heads/--seq: batch*heads*seq^2 must be below 2^31");
     return ZL_ARGS_OK;
 }
 
@@ -172,7 +199,8 @@ static const char *const valued_flags[] = {"--layers", "--dim", "--batch", "--st
                                            "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--json",
                                            "--dump-params", "--trace", "--preset", "--prefetch", "--grad-sync", "--timeout",
                                            "--loss-scale-init", "--loss-scale-window", "--clip-grad-norm", "--dtype",
-                                           "--inject-overflow", "--accum"};
+                                           "--inject-overflow", "--accum", "--model", "--seq", "--heads",
+                                           "--vocab", "--data"};
 static const char *const switch_flags[] = {"--quiet", "--no-preflight", "--check", "--checkpoint-activations"};
 
 /* ---- checkpoint flags (common/ckpt.h): --save DIR, --save-every K, --resume DIR ---- */
@@ -251,6 +279,22 @@ static int apply_value(zl_config *c, const char *f, const char *v, char *err, in
     if (!strcmp(f, "--eps")) return parse_float(f, v, 0, 1, 1, 0, &c->eps, err, len);
     if (!strcmp(f, "--weight-decay")) return parse_float(f, v, 0, 0, 1, 0, &c->weight_decay, err, len);
     if (!strcmp(f, "--preset")) return ZL_ARGS_OK; /* applied in the first pass */
+    /* ---- the model: --model, and the GPT's shape and data ---- */
+    if (!strcmp(f, "--model")) {
+        if (!strcmp(v, "mlp")) c->model = 0;
+        else if (!strcmp(v, "gpt")) c->model = 1;
+        else return fail(err, len, "--model: expected mlp or gpt, got '%s'", v);
+        return ZL_ARGS_OK;
+    }
+    if (!strcmp(f, "--seq")) return parse_int(f, v, 1, 1 << 16, &c->seq, err, len);
+    if (!strcmp(f, "--heads")) return parse_int(f, v, 1, 1 << 12, &c->heads, err, len);
+    if (!strcmp(f, "--vocab")) return parse_int(f, v, 2, 1 << 20, &c->vocab, err, len);
+    if (!strcmp(f, "--data")) {
+        if (!*v || strlen(v) >= ZL_PATH_MAX)
+            return fail(err, len, "--data: expected a file path of 1 to %d characters", ZL_PATH_MAX - 1);
+        snprintf(c->data_path, ZL_PATH_MAX, "%s", v);
+        return ZL_ARGS_OK;
+    }
     if (!strcmp(f, "--prefetch")) return parse_int(f, v, 0, 64, &c->prefetch, err, len);
     if (!strcmp(f, "--timeout")) return parse_int(f, v, 0, 7 * 86400, &c->timeout_s, err, len);
     if (!strcmp(f, "--grad-sync")) {
@@ -291,6 +335,10 @@ static int finish_config(zl_config *c, int stage, char *err, int len) {
     if (c->trace_path[0] && (!strcmp(c->trace_path, c->json_path) || !strcmp(c->trace_path, c->dump_path)))
         return fail(err, len, "--trace and %s name the same path '%s'",
                     !strcmp(c->trace_path, c->json_path) ? "--json" : "--dump-params", c->trace_path);
+    if (c->model == 1) return check_gpt(c, err, len) ? ZL_ARGS_ERROR : check_sizes(c, err, len);
+    if (c->model_flag_seen)
+        return fail(err, len, "%s: only --model gpt takes this flag", c->model_flag_seen == 1 ? "--seq" :
+                    c->model_flag_seen == 2 ? "--heads" : c->model_flag_seen == 3 ? "--vocab" : "--data");
     return check_sizes(c, err, len);
 }
 
@@ -304,7 +352,7 @@ static int parse(zl_config *c, int stage, int argc, char **argv, char *err, int 
         const char *f = flag_name(argv[i], name, sizeof name, &v);
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) return ZL_ARGS_HELP;
         if (strcmp(f, "--preset")) continue;
-        if (!v && i + 1 >= argc) return fail(err, len, "--preset: missing value (tiny, demo or lab-1b)");
+        if (!v && i + 1 >= argc) return fail(err, len, "--preset: missing value (" PRESET_NAMES ")");
         if (apply_preset(c, v ? v : argv[i + 1], err, len)) return ZL_ARGS_ERROR;
     }
     for (int i = 1; i < argc; i++) {
@@ -324,6 +372,9 @@ static int parse(zl_config *c, int stage, int argc, char **argv, char *err, int 
             v = argv[++i];
         }
         if (apply_value(c, f, v, err, len)) return ZL_ARGS_ERROR;
+        int gpt_flag = !strcmp(f, "--seq") ? 1 : !strcmp(f, "--heads") ? 2 : !strcmp(f, "--vocab") ? 3 :
+                       !strcmp(f, "--data") ? 4 : 0;
+        if (gpt_flag && !c->model_flag_seen) c->model_flag_seen = gpt_flag;
     }
     return finish_config(c, stage, err, len);
 }
@@ -363,7 +414,13 @@ void zl_args_usage(const char *prog, int stage) {
            "  --timeout S     end the job if a rank makes no progress for S seconds (default 300, 0 = off)\n"
            "  --check         exit 4 if any measured memory or traffic number differs from its formula\n"
            "  --no-preflight  skip the check that the run fits in memory (to watch a real out-of-memory)\n"
-           "  --flag=value works as well as --flag value\n",
+           "  --flag=value works as well as --flag value\n"
+           "  --model mlp|gpt  the residual MLP (default) or the GPT-2-like transformer (model/gpt.h)\n"
+           "  --preset gpt-tiny|gpt2-124m|gpt2-1.5b   GPT shorthand (gpt-tiny: L=2 D=32 H=2 T=32 V=256 B=4;\n"
+           "                  gpt2-124m: L=12 D=768 H=12 T=1024 V=50257; gpt2-1.5b: L=48 D=1600 H=25 T=1024)\n"
+           "  --seq T --heads H --vocab V   GPT sequence length, heads (divide D), vocabulary (default 32, 2,\n"
+           "                  256 byte-level; padded to a multiple of 64, the padding counted in Psi)\n"
+           "  --data FILE     GPT: train on the bytes of FILE (e.g. data/persuasion.txt); default: synthetic tokens\n",
            prog);
     if (stage == 1) printf("  --grad-sync reducescatter|allreduce  ZeRO-1 gradient sync variant\n");
     if (stage == 3) printf("  --prefetch K    units gathered ahead, 0..layers-1 (default min(1, layers-1))\n");
@@ -377,10 +434,11 @@ uint64_t zl_args_hash(const zl_config *c) {
     H(stage), H(layers), H(dim), H(batch), H(steps), H(seed), H(loss_scale), H(lr), H(beta1), H(beta2), H(eps),
         H(weight_decay), H(prefetch), H(grad_sync_allreduce), H(timeout_s), H(no_preflight), H(check),
         H(loss_scale_dynamic), H(loss_scale_window), H(clip_grad_norm), H(dtype), H(n_inject), H(inject_steps),
-        H(accum), H(checkpoint_activations);
+        H(accum), H(checkpoint_activations), H(model), H(seq), H(heads), H(vocab);
 #undef H
     h = zl_fnv1a(h, c->json_path, strlen(c->json_path));
     h = zl_fnv1a(h, c->dump_path, strlen(c->dump_path));
     h = zl_fnv1a(h, c->trace_path, strlen(c->trace_path));
+    h = zl_fnv1a(h, c->data_path, strlen(c->data_path));
     return hash_ckpt_flags(h, c);
 }

@@ -25,7 +25,7 @@ void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem
     b[ZL_MEM_ACTIVATIONS] = zl_model_activation_bytes(c->model);
     b[ZL_MEM_SCRATCH] = zl_model_scratch_bytes(c->model) + 2 * sizeof(double); /* + the gradient statistics */
     b[ZL_MEM_WORKSPACE] = c->workspace_bytes;
-    b[ZL_MEM_HOST_STAGING] = zl_formula_host_staging_bytes(p);
+    b[ZL_MEM_HOST_STAGING] = zl_formula_host_staging_bytes(p) + zl_model_host_bytes(c->model);
     b[ZL_MEM_CKPT_STAGING] = zl_formula_ckpt_staging_bytes(p);
     for (int i = 0; i < ZL_MEM_N_MODEL_STATES; i++) out->model_states += b[i];
     for (int i = 0; i < ZL_MEM_NCAT; i++)
@@ -83,7 +83,9 @@ void zl_paper_digits(double v, char *buf, size_t n) {
  * micro-batches per step, what happens once per micro-batch counts K times: ZeRO-2's
  * gradient reduce-scatters (the full gradient never exists to accumulate in), ZeRO-3's
  * gathers and reduce-scatters, and every stage's loss all-reduce. DDP and ZeRO-1 accumulate
- * locally and sync once. */
+ * locally and sync once. Gradients sync per unit; ZeRO-3 gathers per *use* (model.h), so a
+ * tied unit (GPT-2's embedding, read by the lookup and the LM head) is gathered twice each
+ * way, in every micro-batch. */
 void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_formula *out) {
     *out = (zl_comm_formula){0};
     double N = p->world, fp16 = 2.0, K = zl_model_micro_batches(c->model);
@@ -105,11 +107,14 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
             out->bytes[ZL_P_GATHER_STEP] += applied * ring, out->calls[ZL_P_GATHER_STEP] += applied;
             break;
         default:
-            out->bytes[ZL_P_GATHER_FWD] += K * ring, out->calls[ZL_P_GATHER_FWD] += K;
-            out->bytes[ZL_P_GATHER_BWD] += K * ring, out->calls[ZL_P_GATHER_BWD] += K;
             out->bytes[ZL_P_GRAD_SYNC] += K * ring, out->calls[ZL_P_GRAD_SYNC] += K;
             out->bytes[ZL_P_GATHER_FINAL] += ring, out->calls[ZL_P_GATHER_FINAL] += 1; /* once, for the hash */
         }
+    }
+    for (int k = 0; c->stage == 3 && k < zl_model_n_uses(c->model); k++) {
+        double ring = (N - 1) * (double)p->slice_len[zl_model_unit_of_use(c->model, k)] * fp16;
+        out->bytes[ZL_P_GATHER_FWD] += K * ring, out->calls[ZL_P_GATHER_FWD] += K;
+        out->bytes[ZL_P_GATHER_BWD] += K * ring, out->calls[ZL_P_GATHER_BWD] += K;
     }
     /* Control: the fp32 loss of every micro-batch; from ZeRO-1 on also, once per step, the
      * gradient statistics (Σg², non-finite count: two fp64), since no rank holds the whole

@@ -6,24 +6,29 @@
 #include "../common/trace.h"
 #include "../common/util.h"
 #include "../kernels/kernels.h"
+#include "gpt.h"
 #include "mlp.h"
 
 struct zl_model {
     zl_model_shape shape;
     zl_mlp mlp; /* kind ZL_MODEL_MLP */
+    zl_gpt gpt; /* kind ZL_MODEL_GPT */
 };
 
 zl_model *zl_model_create(zl_model_shape s) {
     zl_model *m = calloc(1, sizeof *m);
     if (!m) zl_fatal("out of host memory");
     m->shape = s;
-    /* The timeline's compute lane, per step: the batch, a forward and a backward span per use,
-     * the loss, and the stage's optimizer (at most one Adam call per unit). */
-    /* per micro-batch: the batch, forward and backward of every use, the loss; per step: Adam per unit */
+    /* The timeline's compute lane, per step: per micro-batch the batch, a forward and a
+     * backward span per use, the loss; then the stage's optimizer (at most one Adam call per
+     * unit). */
     zl_trace_reserve(ZL_LANE_COMPUTE, zl_model_micro_batches(s) * (1 + 2 * zl_model_n_uses(s) + 1) + zl_model_n_units(s));
     switch (s.kind) {
     case ZL_MODEL_MLP:
         zl_mlp_create(&m->mlp, s.layers, s.dim, s.rows, zl_model_micro_batches(s), s.checkpoint);
+        break;
+    case ZL_MODEL_GPT:
+        zl_gpt_create(&m->gpt, s.layers, zl_model_gpt_dims(s), zl_model_micro_batches(s), s.checkpoint, s.data);
         break;
     }
     return m;
@@ -33,6 +38,7 @@ void zl_model_free(zl_model *m) {
     if (!m) return;
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: zl_mlp_free(&m->mlp); break;
+    case ZL_MODEL_GPT: zl_gpt_free(&m->gpt); break;
     }
     free(m);
 }
@@ -40,6 +46,7 @@ void zl_model_free(zl_model *m) {
 size_t zl_model_workspace_bytes(zl_model_shape s) {
     switch (s.kind) {
     case ZL_MODEL_MLP: return zl_kernels_workspace_bytes(s.rows, s.dim);
+    case ZL_MODEL_GPT: return zl_gpt_workspace_bytes(zl_model_gpt_dims(s));
     }
     return 0;
 }
@@ -49,6 +56,9 @@ void zl_model_init_range(const zl_model *m, int u, size_t begin, size_t end, uin
     size_t unit_off = zl_model_unit_offset(m->shape, u);
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: zl_mlp_init_range(m->shape.dim, unit_off, begin, end, seed, dst, s); break;
+    case ZL_MODEL_GPT:
+        zl_gpt_init_range(m->shape.layers, zl_model_gpt_dims(m->shape), u, unit_off, begin, end, seed, dst, s);
+        break;
     }
 }
 
@@ -57,6 +67,7 @@ void zl_model_load_batch(zl_model *m, uint64_t seed, uint64_t row0, zl_stream s)
     zl_trace_begin(ZL_PHASE_BATCH, -1, s);
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: zl_mlp_load_batch(&m->mlp, seed, row0, s); break;
+    case ZL_MODEL_GPT: zl_gpt_load_batch(&m->gpt, seed, row0, s); break;
     }
     zl_trace_end(ZL_PHASE_BATCH, -1, s);
 }
@@ -66,6 +77,7 @@ void zl_model_forward(zl_model *m, int k, const zl_half *params, zl_stream s) {
     zl_trace_begin(ZL_PHASE_FORWARD, u, s);
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: zl_mlp_forward(&m->mlp, k, params, s); break;
+    case ZL_MODEL_GPT: zl_gpt_forward(&m->gpt, k, params, s); break;
     }
     zl_trace_end(ZL_PHASE_FORWARD, u, s);
 }
@@ -75,6 +87,7 @@ float *zl_model_loss(zl_model *m, int micro, float loss_scale, zl_stream s) {
     zl_trace_begin(ZL_PHASE_LOSS, -1, s);
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: loss = zl_mlp_loss(&m->mlp, micro, loss_scale, s); break;
+    case ZL_MODEL_GPT: loss = zl_gpt_loss(&m->gpt, micro, loss_scale, s); break;
     }
     zl_trace_end(ZL_PHASE_LOSS, -1, s);
     return loss;
@@ -83,6 +96,7 @@ float *zl_model_loss(zl_model *m, int micro, float loss_scale, zl_stream s) {
 float zl_model_loss_sum(zl_model *m, zl_stream s) {
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: return zl_mlp_loss_sum(&m->mlp, s);
+    case ZL_MODEL_GPT: return zl_gpt_loss_sum(&m->gpt, s);
     }
     return 0.0f;
 }
@@ -92,6 +106,7 @@ void zl_model_backward(zl_model *m, int k, const zl_half *params, zl_half *grads
     zl_trace_begin(ZL_PHASE_BACKWARD, u, s);
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: zl_mlp_backward(&m->mlp, k, params, grads, mode, s); break;
+    case ZL_MODEL_GPT: zl_gpt_backward(&m->gpt, k, params, grads, mode, s); break;
     }
     zl_trace_end(ZL_PHASE_BACKWARD, u, s);
 }

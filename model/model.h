@@ -25,7 +25,8 @@
  *   layout   (model/layout.c)  pure arithmetic: units, uses, byte formulas. No MPI, no device:
  *                              zerocalc and formulas.c link it.
  *   running  (model/model.c)   buffers from the tracked allocator, kernels on a stream.
- * Each dispatches on the kind to one implementation: the residual MLP (model/mlp.h).
+ * Each dispatches on the kind to one implementation: the residual MLP (model/mlp.h) or the
+ * GPT-2-like transformer (model/gpt.h), whose tied embedding is the unit used twice.
  *
  * defines: zl_model_shape, zl_model_* (layout and running), zl_model (opaque handle). */
 #ifndef ZL_MODEL_H
@@ -36,22 +37,26 @@
 
 #include "../common/args.h"
 #include "../common/partition.h"
+#include "../kernels/gpt_kernels.h"
 #include "../kernels/kernels.h" /* zl_grads_mode; streams (backend.h) */
 
-typedef enum { ZL_MODEL_MLP = 0 } zl_model_kind;
+typedef enum { ZL_MODEL_MLP = 0, ZL_MODEL_GPT = 1 } zl_model_kind;
 
 /* Which model, how large, how many rows one rank runs, and what forward keeps. */
 typedef struct {
     zl_model_kind kind;
-    int layers, dim;   /* L blocks of width D */
-    int rows;          /* B: rows per rank per micro-batch */
-    int micro_batches; /* K: micro-batches per step (--accum); 0 counts as 1 */
-    int checkpoint;    /* 1: keep each unit's input only, recompute in backward (--checkpoint-activations) */
+    int layers, dim;       /* L blocks of width D */
+    int rows;              /* B: rows per rank per micro-batch (GPT: sequences of seq tokens) */
+    int micro_batches;     /* K: micro-batches per step (--accum); 0 counts as 1 */
+    int checkpoint;        /* 1: keep each unit's input only, recompute in backward (--checkpoint-activations) */
+    int seq, heads, vocab; /* GPT only: T, H, V (unpadded; gpt.h pads it) */
+    const char *data;      /* GPT only: a text file to train on, or NULL: the synthetic stream */
 } zl_model_shape;
 
 /* ---- layout: pure arithmetic ------------------------------------------------------- */
 
 zl_model_shape zl_model_shape_of(const zl_config *c); /* from the command line */
+zl_gpt_dims zl_model_gpt_dims(zl_model_shape s);      /* GPT: the kernels' call shape */
 int zl_model_n_units(zl_model_shape s);
 size_t zl_model_unit_params(zl_model_shape s, int u); /* n(u), unpadded */
 size_t zl_model_unit_offset(zl_model_shape s, int u); /* Σ n(v) for v < u: where unit u starts */
@@ -72,6 +77,9 @@ static inline int zl_model_micro_batches(zl_model_shape s) { return s.micro_batc
  * K losses). measured == these, to the byte. */
 size_t zl_model_activation_bytes(zl_model_shape s);
 size_t zl_model_scratch_bytes(zl_model_shape s);
+/* Host memory the running model allocates (category host staging: the GPT batch is prepared
+ * on the host); 0 for the MLP. */
+size_t zl_model_host_bytes(zl_model_shape s);
 
 /* ---- running: buffers and kernels ------------------------------------------------------
  * Every call runs on the stream it is given, in the order called. */
@@ -105,7 +113,11 @@ float zl_model_loss_sum(zl_model *m, zl_stream s);
 /* Backward use k: reads the parameters of its unit, stores the unit's whole gradient into
  * grads when zl_model_grads_final(k) — overwriting it (ZL_GRADS_WRITE) or adding to it
  * (ZL_GRADS_ADD: accumulation over micro-batches) — and passes the activation gradient on
- * to use k-1 inside the model. */
+ * to use k-1 inside the model. When zl_model_grads_final(k) is 0 (an earlier backward use of
+ * a tied unit: GPT-2's LM head) the model keeps that use's gradient part in its own scratch
+ * and does not touch grads at all — the stage may hand it a buffer that another unit's
+ * gradient reuses before the unit's last use (stage 2 and 3 alternate two buckets); the
+ * last use then stores the whole gradient (both parts) as `mode` says. */
 void zl_model_backward(zl_model *m, int k, const zl_half *params, zl_half *grads, zl_grads_mode mode, zl_stream s);
 
 #endif

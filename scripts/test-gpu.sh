@@ -1,7 +1,7 @@
 #!/bin/bash
 # test-gpu.sh — the GPU test suite, for a machine with NVIDIA GPUs (make test-gpu).
 #   1. each CUDA kernel against the CPU reference kernel (build/cuda/test_kernels_gpu)
-#   2. the integration tests against build/cuda for N = 1 .. min(2, GPUs)
+#   2. the integration tests (MLP and GPT) against build/cuda for N = 1 .. min(2, GPUs)
 #   3. CUDA vs CPU stage0 on the tiny preset for 10 steps (inside the integration tests)
 #   4. compute-sanitizer (memcheck, racecheck-free synccheck) over short runs of every stage
 # The integration-test binary needs Criterion and cJSON; where the machine has neither,
@@ -39,6 +39,11 @@ if [ "$maxw" -ge 2 ]; then
     ZL_BUILD=build/cuda ZL_MPIEXEC="$MPIEXEC" "$rt" -j1 || fail=1
 fi
 
+git=build/tests/test_gpt_integration
+[ -x build/gpu-tests/test_gpt_integration ] && git=build/gpu-tests/test_gpt_integration
+step "GPT integration tests on build/cuda, N <= $maxw ($git)"
+ZL_BUILD=build/cuda ZL_MPIEXEC="$MPIEXEC" ZL_MAX_WORLD=$maxw "$git" -j1 || fail=1
+
 step "compute-sanitizer"
 for prog in stage0_ddp stage1 stage2 stage3; do
     for tool in memcheck synccheck; do
@@ -47,6 +52,10 @@ for prog in stage0_ddp stage1 stage2 stage3; do
         out=$(compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "build/cuda/$prog" --preset tiny --steps 2 --quiet 2>&1)
         rc=$?
         echo "$prog $tool: rc=$rc $(echo "$out" | grep -E 'ERROR SUMMARY' | tail -1)"
+        [ $rc -eq 0 ] || { echo "$out" | tail -30; fail=1; }
+        out=$(compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "build/cuda/$prog" --preset gpt-tiny --steps 2 --quiet 2>&1)
+        rc=$?
+        echo "$prog --preset gpt-tiny $tool: rc=$rc $(echo "$out" | grep -E 'ERROR SUMMARY' | tail -1)"
         [ $rc -eq 0 ] || { echo "$out" | tail -30; fail=1; }
     done
 done

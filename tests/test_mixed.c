@@ -60,6 +60,26 @@ static void check_injected(int stage, int N) {
     cJSON_Delete(j);
 }
 
+/* The transformer: the same agreement, the tied embedding's gradient in the checked slices. */
+Test(inject, gpt_tiny_every_stage_N2) {
+    if (max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    for (int stage = 0; stage < 4; stage++) {
+        cJSON *j = run_json(0, "-n 2 {%s} --preset gpt-tiny --steps 3 --loss-scale-init 4096 --inject-overflow 2 --check",
+                            progs[stage]);
+        cJSON *skipped = zl_get(j, "skipped_steps");
+        cr_expect_eq(cJSON_GetArraySize(skipped), 1, "%s", progs[stage]);
+        cr_expect_eq(cJSON_GetArrayItem(skipped, 0)->valueint, 2, "%s", progs[stage]);
+        cJSON *scale = zl_get(j, "loss_scale");
+        cr_expect_eq(cJSON_GetArrayItem(scale, 2)->valuedouble, cJSON_GetArrayItem(scale, 1)->valuedouble / 2);
+        for (int r = 0; r < 2; r++)
+            cr_expect_eq(zl_num(cJSON_GetArrayItem(zl_get(j, "ranks"), r), "skipped_steps"), 1, "%s rank %d",
+                         progs[stage], r);
+        cr_expect(cJSON_IsTrue(zl_get(j, "check.ok")), "%s: traffic with a skipped step equals its formula",
+                  progs[stage]);
+        cJSON_Delete(j);
+    }
+}
+
 #define INJECT_TESTS(stage)                                                                                     \
     Test(inject, stage##stage##_N1) { check_injected(stage, 1); }                                              \
     Test(inject, stage##stage##_N2) { check_injected(stage, 2); }                                              \

@@ -11,6 +11,10 @@
  *   zerocalc --layers 8 --dim 4096 --batch 8192 --ranks 2 [--accum K] [--checkpoint-activations]
  *            [--prefetch P] [--backend cuda|cpu]   (a run's exact per-rank memory and traffic:
  *                                                   the answer key of a lab)
+ *   zerocalc --model gpt --layers 48 --dim 1600 --heads 25 --seq 1024 --vocab 50257 --batch 32 --ranks 4
+ *                                                     (the GPT: Ψ, model states, ZeRO-3's exact traffic
+ *                                                      with the tied embedding gathered twice, and the
+ *                                                      activations per rank with and without checkpointing)
  *   zerocalc --paper-table1
  *   zerocalc --max-model --memory 32e9 --ranks 64 [--mp 1]
  *   zerocalc --check-sources [--data tests/data/source_examples.tsv] */
@@ -24,9 +28,11 @@
 #include "common/formulas.h"
 #include "common/partition.h"
 #include "kernels/workspace.h" /* the kernels' workspace bytes, per backend */
-#include "model/model.h" /* zl_model_partition: the MLP's units, padded; activation formulas */
+#include "model/gpt.h"   /* zl_gpt_activation_terms: the GPT's activations by component */
+#include "model/model.h" /* zl_model_partition: the model's units, padded; activation formulas */
 
 enum { MODE_CALC, MODE_TABLE1, MODE_MAX_MODEL, MODE_CHECK_SOURCES };
+
 
 typedef struct {
     int mode;
@@ -36,6 +42,7 @@ typedef struct {
     int checkpoint;     /* --checkpoint-activations */
     int prefetch;       /* stage 3's --prefetch; -1: the program's default */
     int backend_cpu;    /* --backend cpu: the CPU kernels' workspace (default cuda) */
+    int gpt, heads, seq, vocab; /* --model gpt: the transformer's shape (model/gpt.h); B = --batch */
     double ranks;       /* N */
     int stage;          /* -1: all four */
     zl_precision prec;
@@ -46,12 +53,21 @@ typedef struct {
     int json;
 } opts;
 
+static zl_model_shape shape_of(const opts *o) {
+    if (o->gpt)
+        return (zl_model_shape){.kind = ZL_MODEL_GPT, .layers = o->layers, .dim = o->dim, .rows = o->batch,
+                                .micro_batches = o->accum, .seq = o->seq, .heads = o->heads, .vocab = o->vocab};
+    return (zl_model_shape){.kind = ZL_MODEL_MLP, .layers = o->layers, .dim = o->dim, .rows = 1};
+}
+
 static const char *const stage_names[4] = {"DDP (stage 0)", "ZeRO-1 P_os", "ZeRO-2 P_os+g", "ZeRO-3 P_os+g+p"};
 
 static void usage(void) {
     printf("usage: zerocalc --params PSI | --layers L --dim D   [--ranks N] [--stage 0-3] [--json]\n"
            "       zerocalc --layers L --dim D --batch B [--accum K] [--checkpoint-activations] [--prefetch P]\n"
            "                [--backend cuda|cpu] --ranks N [--stage 0-3] [--json]   (a run's exact bytes per rank)\n"
+           "       zerocalc --model gpt --layers L --dim D --heads H --seq T [--vocab V] [--batch B] [--accum K]\n"
+           "                --ranks N [--stage 0-3] [--json]   (the GPT: B sequences per rank per micro-batch)\n"
            "                [--precision mixed|fp32|custom [--param-bytes P --grad-bytes G --k K]]\n"
            "       zerocalc --paper-table1\n"
            "       zerocalc --max-model --memory BYTES --ranks N [--mp K] [--precision ...]\n"
@@ -97,7 +113,8 @@ static void parse(opts *o, int argc, char **argv) {
         if (!strcmp(f, "--checkpoint-activations")) { o->checkpoint = 1; continue; }
         static const char *const valued[] = {"--params", "--layers", "--dim", "--ranks", "--stage", "--precision",
                                              "--param-bytes", "--grad-bytes", "--k", "--memory", "--mp", "--data",
-                                             "--batch", "--accum", "--prefetch", "--backend"};
+                                             "--batch", "--accum", "--prefetch", "--backend", "--model", "--heads",
+                                             "--seq", "--vocab"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(f, valued[k]);
         if (!known) bad("unknown flag '%s' (see --help)", f);
@@ -118,6 +135,12 @@ static void parse(opts *o, int argc, char **argv) {
             if (strcmp(v, "cuda") && strcmp(v, "cpu")) bad("--backend: expected cuda or cpu, got '%s'", v);
             o->backend_cpu = !strcmp(v, "cpu");
         }
+        else if (!strcmp(f, "--model")) {
+            if (strcmp(v, "gpt") && strcmp(v, "mlp")) bad("--model: expected mlp or gpt, got '%s'", v);
+            o->gpt = !strcmp(v, "gpt");
+        } else if (!strcmp(f, "--heads")) o->heads = (int)number(f, v, 1, 1 << 12, 1);
+        else if (!strcmp(f, "--seq")) o->seq = (int)number(f, v, 1, 1 << 16, 1);
+        else if (!strcmp(f, "--vocab")) o->vocab = (int)number(f, v, 2, 1 << 20, 1);
         else if (!strcmp(f, "--param-bytes")) o->prec.param_bytes = number(f, v, 0, 64, 0), o->custom_given |= 1;
         else if (!strcmp(f, "--grad-bytes")) o->prec.grad_bytes = number(f, v, 0, 64, 0), o->custom_given |= 2;
         else if (!strcmp(f, "--k")) o->prec.k = number(f, v, 0, 64, 0), o->custom_given |= 4;
@@ -136,7 +159,14 @@ static void parse(opts *o, int argc, char **argv) {
         if (by_shape && o->psi) bad("--params: give either --params or --layers/--dim, not both");
         if (by_shape && !(o->layers && o->dim)) bad("--layers/--dim: give both");
         if (!by_shape && !o->psi) bad("--params: required (or --layers and --dim); see --help");
-        if (by_shape) o->psi = (double)o->layers * (8.0 * o->dim * o->dim + 5.0 * o->dim);
+        if (o->gpt && !(by_shape && o->heads && o->seq)) bad("--model gpt: needs --layers, --dim, --heads and --seq");
+        if (o->gpt && o->dim % o->heads) bad("--heads: must divide --dim");
+        if (!o->gpt && (o->heads || o->seq || o->vocab)) bad("--heads/--seq/--vocab: only with --model gpt");
+        if (o->gpt && (o->prefetch >= 0 || o->backend_cpu)) bad("--prefetch/--backend: the MLP's run table only");
+        if (o->gpt && !o->vocab) o->vocab = 256;
+        if (o->gpt && !o->batch) o->batch = 1;
+        if (o->gpt) o->psi = (double)zl_model_unit_offset(shape_of(o), zl_model_n_units(shape_of(o)));
+        else if (by_shape) o->psi = (double)o->layers * (8.0 * o->dim * o->dim + 5.0 * o->dim);
     }
     int run_flags = o->accum > 1 || o->checkpoint || o->prefetch >= 0 || o->backend_cpu;
     if ((o->batch || run_flags) && !(o->mode == MODE_CALC && o->layers && o->batch))
@@ -150,10 +180,32 @@ static void parse(opts *o, int argc, char **argv) {
 
 /* ---- plain calculator -------------------------------------------------------------- */
 
+/* The activations of one rank (B sequences), component by component, with and without
+ * activation checkpointing (model/gpt_layout.c). */
+static void gpt_activations(const opts *o) {
+    zl_model_shape s = shape_of(o);
+    zl_gpt_dims d = zl_model_gpt_dims(s);
+    for (int ck = 0; ck <= 1; ck++) {
+        zl_gpt_term t[ZL_GPT_MAX_TERMS];
+        int n = zl_gpt_activation_terms(d, o->layers, ck, t);
+        double sum = 0;
+        if (o->json) printf("%s\"activations%s\": {", ck ? ", " : " ", ck ? "_checkpointed" : "");
+        else printf("\nactivations per rank, B = %d sequences of T = %d%s:\n", o->batch, o->seq,
+                    ck ? ", with activation checkpointing" : " (saved for backward, 16-bit; stats fp32)");
+        for (int i = 0; i < n; i++) {
+            sum += t[i].bytes;
+            if (o->json) printf("\"%s\": %.17g, ", t[i].name, t[i].bytes);
+            else printf("  %-56s %18.0f B %10.3f GB\n", t[i].name, t[i].bytes, t[i].bytes / 1e9);
+        }
+        if (o->json) printf("\"total\": %.17g}", sum);
+        else printf("  %-56s %18.0f B %10.3f GB\n", "= total", sum, sum / 1e9);
+    }
+}
+
 static void calc(const opts *o) {
     zl_partition part = {0};
     int padded = o->layers && !strcmp(o->prec_name, "mixed") && o->ranks <= 1e6;
-    zl_model_shape shape = {.kind = ZL_MODEL_MLP, .layers = o->layers, .dim = o->dim, .rows = 1};
+    zl_model_shape shape = shape_of(o);
     if (padded && zl_model_partition(&part, shape, (int)o->ranks))
         bad("--layers/--dim: the model's byte counts overflow");
     int s0 = o->stage < 0 ? 0 : o->stage, s1 = o->stage < 0 ? 3 : o->stage;
@@ -166,8 +218,13 @@ static void calc(const opts *o) {
     } else {
         printf("Psi = %.0f parameters, N = %.0f ranks, precision %s (P = %g, G = %g, K = %g bytes per parameter)\n",
                o->psi, o->ranks, o->prec_name, o->prec.param_bytes, o->prec.grad_bytes, o->prec.k);
-        if (padded) printf("this MLP pads each of its %d units to a multiple of N: Psi_pad = %zu\n", o->layers,
-                           part.psi_pad);
+        if (padded) printf("this %s pads each of its %d units to a multiple of N: Psi_pad = %zu\n",
+                           o->gpt ? "GPT" : "MLP", part.n_units, part.psi_pad);
+        if (o->gpt)
+            printf("GPT: L = %d, D = %d, H = %d, T = %d, V = %d padded to %d; largest unit (the embedding) %zu; "
+                   "K = %d micro-batches per step\n",
+                   o->layers, o->dim, o->heads, o->seq, o->vocab, zl_gpt_padded_vocab(o->vocab), part.max_unit,
+                   o->accum);
         printf("%-16s | %16s | %16s | %16s | %18s | %10s | %18s\n", "stage", "params B/rank", "grads B/rank",
                "optimizer B/rank", "model states B/rank", "GB (1e9)", "wire B/step/rank");
     }
@@ -175,27 +232,40 @@ static void calc(const opts *o) {
         double parts[3], total = zl_state_bytes(o->psi, o->ranks, s, o->prec, parts);
         double volume = zl_comm_volume_bytes(o->psi, s, o->prec), wire = zl_wire_bytes_step(o->psi, o->ranks, s, o->prec);
         size_t exact = 0;
+        double exact_wire = 0;
         if (padded) {
             zl_formula_config fc = {.stage = s, .model = shape};
             zl_mem_formula mf;
             zl_formula_memory(&part, &fc, &mf);
             exact = mf.model_states;
+            zl_comm_formula cf;
+            zl_formula_comm(&part, &fc, &cf); /* per use: a tied unit gathered twice in ZeRO-3 */
+            exact_wire = cf.total;
         }
         if (o->json) {
             printf("%s\n  {\"stage\": %d, \"bytes_per_rank\": %.17g, \"params_bytes\": %.17g, \"grads_bytes\": %.17g, "
                    "\"optimizer_bytes\": %.17g, \"comm_volume_bytes\": %.17g, \"wire_bytes_per_step\": %.17g",
                    s > s0 ? "," : "", s, total, parts[0], parts[1], parts[2], volume, wire);
             if (padded) printf(", \"bytes_per_rank_padded\": %zu", exact);
+            if (padded) printf(", \"wire_bytes_per_step_exact\": %.17g", exact_wire);
             printf("}");
         } else {
             printf("%-16s | %16.0f | %16.0f | %16.0f | %18.0f | %10.4g | %18.0f\n", stage_names[s], parts[0], parts[1],
                    parts[2], total, total / 1e9, wire);
-            if (padded) printf("%-16s | %16s | %16s | %16s | %18zu |\n", "  with padding", "", "", "", exact);
+            if (padded)
+                printf("%-16s | %16s | %16s | %16s | %18zu | %10s | %18.0f\n", "  this program", "", "", "", exact, "",
+                       exact_wire);
         }
     }
-    if (o->json) printf("\n]}\n");
+    if (o->json) printf("\n]");
     else
-        printf("wire bytes: ring convention, (N-1)/N of the paper's volume (2 Psi for stages 0-2, 3 Psi for stage 3)\n");
+        printf("wire bytes: ring convention, (N-1)/N of the paper's volume (2 Psi for stages 0-2, 3 Psi for stage 3);\n"
+               "this program's: per padded unit, ZeRO-3 gathering once per use\n");
+    if (o->gpt) {
+        if (o->json) printf(",\n");
+        gpt_activations(o);
+    }
+    if (o->json) printf("}\n");
     if (padded) zl_partition_free(&part);
 }
 
@@ -455,7 +525,7 @@ int main(int argc, char **argv) {
     case MODE_TABLE1: table1(); break;
     case MODE_MAX_MODEL: max_model(&o); break;
     case MODE_CHECK_SOURCES: return check_sources(&o);
-    default: o.batch ? calc_run(&o) : calc(&o);
+    default: o.batch && !o.gpt ? calc_run(&o) : calc(&o);
     }
     return 0;
 }

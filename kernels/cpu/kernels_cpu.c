@@ -17,6 +17,7 @@
  * every product becomes C += A·B on row-major fp32 with a small register tile that gcc
  * vectorizes from plain C (no intrinsics, no -march flags needed). */
 #include "kernels.h"
+#include "cpu/sgemm.h"
 #include "workspace.h"
 
 #include <math.h>
@@ -180,6 +181,12 @@ static void sgemm_acc(int M, int N, int K, const float *restrict A, int lda, con
             }
         }
     }
+}
+
+/* Exported for the transformer's CPU kernels (kernels/cpu/gpt_cpu.c): the same GEMM, so
+ * both models' CPU products share one summation order. */
+void zl_cpu_sgemm_acc(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc) {
+    sgemm_acc(M, N, K, A, lda, B, ldb, C, ldc);
 }
 
 /* ---- GELU ------------------------------------------------------------------------

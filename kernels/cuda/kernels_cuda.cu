@@ -50,41 +50,11 @@
 #include <string.h>
 
 #include "cuda_check.h"
+#include "cuda_common.cuh"
 #include "kernels.h"
 #include "workspace.h"
 
-static cudaStream_t as_stream(zl_stream s) { return (cudaStream_t)s; }
-
-/* ---- 16-bit helpers: zl_half is the raw bits of the storage format BF; the hardware
- * conversions round to nearest even, exactly like zl_math.h's zl_float_to_half and
- * zl_float_to_bf16 (NaN payloads aside). ---------------------------------------------------- */
-template <int BF> __device__ __forceinline__ float h2f(zl_half h);
-template <> __device__ __forceinline__ float h2f<0>(zl_half h) { return __half2float(__ushort_as_half(h)); }
-template <> __device__ __forceinline__ float h2f<1>(zl_half h) { return __bfloat162float(__ushort_as_bfloat16(h)); }
-template <int BF> __device__ __forceinline__ zl_half f2h(float f);
-template <> __device__ __forceinline__ zl_half f2h<0>(float f) { return __half_as_ushort(__float2half_rn(f)); }
-template <> __device__ __forceinline__ zl_half f2h<1>(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
-
-/* Two adjacent values from one 4-byte load. */
-template <int BF> __device__ __forceinline__ float2 h2f_pair(const zl_half *p);
-template <> __device__ __forceinline__ float2 h2f_pair<0>(const zl_half *p) {
-    return __half22float2(*reinterpret_cast<const __half2 *>(p));
-}
-template <> __device__ __forceinline__ float2 h2f_pair<1>(const zl_half *p) {
-    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p));
-}
-
-static int storage_is_bf16(void) { return zl_kernels_dtype() == ZL_BF16; }
-
-/* Launch the instance of a BF-templated kernel that matches the storage format. */
-#define LAUNCH16(kernel, grid, block, stream, ...)                                                                     \
-    do {                                                                                                               \
-        if (storage_is_bf16())                                                                                         \
-            kernel<1><<<(grid), (block), 0, (stream)>>>(__VA_ARGS__);                                                  \
-        else                                                                                                           \
-            kernel<0><<<(grid), (block), 0, (stream)>>>(__VA_ARGS__);                                                  \
-        cudaLaunchCheck(#kernel);                                                                                      \
-    } while (0)
+/* as_stream, h2f / f2h, storage_is_bf16, LAUNCH16, gemm_args: cuda_common.cuh */
 
 /* ---- workspace -----------------------------------------------------------------------------
  * [ slack to align | cuBLASLt workspace 32 MiB | loss partials | gradient-statistics partials
@@ -119,13 +89,13 @@ void zl_kernels_set_workspace(void *ws, size_t bytes) {
     g_ws_colsum_floats = (bytes - need) / sizeof(float);
 }
 
-static void require_workspace(const char *fn) {
+void zl_cu_require_workspace(const char *fn) {
     if (g_ws_lt == NULL) zl_cuda_fatal(__FILE__, __LINE__, fn, "zl_kernels_set_workspace has not been called");
 }
 
 /* Grid for a grid-stride loop over n items: enough blocks to fill the GPU many times
  * over, capped so that huge n reuse threads instead of launching millions of blocks. */
-static unsigned grid_for(size_t n, unsigned threads) {
+unsigned zl_cu_grid_for(size_t n, unsigned threads) {
     size_t blocks = (n + threads - 1) / threads;
     if (blocks < 1) blocks = 1;
     if (blocks > 65536) blocks = 65536;
@@ -150,7 +120,7 @@ void zl_data_generate(zl_half *x, zl_half *target, uint64_t seed, uint64_t row0,
                       zl_stream s) {
     size_t n = (size_t)rows * (size_t)dim;
     if (n == 0) return;
-    LAUNCH16(data_generate_kernel, grid_for(n, 256), 256, as_stream(s), x, target, seed, row0, n, dim);
+    LAUNCH16(data_generate_kernel, zl_cu_grid_for(n, 256), 256, as_stream(s), x, target, seed, row0, n, dim);
 }
 
 template <int BF>
@@ -161,7 +131,7 @@ __global__ void init_uniform_kernel(zl_half *dst, size_t n, uint64_t seed, uint6
 
 void zl_init_uniform(zl_half *dst, size_t n, uint64_t seed, uint64_t index0, int scale_log2, zl_stream s) {
     if (n == 0) return;
-    LAUNCH16(init_uniform_kernel, grid_for(n, 256), 256, as_stream(s), dst, n, seed, index0, scale_log2);
+    LAUNCH16(init_uniform_kernel, zl_cu_grid_for(n, 256), 256, as_stream(s), dst, n, seed, index0, scale_log2);
 }
 
 template <int BF> __global__ void half_to_float_kernel(float *dst, const zl_half *src, size_t n) {
@@ -171,7 +141,7 @@ template <int BF> __global__ void half_to_float_kernel(float *dst, const zl_half
 
 void zl_half_to_float_array(float *dst, const zl_half *src, size_t n, zl_stream s) {
     if (n == 0) return;
-    LAUNCH16(half_to_float_kernel, grid_for(n, 256), 256, as_stream(s), dst, src, n);
+    LAUNCH16(half_to_float_kernel, zl_cu_grid_for(n, 256), 256, as_stream(s), dst, src, n);
 }
 
 /* ======================================================================================
@@ -185,31 +155,13 @@ static cublasLtHandle_t lt_handle(void) {
     return g_lt;
 }
 
-/* One GEMM, column-major: D[m×n] = op(A)[m×k]·op(B)[k×n] + beta·C (+ epilogue).
- * C, when used, has D's layout. */
-typedef struct {
-    const char *what; /* names the GEMM in error messages */
-    cublasOperation_t transa, transb;
-    int m, n, k;
-    const void *A;
-    int lda;
-    const void *B;
-    int ldb;
-    float beta;
-    const void *C; /* NULL when beta == 0 */
-    void *D;
-    int ldd;
-    cudaDataType_t type; /* of A, B, C, D: the storage format (CUDA_R_16F or CUDA_R_16BF) */
-    cublasLtEpilogue_t epilogue;
-    void *bias; /* bias (BIAS, GELU_AUX_BIAS) or bias-gradient output (DGELU_BGRAD, BGRADA) */
-    void *aux;  /* GELU input: written by GELU_AUX_BIAS, read by DGELU / DGELU_BGRAD */
-    int ldaux;
-} gemm_args;
 
 /* Everything the heuristic's answer may depend on. All ints: compared with memcmp. */
 typedef struct {
     int type, transa, transb, m, n, k, lda, ldb, ldd, epilogue, ldaux;
     int align_a, align_b, align_c, align_d, align_bias, align_aux;
+    int batch;
+    long long stride_a, stride_b, stride_d;
 } gemm_key;
 
 typedef struct {
@@ -245,8 +197,8 @@ static int epilogue_has_aux(cublasLtEpilogue_t e) {
 
 static void describe_gemm(char *buf, size_t len, const gemm_args *g) {
     snprintf(buf, len,
-             "%s: %s m=%d n=%d k=%d op(A)=%c op(B)=%c lda=%d ldb=%d ldd=%d epilogue=%d, align A/B/C/D=%d/%d/%d/%d",
-             g->what, g->type == CUDA_R_16BF ? "bf16" : "fp16", g->m, g->n, g->k, g->transa == CUBLAS_OP_T ? 'T' : 'N', g->transb == CUBLAS_OP_T ? 'T' : 'N',
+             "%s: %s batch=%d m=%d n=%d k=%d op(A)=%c op(B)=%c lda=%d ldb=%d ldd=%d epilogue=%d, align A/B/C/D=%d/%d/%d/%d",
+             g->what, g->type == CUDA_R_16BF ? "bf16" : "fp16", g->batch, g->m, g->n, g->k, g->transa == CUBLAS_OP_T ? 'T' : 'N', g->transb == CUBLAS_OP_T ? 'T' : 'N',
              g->lda, g->ldb, g->ldd, (int)g->epilogue, align_class(g->A), align_class(g->B),
              align_class(g->C ? g->C : g->D), align_class(g->D));
 }
@@ -285,6 +237,8 @@ static gemm_key make_key(const gemm_args *g) {
     k.align_d = align_class(g->D);
     k.align_bias = epilogue_has_bias(g->epilogue) ? align_class(g->bias) : 0;
     k.align_aux = epilogue_has_aux(g->epilogue) ? align_class(g->aux) : 0;
+    k.batch = g->batch;
+    k.stride_a = g->stride_a, k.stride_b = g->stride_b, k.stride_d = g->stride_d;
     return k;
 }
 
@@ -306,6 +260,17 @@ static void plan_create(gemm_plan *p, const gemm_args *g) {
     cublasCheck(cublasLtMatrixLayoutCreate(&p->la, g->type, (uint64_t)a_rows, (uint64_t)a_cols, g->lda));
     cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, g->type, (uint64_t)b_rows, (uint64_t)b_cols, g->ldb));
     cublasCheck(cublasLtMatrixLayoutCreate(&p->lcd, g->type, (uint64_t)g->m, (uint64_t)g->n, g->ldd));
+    if (g->batch > 1) { /* strided-batched: attention's per-(sequence, head) products */
+        cublasLtMatrixLayout_t lay[3] = {p->la, p->lb, p->lcd};
+        int64_t stride[3] = {g->stride_a, g->stride_b, g->stride_d};
+        int32_t count = g->batch;
+        for (int i = 0; i < 3; i++) {
+            cublasCheck(cublasLtMatrixLayoutSetAttribute(lay[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                         sizeof count));
+            cublasCheck(cublasLtMatrixLayoutSetAttribute(lay[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                         &stride[i], sizeof stride[i]));
+        }
+    }
 
     cublasLtMatmulPreference_t pref;
     uint64_t ws_bytes = ZL_LT_WS_BYTES;
@@ -360,8 +325,8 @@ static gemm_plan *plan_get(const gemm_args *g) {
 
 /* Runs the GEMM and returns 1, or returns 0 when cuBLASLt has no algorithm for it and the
  * caller has a fallback (required = 0). A required GEMM without an algorithm is fatal. */
-static int gemm(const gemm_args *g, int required, cudaStream_t s) {
-    require_workspace(g->what);
+int zl_cu_gemm(const gemm_args *g, int required, cudaStream_t s) {
+    zl_cu_require_workspace(g->what);
     gemm_plan *p = plan_get(g);
     if (!p->ok) {
         if (!required) return 0;
@@ -370,7 +335,7 @@ static int gemm(const gemm_args *g, int required, cudaStream_t s) {
         zl_cuda_fatal(__FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic", buf);
     }
     set_epilogue_pointers(p->desc, g);
-    float alpha = 1.0f, beta = g->beta;
+    float alpha = g->alpha, beta = g->beta;
     const void *C = g->C ? g->C : g->D;
     cublasStatus_t st = cublasLtMatmul(lt_handle(), p->desc, &alpha, g->A, p->la, g->B, p->lb, &beta, C, p->lcd,
                                        g->D, p->lcd, &p->algo, g_ws_lt, ZL_LT_WS_BYTES, s);
@@ -384,7 +349,7 @@ static int gemm(const gemm_args *g, int required, cudaStream_t s) {
     return 1;
 }
 
-static gemm_args gemm_make(const char *what, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+gemm_args zl_cu_gemm_make(const char *what, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            const void *A, int lda, const void *B, int ldb, float beta, const void *C, void *D,
                            int ldd) {
     gemm_args g;
@@ -405,25 +370,12 @@ static gemm_args gemm_make(const char *what, cublasOperation_t ta, cublasOperati
     g.ldd = ldd;
     g.type = storage_is_bf16() ? CUDA_R_16BF : CUDA_R_16F;
     g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    g.alpha = 1.0f;
+    g.batch = 1;
     return g;
 }
 
-/* Which cuBLASLt epilogues to use, a bit mask (ZL_CUBLASLT_EPILOGUES in the environment,
- * decimal; 0 = none, which tests the fallback kernels). Where a bit is off, or cuBLASLt
- * has no algorithm, the GEMM runs plain and the kernels below do the rest. */
-enum {
-    EPI_GELU_AUX_BIAS = 1, /* forward W1 */
-    EPI_BIAS = 2,          /* forward W2 */
-    EPI_DGELU_BGRAD = 4,   /* backward dh and db1 in one GEMM: off by default, see below */
-    EPI_BGRADA = 8,        /* backward dW2 and db2 in one GEMM */
-    EPI_DGELU = 16,        /* backward dh; db1 by colsum_* (when DGELU_BGRAD is off or fails) */
-    /* DGELU_BGRAD measured 0.6 ms slower per block backward than DGELU + colsum at
-     * rows 8192, D 4096 on H200 (cuBLAS 13.0): its cross-CTA bias reduction costs more
-     * than one extra read of dh. */
-    EPI_DEFAULT_MASK = EPI_GELU_AUX_BIAS | EPI_BIAS | EPI_BGRADA | EPI_DGELU
-};
-
-static int epilogue_mask(void) {
+int zl_cu_epilogue_mask(void) {
     const char *e = getenv("ZL_CUBLASLT_EPILOGUES");
     return e && e[0] ? (int)strtol(e, NULL, 10) : EPI_DEFAULT_MASK;
 }
@@ -482,12 +434,12 @@ template <int BF> __global__ void add_into_kernel(zl_half *dst, const zl_half *s
 
 void zl_gelu_stored(const zl_half *h, zl_half *a, size_t n, zl_stream s) {
     if (n == 0) return;
-    LAUNCH16(gelu_stored_kernel, grid_for(n, 256), 256, as_stream(s), h, a, n);
+    LAUNCH16(gelu_stored_kernel, zl_cu_grid_for(n, 256), 256, as_stream(s), h, a, n);
 }
 
 void zl_add_into(zl_half *dst, const zl_half *src, size_t n, zl_stream s) {
     if (n == 0) return;
-    LAUNCH16(add_into_kernel, grid_for(n, 256), 256, as_stream(s), dst, src, n);
+    LAUNCH16(add_into_kernel, zl_cu_grid_for(n, 256), 256, as_stream(s), dst, src, n);
 }
 
 /* Column sums out[c] = Σ_r X[r][c] of a row-major rows×cols 16-bit matrix, fp32, in a fixed
@@ -540,7 +492,7 @@ __global__ void colsum_final_kernel(const float *partials, zl_half *out, int chu
     out[c] = f2h<BF>(add ? s + h2f<BF>(out[c]) : s);
 }
 
-static void launch_colsum(const zl_half *X, zl_half *out, int rows, int cols, zl_grads_mode mode, cudaStream_t s) {
+void zl_cu_colsum(const zl_half *X, zl_half *out, int rows, int cols, zl_grads_mode mode, cudaStream_t s) {
     /* chunks depend on the shape only, so the summation order is fixed for a shape */
     int chunks = (rows + 255) / 256;
     if (chunks > ZL_COLSUM_CHUNKS) chunks = ZL_COLSUM_CHUNKS;
@@ -550,7 +502,7 @@ static void launch_colsum(const zl_half *X, zl_half *out, int rows, int cols, zl
         char msg[160];
         snprintf(msg, sizeof msg, "workspace too small for a %d-column bias gradient: size it with "
                  "zl_kernels_workspace_bytes(rows, dim) for the largest dim", cols);
-        zl_cuda_fatal(__FILE__, __LINE__, "launch_colsum", msg);
+        zl_cuda_fatal(__FILE__, __LINE__, "zl_cu_colsum", msg);
     }
     int pair = cols % 2 == 0 && ((uintptr_t)X & 3u) == 0;
     dim3 grid((unsigned)((cols + 63) / 64), (unsigned)chunks);
@@ -569,36 +521,36 @@ void zl_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, co
     cudaStream_t st = as_stream(s);
     const int R = rows, D = dim, F = 4 * dim;
     const size_t RF = (size_t)R * F, RD = (size_t)R * D;
-    const int epi = epilogue_mask();
+    const int epi = zl_cu_epilogue_mask();
 
     /* aᵀ[F×R] = gelu(W1ᵀ[F×D]·xᵀ[D×R] + b1), hᵀ (the GELU input) as the aux output.
      * W1 row-major D×F is W1ᵀ column-major with ld F; x row-major is xᵀ with ld D. */
-    gemm_args g1 = gemm_make("forward h = x·W1 + b1, a = gelu(h)", CUBLAS_OP_N, CUBLAS_OP_N, F, R, D, W1, F, x, D,
+    gemm_args g1 = zl_cu_gemm_make("forward h = x·W1 + b1, a = gelu(h)", CUBLAS_OP_N, CUBLAS_OP_N, F, R, D, W1, F, x, D,
                              0.0f, NULL, a, F);
     g1.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     g1.bias = (void *)b1;
     g1.aux = h;
     g1.ldaux = F;
     /* the aux leading dimension must be a multiple of 8 (cublasLt.h) */
-    if (!((epi & EPI_GELU_AUX_BIAS) && F % 8 == 0 && gemm(&g1, 0, st))) {
-        gemm_args p = gemm_make("forward x·W1 (unfused)", CUBLAS_OP_N, CUBLAS_OP_N, F, R, D, W1, F, x, D, 0.0f, NULL,
+    if (!((epi & EPI_GELU_AUX_BIAS) && F % 8 == 0 && zl_cu_gemm(&g1, 0, st))) {
+        gemm_args p = zl_cu_gemm_make("forward x·W1 (unfused)", CUBLAS_OP_N, CUBLAS_OP_N, F, R, D, W1, F, x, D, 0.0f, NULL,
                                 h, F);
-        gemm(&p, 1, st);
-        LAUNCH16(bias_gelu_kernel, grid_for(RF, 256), 256, st, h, b1, a, RF, F);
+        zl_cu_gemm(&p, 1, st);
+        LAUNCH16(bias_gelu_kernel, zl_cu_grid_for(RF, 256), 256, st, h, b1, a, RF, F);
     }
 
     /* yᵀ[D×R] = W2ᵀ[D×F]·aᵀ[F×R] + b2 + xᵀ: the residual rides in as C with beta = 1.
      * y = NULL: a recompute for backward, which needs h and a only. */
     if (!y) return;
-    gemm_args g2 = gemm_make("forward y = x + a·W2 + b2", CUBLAS_OP_N, CUBLAS_OP_N, D, R, F, W2, D, a, F, 1.0f, x,
+    gemm_args g2 = zl_cu_gemm_make("forward y = x + a·W2 + b2", CUBLAS_OP_N, CUBLAS_OP_N, D, R, F, W2, D, a, F, 1.0f, x,
                              y, D);
     g2.epilogue = CUBLASLT_EPILOGUE_BIAS;
     g2.bias = (void *)b2;
-    if (!((epi & EPI_BIAS) && gemm(&g2, 0, st))) {
+    if (!((epi & EPI_BIAS) && zl_cu_gemm(&g2, 0, st))) {
         g2.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
         g2.what = "forward x + a·W2 (unfused)";
-        gemm(&g2, 1, st);
-        LAUNCH16(add_bias_kernel, grid_for(RD, 256), 256, st, y, b2, RD, D);
+        zl_cu_gemm(&g2, 1, st);
+        LAUNCH16(add_bias_kernel, zl_cu_grid_for(RD, 256), 256, st, y, b2, RD, D);
     }
 }
 
@@ -609,31 +561,31 @@ static void backward_dh(const zl_half *h, const zl_half *W2, const zl_half *dy, 
     const int F = 4 * D;
     /* dhᵀ[F×R] = gelu'(hᵀ) ⊙ (W2[F×D]·dyᵀ[D×R]); W2 row-major F×D is column-major D×F
      * (ld D), so op(A) = T. DGELU_BGRAD also reduces dhᵀ over its R columns into db1. */
-    gemm_args g = gemm_make("backward dh = (dy·W2ᵀ) ⊙ gelu'(h), db1", CUBLAS_OP_T, CUBLAS_OP_N, F, R, D, W2, D, dy,
+    gemm_args g = zl_cu_gemm_make("backward dh = (dy·W2ᵀ) ⊙ gelu'(h), db1", CUBLAS_OP_T, CUBLAS_OP_N, F, R, D, W2, D, dy,
                             D, 0.0f, NULL, dh, F);
     g.aux = (void *)h;
     g.ldaux = F;
     if (F % 8 == 0 && (epi & EPI_DGELU_BGRAD) && mode == ZL_GRADS_WRITE) {
         g.epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD;
         g.bias = db1;
-        if (gemm(&g, 0, st)) return;
+        if (zl_cu_gemm(&g, 0, st)) return;
     }
     g.bias = NULL;
     if (F % 8 == 0 && (epi & EPI_DGELU)) {
         g.epilogue = CUBLASLT_EPILOGUE_DGELU;
         g.what = "backward dh = (dy·W2ᵀ) ⊙ gelu'(h)";
-        if (gemm(&g, 0, st)) {
-            launch_colsum(dh, db1, R, F, mode, st);
+        if (zl_cu_gemm(&g, 0, st)) {
+            zl_cu_colsum(dh, db1, R, F, mode, st);
             return;
         }
     }
     g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     g.aux = NULL;
     g.what = "backward da = dy·W2ᵀ (unfused)";
-    gemm(&g, 1, st);
+    zl_cu_gemm(&g, 1, st);
     const size_t RF = (size_t)R * F;
-    LAUNCH16(dgelu_kernel, grid_for(RF, 256), 256, st, dh, h, RF);
-    launch_colsum(dh, db1, R, F, mode, st);
+    LAUNCH16(dgelu_kernel, zl_cu_grid_for(RF, 256), 256, st, dh, h, RF);
+    zl_cu_colsum(dh, db1, R, F, mode, st);
 }
 
 void zl_block_backward(const zl_half *x, const zl_half *h, const zl_half *a, const zl_half *W1,
@@ -643,36 +595,36 @@ void zl_block_backward(const zl_half *x, const zl_half *h, const zl_half *a, con
     if (rows <= 0 || dim <= 0) return;
     cudaStream_t st = as_stream(s);
     const int R = rows, D = dim, F = 4 * dim;
-    const int epi = epilogue_mask();
+    const int epi = zl_cu_epilogue_mask();
     const float beta = mode == ZL_GRADS_ADD ? 1.0f : 0.0f; /* ADD: dW += the new product, rounded once */
 
     backward_dh(h, W2, dy, dh, db1, R, D, epi, mode, st);
 
     /* dW2ᵀ[D×F] = dyᵀ[D×R]·a[R×F]; a row-major R×F is column-major F×R, so op(B) = T.
      * BGRADA reduces op(A) = dyᵀ over k = R: db2 = Σ_rows dy. */
-    gemm_args g2 = gemm_make("backward dW2 = aᵀ·dy, db2", CUBLAS_OP_N, CUBLAS_OP_T, D, F, R, dy, D, a, F, beta,
+    gemm_args g2 = zl_cu_gemm_make("backward dW2 = aᵀ·dy, db2", CUBLAS_OP_N, CUBLAS_OP_T, D, F, R, dy, D, a, F, beta,
                              beta != 0.0f ? dW2 : NULL, dW2, D);
     g2.epilogue = CUBLASLT_EPILOGUE_BGRADA;
     g2.bias = db2;
-    if (!((epi & EPI_BGRADA) && mode == ZL_GRADS_WRITE && gemm(&g2, 0, st))) {
+    if (!((epi & EPI_BGRADA) && mode == ZL_GRADS_WRITE && zl_cu_gemm(&g2, 0, st))) {
         g2.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
         g2.bias = NULL;
         g2.what = "backward dW2 = aᵀ·dy (unfused)";
-        gemm(&g2, 1, st);
-        launch_colsum(dy, db2, R, D, mode, st);
+        zl_cu_gemm(&g2, 1, st);
+        zl_cu_colsum(dy, db2, R, D, mode, st);
     }
 
     /* dW1ᵀ[F×D] = dhᵀ[F×R]·x[R×D]; x row-major R×D is column-major D×R, so op(B) = T. */
-    gemm_args g3 = gemm_make("backward dW1 = xᵀ·dh", CUBLAS_OP_N, CUBLAS_OP_T, F, D, R, dh, F, x, D, beta,
+    gemm_args g3 = zl_cu_gemm_make("backward dW1 = xᵀ·dh", CUBLAS_OP_N, CUBLAS_OP_T, F, D, R, dh, F, x, D, beta,
                              beta != 0.0f ? dW1 : NULL, dW1, F);
-    gemm(&g3, 1, st);
+    zl_cu_gemm(&g3, 1, st);
 
     /* dxᵀ[D×R] = W1[D×F]·dhᵀ[F×R] + dyᵀ; W1 row-major D×F is column-major F×D (ld F),
      * so op(A) = T; the residual's gradient rides in as C with beta = 1. */
     if (!dx) return; /* the first block: the input's gradient is not needed */
-    gemm_args g4 = gemm_make("backward dx = dy + dh·W1ᵀ", CUBLAS_OP_T, CUBLAS_OP_N, D, R, F, W1, F, dh, F, 1.0f, dy,
+    gemm_args g4 = zl_cu_gemm_make("backward dx = dy + dh·W1ᵀ", CUBLAS_OP_T, CUBLAS_OP_N, D, R, F, W1, F, dh, F, 1.0f, dy,
                              dx, D);
-    gemm(&g4, 1, st);
+    zl_cu_gemm(&g4, 1, st);
 }
 
 /* ======================================================================================
@@ -682,19 +634,7 @@ void zl_block_backward(const zl_half *x, const zl_half *h, const zl_half *a, con
  * float operations (scale computed on the host the same way), so it is bit-identical.
  * ====================================================================================== */
 
-/* Sum over the block in a fixed tree order; the result is valid in thread 0. */
-__device__ double block_sum(double v) {
-    __shared__ double warp_sums[32];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (lane == 0) warp_sums[warp] = v;
-    __syncthreads();
-    int nwarps = (blockDim.x + 31) >> 5;
-    v = threadIdx.x < nwarps ? warp_sums[threadIdx.x] : 0.0;
-    if (warp == 0)
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    return v;
-}
+/* zl_cu_block_sum: cuda_common.cuh */
 
 template <int BF>
 __device__ __forceinline__ void mse_one(zl_half y, zl_half t, float scale, zl_half *dy, double *acc) {
@@ -723,14 +663,14 @@ __global__ void mse_partial_kernel(const zl_half *y, const zl_half *t, zl_half *
         done = nv * 8;
     }
     for (size_t i = done + tid; i < n; i += stride) mse_one<BF>(y[i], t[i], scale, &dy[i], &acc);
-    acc = block_sum(acc);
+    acc = zl_cu_block_sum(acc);
     if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 
 __global__ void mse_final_kernel(const double *partials, int nblocks, size_t n, float *loss) {
     double acc = 0.0;
     for (int i = threadIdx.x; i < nblocks; i += blockDim.x) acc += partials[i];
-    acc = block_sum(acc);
+    acc = zl_cu_block_sum(acc);
     if (threadIdx.x == 0) *loss = (float)(acc / (double)n);
 }
 
@@ -738,7 +678,7 @@ static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 void zl_mse_loss_backward(const zl_half *y, const zl_half *t, zl_half *dy, float *loss, int rows, int dim,
                           float loss_scale, zl_stream s) {
-    require_workspace("zl_mse_loss_backward");
+    zl_cu_require_workspace("zl_mse_loss_backward");
     cudaStream_t st = as_stream(s);
     size_t n = (size_t)(rows > 0 ? rows : 0) * (size_t)(dim > 0 ? dim : 0);
     if (n == 0) {
@@ -850,7 +790,7 @@ void zl_adam_update(float *master, float *m, float *v, zl_half *param, const zl_
     }
     if (nvec == 0) head = 0; /* all scalar */
     size_t work = nvec ? nvec : n;
-    LAUNCH16(adam_kernel, grid_for(work, 256), 256, as_stream(s), p, head, nvec);
+    LAUNCH16(adam_kernel, zl_cu_grid_for(work, 256), 256, as_stream(s), p, head, nvec);
 }
 
 
@@ -887,9 +827,9 @@ template <int BF> __global__ void grad_stats_partial_kernel(const zl_half *g, si
         done = nv * 8;
     }
     for (size_t i = done + tid; i < n; i += stride) stats_one<BF>(g[i], &sum, &nonfinite);
-    sum = block_sum(sum);
+    sum = zl_cu_block_sum(sum);
     __syncthreads(); /* block_sum's shared scratch is reused */
-    nonfinite = block_sum(nonfinite);
+    nonfinite = zl_cu_block_sum(nonfinite);
     if (threadIdx.x == 0) {
         partials[2 * blockIdx.x] = sum;
         partials[2 * blockIdx.x + 1] = nonfinite;
@@ -902,9 +842,9 @@ __global__ void grad_stats_final_kernel(const double *partials, int nblocks, dou
         sum += partials[2 * i];
         nonfinite += partials[2 * i + 1];
     }
-    sum = block_sum(sum);
+    sum = zl_cu_block_sum(sum);
     __syncthreads();
-    nonfinite = block_sum(nonfinite);
+    nonfinite = zl_cu_block_sum(nonfinite);
     if (threadIdx.x == 0) {
         stats[0] += sum;
         stats[1] += nonfinite;
@@ -912,7 +852,7 @@ __global__ void grad_stats_final_kernel(const double *partials, int nblocks, dou
 }
 
 void zl_grad_stats(const zl_half *g, size_t n, double *stats, zl_stream s) {
-    require_workspace("zl_grad_stats");
+    zl_cu_require_workspace("zl_grad_stats");
     if (n == 0) return;
     cudaStream_t st = as_stream(s);
     const int vec = aligned16(g);

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "gpt_kernels.h"
 #include "kernels.h"
 
 static int g_failures, g_checks;
@@ -614,6 +615,172 @@ static void bench_adam(int D, int iters) {
 
 /* ---- main --------------------------------------------------------------------------------------- */
 
+
+/* ---- the transformer's kernels (gpt_kernels.h) -----------------------------------------------
+ * Each kernel on identical inputs on both sides (backward fed the CPU forward's outputs).
+ * Bit-identical: the embedding (adds in the same order). GEMM-type and reductions in another
+ * order: ‖gpu−cpu‖/‖cpu‖ within the block tests' tolerance; the loss within 1e-4 relative. */
+static zl_half *up16(const zl_half *h, size_t n) { return upload(h, n * 2); }
+static zl_half *down16(const zl_half *d, size_t n) { return download(d, n * 2); }
+
+static void cmp16(const char *kernel, const char *tensor, zl_gpt_dims d, const char *mode, const zl_half *gpu_dev,
+                  const zl_half *cpu, size_t n, double tol) {
+    zl_half *g = down16(gpu_dev, n);
+    check_close(kernel, tensor, d.B * d.T, d.D, mode, g, cpu, n, tol);
+    free(g);
+}
+
+static void test_gpt(zl_gpt_dims d, const epi_mode *em) {
+    const char *mode = em->name;
+    set_mode(em);
+    const double tol = g_bf16 ? 4e-2 : 1e-2;
+    const int R = d.B * d.T, D = d.D;
+    const size_t RD = (size_t)R * D, BHTT = (size_t)d.B * d.H * d.T * d.T, VD = (size_t)d.Vp * D;
+    size_t cws = zl_cpu_gpt_workspace_bytes(d), gws = zl_gpt_workspace_bytes(d);
+    void *cpu_ws = xmalloc(cws), *gpu_ws = dalloc(gws);
+    zl_cpu_gpt_set_workspace(cpu_ws, cws);
+    zl_gpt_set_workspace(gpu_ws, gws, d);
+    uint64_t seed = 0x6770 + (uint64_t)R * 31 + (uint64_t)D;
+
+    /* tokens, targets and their order */
+    int32_t *tok = xmalloc((size_t)R * 4), *tgt = xmalloc((size_t)R * 4), *order = xmalloc((size_t)R * 4),
+            *bucket = xmalloc(((size_t)d.Vp + 1) * 4);
+    for (int i = 0; i < R; i++)
+        tok[i] = (int32_t)(zl_mix64(seed + (uint64_t)i) % (uint64_t)d.V), tgt[i] = (int32_t)(zl_mix64(seed ^ (uint64_t)i) % (uint64_t)d.V);
+    for (int v = 0; v <= d.Vp; v++) bucket[v] = 0; /* stable counting sort, written out here */
+    for (int i = 0; i < R; i++) bucket[tok[i] + 1]++;
+    for (int v = 0; v < d.Vp; v++) bucket[v + 1] += bucket[v];
+    int32_t *cursor = xmalloc(((size_t)d.Vp + 1) * 4);
+    memcpy(cursor, bucket, ((size_t)d.Vp + 1) * 4);
+    for (int i = 0; i < R; i++) order[cursor[tok[i]]++] = i;
+    int32_t *dtok = upload(tok, (size_t)R * 4), *dtgt = upload(tgt, (size_t)R * 4), *dord = upload(order, (size_t)R * 4),
+            *dbuck = upload(bucket, ((size_t)d.Vp + 1) * 4);
+
+    /* embedding forward and backward: bit-identical */
+    zl_half *wte = rand_half(VD, seed + 1, 5), *wpe = rand_half((size_t)d.T * D, seed + 2, 6);
+    zl_half *x = xmalloc(RD * 2), *dx = rand_half(RD, seed + 3, 6), *head = rand_half(VD, seed + 4, 6);
+    zl_half *dwte = xmalloc(VD * 2), *dwpe = xmalloc((size_t)d.T * D * 2);
+    zl_cpu_gpt_embed_forward(tok, wte, wpe, x, d);
+    zl_cpu_gpt_embed_backward(order, bucket, dx, head, dwte, dwpe, ZL_GRADS_WRITE, d);
+    zl_half *gwte = up16(wte, VD), *gwpe = up16(wpe, (size_t)d.T * D), *gx = dalloc(RD * 2), *gdx = up16(dx, RD),
+            *ghead = up16(head, VD), *gdwte = dalloc(VD * 2), *gdwpe = dalloc((size_t)d.T * D * 2);
+    zl_gpt_embed_forward(dtok, gwte, gwpe, gx, d, g_s);
+    zl_gpt_embed_backward(dord, dbuck, gdx, ghead, gdwte, gdwpe, ZL_GRADS_WRITE, d, g_s);
+    zl_half *h1 = down16(gx, RD), *h2 = down16(gdwte, VD), *h3 = down16(gdwpe, (size_t)d.T * D);
+    check_bits("zl_gpt_embed_forward", "x", h1, x, RD, 2);
+    check_bits("zl_gpt_embed_backward", "dwte", h2, dwte, VD, 2);
+    check_bits("zl_gpt_embed_backward", "dwpe", h3, dwpe, (size_t)d.T * D, 2);
+    free(h2), free(h3);
+    /* accumulation: the same gradient added onto itself (both sides hold the same bits) */
+    zl_cpu_gpt_embed_backward(order, bucket, dx, head, dwte, dwpe, ZL_GRADS_ADD, d);
+    zl_gpt_embed_backward(dord, dbuck, gdx, ghead, gdwte, gdwpe, ZL_GRADS_ADD, d, g_s);
+    h2 = down16(gdwte, VD), h3 = down16(gdwpe, (size_t)d.T * D);
+    check_bits("zl_gpt_embed_backward ADD", "dwte", h2, dwte, VD, 2);
+    check_bits("zl_gpt_embed_backward ADD", "dwpe", h3, dwpe, (size_t)d.T * D, 2);
+    free(h1), free(h2), free(h3);
+
+    /* LayerNorm forward / backward */
+    zl_half *g = rand_half((size_t)D, seed + 5, 1), *b = rand_half((size_t)D, seed + 6, 3), *y = xmalloc(RD * 2);
+    float *mean = xmalloc((size_t)R * 4), *rstd = xmalloc((size_t)R * 4);
+    for (int j = 0; j < D; j++) g[j] = zl_storage_from_float(1.0f + zl_storage_to_float(g[j]));
+    zl_cpu_gpt_layernorm_forward(x, g, b, y, mean, rstd, R, D);
+    zl_half *gg = up16(g, (size_t)D), *gb = up16(b, (size_t)D), *gy = dalloc(RD * 2);
+    float *gmean = dalloc((size_t)R * 4), *grstd = dalloc((size_t)R * 4);
+    zl_gpt_layernorm_forward(gx, gg, gb, gy, gmean, grstd, R, D, g_s);
+    cmp16("zl_gpt_layernorm_fwd", "y", d, mode, gy, y, RD, tol);
+    zl_half *dres = rand_half(RD, seed + 7, 6), *dg = xmalloc((size_t)D * 2), *db = xmalloc((size_t)D * 2);
+    zl_half *gdres = up16(dres, RD), *gdg = dalloc((size_t)D * 2), *gdb = dalloc((size_t)D * 2);
+    zl_memcpy_h2d(gmean, mean, (size_t)R * 4, g_s), zl_memcpy_h2d(grstd, rstd, (size_t)R * 4, g_s);
+    zl_cpu_gpt_layernorm_backward(x, g, mean, rstd, dx, dres, dg, db, ZL_GRADS_WRITE, R, D);
+    zl_gpt_layernorm_backward(gx, gg, gmean, grstd, gdx, gdres, gdg, gdb, ZL_GRADS_WRITE, R, D, g_s);
+    cmp16("zl_gpt_layernorm_bwd", "dres", d, mode, gdres, dres, RD, tol);
+    cmp16("zl_gpt_layernorm_bwd", "dg", d, mode, gdg, dg, (size_t)D, tol);
+    cmp16("zl_gpt_layernorm_bwd", "db", d, mode, gdb, db, (size_t)D, tol);
+
+    /* linear layers: QKV (no residual), projection (residual), MLP (GELU) and their backward */
+    const int F = 4 * D;
+    zl_half *W = rand_half((size_t)D * F, seed + 8, 3), *bias = rand_half((size_t)F, seed + 9, 4);
+    zl_half *hh = xmalloc(RD * 4 * 2), *aa = xmalloc(RD * 4 * 2), *yo = xmalloc(RD * 2);
+    zl_half *gW = up16(W, (size_t)D * F), *gbias = up16(bias, (size_t)F), *ghh = dalloc(RD * 8), *gaa = dalloc(RD * 8),
+            *gyo = dalloc(RD * 2);
+    zl_cpu_gpt_linear_gelu_forward(y, W, bias, hh, aa, R, D, F);
+    zl_memcpy_h2d(gy, y, RD * 2, g_s);
+    zl_gpt_linear_gelu_forward(gy, gW, gbias, ghh, gaa, R, D, F, g_s);
+    cmp16("zl_gpt_linear_gelu", "h", d, mode, ghh, hh, RD * 4, tol);
+    cmp16("zl_gpt_linear_gelu", "a", d, mode, gaa, aa, RD * 4, tol);
+    zl_memcpy_h2d(gaa, aa, RD * 8, g_s), zl_memcpy_h2d(ghh, hh, RD * 8, g_s);
+    zl_cpu_gpt_linear_forward(aa, W, bias, x, yo, R, F, D); /* W read as F×D here */
+    zl_gpt_linear_forward(gaa, gW, gbias, gx, gyo, R, F, D, g_s);
+    cmp16("zl_gpt_linear", "y+res", d, mode, gyo, yo, RD, tol);
+    zl_half *dW = xmalloc((size_t)D * F * 2), *dbias = xmalloc((size_t)F * 2), *dxa = xmalloc(RD * 8);
+    zl_half *gdW = dalloc((size_t)D * F * 2), *gdbias = dalloc((size_t)F * 2), *gdxa = dalloc(RD * 8);
+    zl_cpu_gpt_linear_backward(aa, W, dres, hh, dxa, dW, dbias, ZL_GRADS_WRITE, R, F, D);
+    zl_memcpy_h2d(gdres, dres, RD * 2, g_s);
+    zl_gpt_linear_backward(gaa, gW, gdres, ghh, gdxa, gdW, gdbias, ZL_GRADS_WRITE, R, F, D, g_s);
+    cmp16("zl_gpt_linear_bwd gelu", "dW", d, mode, gdW, dW, (size_t)D * F, tol);
+    cmp16("zl_gpt_linear_bwd gelu", "db", d, mode, gdbias, dbias, (size_t)D, tol);
+    cmp16("zl_gpt_linear_bwd gelu", "dx", d, mode, gdxa, dxa, RD * 4, tol);
+    zl_cpu_gpt_linear_backward(y, W, aa, NULL, dx, dW, dbias, ZL_GRADS_WRITE, R, D, F);
+    zl_gpt_linear_backward(gy, gW, gaa, NULL, gdx, gdW, gdbias, ZL_GRADS_WRITE, R, D, F, g_s);
+    cmp16("zl_gpt_linear_bwd", "dW", d, mode, gdW, dW, (size_t)D * F, tol);
+    cmp16("zl_gpt_linear_bwd", "db", d, mode, gdbias, dbias, (size_t)F, tol);
+    cmp16("zl_gpt_linear_bwd", "dx", d, mode, gdx, dx, RD, tol);
+    /* accumulation (beta = 1 and the bias sum's ADD path): from the CPU's stored gradient */
+    zl_memcpy_h2d(gdW, dW, (size_t)D * F * 2, g_s), zl_memcpy_h2d(gdbias, dbias, (size_t)F * 2, g_s);
+    zl_cpu_gpt_linear_backward(y, W, aa, NULL, dx, dW, dbias, ZL_GRADS_ADD, R, D, F);
+    zl_gpt_linear_backward(gy, gW, gaa, NULL, gdx, gdW, gdbias, ZL_GRADS_ADD, R, D, F, g_s);
+    cmp16("zl_gpt_linear_bwd ADD", "dW", d, mode, gdW, dW, (size_t)D * F, tol);
+    cmp16("zl_gpt_linear_bwd ADD", "db", d, mode, gdbias, dbias, (size_t)F, tol);
+
+    /* attention on random q, k, v of order 1 */
+    zl_half *qkv = rand_half(3 * RD, seed + 10, 0), *qkvr = xmalloc(3 * RD * 2), *P = xmalloc(BHTT * 2),
+            *sr = xmalloc(RD * 2), *att = xmalloc(RD * 2), *dP = xmalloc(BHTT * 2), *dqkvr = xmalloc(3 * RD * 2),
+            *dqkv = xmalloc(3 * RD * 2);
+    zl_half *gqkv = up16(qkv, 3 * RD), *gqkvr = dalloc(3 * RD * 2), *gP = dalloc(BHTT * 2), *gsr = dalloc(RD * 2),
+            *gatt = dalloc(RD * 2), *gdP = dalloc(BHTT * 2), *gdqkvr = dalloc(3 * RD * 2), *gdqkv = dalloc(3 * RD * 2);
+    zl_cpu_gpt_attention_forward(qkv, qkvr, P, sr, att, d);
+    zl_gpt_attention_forward(gqkv, gqkvr, gP, gsr, gatt, d, g_s);
+    zl_half *hq = down16(gqkvr, 3 * RD);
+    check_bits("zl_gpt_attention_fwd", "qkvr (permute)", hq, qkvr, 3 * RD, 2);
+    free(hq);
+    cmp16("zl_gpt_attention_fwd", "P", d, mode, gP, P, BHTT, tol);
+    cmp16("zl_gpt_attention_fwd", "out", d, mode, gatt, att, RD, tol);
+    zl_memcpy_h2d(gP, P, BHTT * 2, g_s);
+    zl_cpu_gpt_attention_backward(qkvr, P, dres, sr, dP, dqkvr, dqkv, d);
+    zl_gpt_attention_backward(gqkvr, gP, gdres, gsr, gdP, gdqkvr, gdqkv, d, g_s);
+    cmp16("zl_gpt_attention_bwd", "dqkv", d, mode, gdqkv, dqkv, 3 * RD, tol);
+
+    /* LM head, cross-entropy, and back */
+    size_t RV = (size_t)R * d.Vp;
+    zl_half *logits = xmalloc(RV * 2), *ghl = dalloc(RV * 2), *hd = xmalloc(VD * 2), *ghd = dalloc(VD * 2);
+    float *row = xmalloc((size_t)R * 4), *grow = dalloc((size_t)R * 4), loss, *gloss = dalloc(4), gl;
+    zl_cpu_gpt_logits_forward(y, wte, logits, d);
+    zl_gpt_logits_forward(gy, gwte, ghl, d, g_s);
+    cmp16("zl_gpt_logits_fwd", "logits", d, mode, ghl, logits, RV, tol);
+    zl_memcpy_h2d(ghl, logits, RV * 2, g_s);
+    zl_cpu_gpt_crossentropy(logits, tgt, row, &loss, 1024.0f, d);
+    zl_gpt_crossentropy(ghl, dtgt, grow, gloss, 1024.0f, d, g_s);
+    zl_stream_sync(g_s);
+    zl_memcpy_d2h(&gl, gloss, 4, g_s);
+    check(fabs(gl - loss) <= 1e-4 * fabs(loss), "%-22s loss gpu %.7f cpu %.7f", "zl_gpt_crossentropy", gl, loss);
+    cmp16("zl_gpt_crossentropy", "dlogits", d, mode, ghl, logits, RV, tol);
+    zl_memcpy_h2d(ghl, logits, RV * 2, g_s);
+    zl_cpu_gpt_logits_backward(logits, y, wte, dx, hd, d);
+    zl_gpt_logits_backward(ghl, gy, gwte, gdx, ghd, d, g_s);
+    cmp16("zl_gpt_logits_bwd", "dx", d, mode, gdx, dx, RD, tol);
+    cmp16("zl_gpt_logits_bwd", "head", d, mode, ghd, hd, VD, tol);
+
+    zl_stream_sync(g_s);
+    void *host[] = {tok, tgt, order, bucket, cursor, wte, wpe, x, dx, head, dwte, dwpe, g, b, y, mean, rstd, dres, dg,
+                    db, W, bias, hh, aa, yo, dW, dbias, dxa, qkv, qkvr, P, sr, att, dP, dqkvr, dqkv, logits, hd, row,
+                    cpu_ws};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    void *dev[] = {dtok, dtgt, dord, dbuck, gwte, gwpe, gx, gdx, ghead, gdwte, gdwpe, gg, gb, gy, gmean, grstd, gdres,
+                   gdg, gdb, gW, gbias, ghh, gaa, gyo, gdW, gdbias, gdxa, gqkv, gqkvr, gP, gsr, gatt, gdP, gdqkvr,
+                   gdqkv, ghl, ghd, grow, gloss, gpu_ws};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) zl_dev_free(dev[i]);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     zl_backend_init(0, 1, 0, 1, NULL);
@@ -671,6 +838,11 @@ int main(int argc, char **argv) {
             test_grad_stats(1000003, 1, 4099);
             test_grad_stats(70000000, 3, 1000003); /* more than 1024 blocks' worth: threads loop */
             test_grad_stats(5, 0, 2);
+            static const zl_gpt_dims gpt_shapes[] = {{2, 16, 32, 2, 100, 128}, {1, 40, 48, 3, 256, 256},
+                                                     {3, 7, 12, 3, 50, 64}};
+            for (size_t m = 0; m < sizeof k_modes / sizeof k_modes[0]; m++)
+                for (size_t i = 0; i < sizeof gpt_shapes / sizeof gpt_shapes[0]; i++) test_gpt(gpt_shapes[i], &k_modes[m]);
+            zl_kernels_set_workspace(ws, ws_bytes); /* the GPT tests pointed it at their own */
         }
         g_bf16 = 0;
         zl_kernels_set_dtype(ZL_F16);

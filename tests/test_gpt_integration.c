@@ -1,0 +1,280 @@
+/* test_gpt_integration.c — the four stage programs with --model gpt (gpt-tiny), end to end
+ * under mpiexec: measured memory == formula to the byte for every category and rank, and
+ * == this file's own count of Ψ, Ψ_pad and the activations; measured wire bytes == formula,
+ * with ZeRO-3 gathering the tied embedding twice forward and twice backward (counted here
+ * from the unit sizes); the four stages train the same model (bitwise at N = 1, 2; 1e-3 at
+ * N = 3); N × B rows == 1 × N·B; the loss falls on the shipped text.
+ *
+ * ZL_BUILD selects build/cpu or build/cuda; ZL_MAX_WORLD (default 4) caps N. */
+#include "zl_test_util.h"
+
+static int max_world(void) {
+    const char *m = getenv("ZL_MAX_WORLD");
+    return m && *m ? atoi(m) : 4;
+}
+
+static const char *const progs[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
+static const char *const categories[] = {"params_fp16", "grads_fp16", "master_fp32", "adam_m", "adam_v",
+                                         "grad_bucket", "param_gather", "activations", "scratch", "workspace",
+                                         "host_staging", "model_states", "peak_total"};
+
+/* gpt-tiny: L = 2, D = 32, H = 2, T = 32, V = 256 (no padding), B = 4 */
+enum { L = 2, D = 32, H = 2, T = 32, V = 256, B = 4 };
+#define TEXT "data/persuasion.txt"
+
+/* Unit sizes, counted here: embedding (V+T)·D, blocks 12D² + 13D, final LN 2D. */
+static double unit_size(int u) { return u == 0 ? (double)(V + T) * D : u <= L ? 12.0 * D * D + 13.0 * D : 2.0 * D; }
+static double slice(int u, int N) { return ceil(unit_size(u) / N); }
+
+static double states_for(int stage, double psi, int N) {
+    switch (stage) {
+    case 0: return 16 * psi;
+    case 1: return 4 * psi + 12 * psi / N;
+    case 2: return 2 * psi + 14 * psi / N;
+    default: return 16 * psi / N;
+    }
+}
+
+/* extra: " --accum K" (K micro-batches: ZeRO-2/3 sync and gather per micro-batch, K losses)
+ * and/or " --checkpoint-activations" (the per-block activations of one block only). */
+static void check_exact_with(int stage, int N, const char *extra) {
+    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    const char *acc = strstr(extra, "--accum ");
+    int K = acc ? atoi(acc + 8) : 1, ckpt = strstr(extra, "--checkpoint-activations") != NULL;
+    char json[128];
+    snprintf(json, sizeof json, "/tmp/zl_gpt_%d_%d_%d.json", stage, N, getpid());
+    zl_run_result r;
+    zl_run(&r, "-n %d {%s} --preset gpt-tiny --steps 3 --quiet --data " TEXT " --json %s%s", N, progs[stage], json,
+           extra);
+    cr_assert_eq(r.exit_code, 0, "%s N=%d failed (exit %d):\n%s\n%s", progs[stage], N, r.exit_code, r.out, r.err);
+    cJSON *j = zl_load_json(json);
+    double psi = 0, psi_pad = 0, gathers = 0;
+    for (int u = 0; u < L + 2; u++) psi += unit_size(u), psi_pad += slice(u, N) * N;
+    for (int u = 0; u < L + 2; u++) gathers += slice(u, N);
+    gathers += slice(0, N); /* the LM head reads the embedding again */
+    cr_assert_eq(zl_num(j, "params"), psi);
+    cr_assert_eq(zl_num(j, "params_padded"), psi_pad);
+    double R = B * T, RD = R * D;
+    double nb = ckpt ? 1 : L, BHTT = (double)B * H * T * T; /* blocks whose activations are kept */
+    double act = 2 * ((L + 1) * RD + 15 * nb * RD + nb * BHTT + RD + R * V) + 4 * (4 * nb * R + 2 * R);
+    /* scratch: dres, dln, dh (4), two 3·R·D buffers, dP, the LM head's wte part; tokens,
+     * targets, order, bucket (int32); row losses, K losses; the 16-byte gradient statistics */
+    double scratch = 2 * (12 * RD + BHTT + (double)V * D) + 4 * (3 * R + V + 1) + 4 * (R + K) + 16;
+    cJSON *ranks = zl_get(j, "ranks");
+    for (int rank = 0; rank < N; rank++) {
+        cJSON *rk = cJSON_GetArrayItem(ranks, rank);
+        for (size_t c = 0; c < sizeof categories / sizeof categories[0]; c++) {
+            char m[96], f[96];
+            snprintf(m, sizeof m, "memory.measured.%s", categories[c]);
+            snprintf(f, sizeof f, "memory.formula.%s", categories[c]);
+            cr_expect_eq(zl_num(rk, m), zl_num(rk, f), "%s N=%d rank %d %s: measured %.0f formula %.0f", progs[stage],
+                         N, rank, categories[c], zl_num(rk, m), zl_num(rk, f));
+        }
+        cr_expect_float_eq(zl_num(rk, "memory.formula.model_states"), states_for(stage, psi_pad, N), 1e-6);
+        cr_expect_eq(zl_num(rk, "memory.measured.activations"), act, "activations: %.0f, counted here %.0f",
+                     zl_num(rk, "memory.measured.activations"), act);
+        cr_expect_eq(zl_num(rk, "memory.formula.scratch"), scratch);
+        cr_expect_eq(zl_num(rk, "memory.allocations_in_step"), 0, "the step loop allocated");
+        cr_expect_float_eq(zl_num(rk, "comm.formula.by_purpose.control"),
+                           2.0 * (N - 1) / N * (4 * K + (stage >= 1 ? 16 : 0)), 1e-9);
+        static const char *const purposes[] = {"grad_sync", "param_gather_fwd", "param_gather_bwd",
+                                               "param_gather_step", "control", "param_gather_final"};
+        for (size_t p = 0; p < sizeof purposes / sizeof purposes[0]; p++) {
+            char m[96], f[96];
+            snprintf(m, sizeof m, "comm.measured.by_purpose.%s", purposes[p]);
+            snprintf(f, sizeof f, "comm.formula.by_purpose.%s", purposes[p]);
+            cr_expect_float_eq(zl_num(rk, m), zl_num(rk, f), 1e-9 * (1 + zl_num(rk, f)), "%s N=%d %s: %.0f vs %.0f",
+                               progs[stage], N, purposes[p], zl_num(rk, m), zl_num(rk, f));
+        }
+        /* gradients: DDP all-reduces, ZeRO-1 reduce-scatters once per step, ZeRO-2/3 once per micro-batch */
+        double sync = (stage == 0 ? 2.0 : stage == 1 ? 1.0 : K) * (N - 1) * 2.0 * psi_pad / N;
+        cr_expect_float_eq(zl_num(rk, "comm.measured.by_purpose.grad_sync"), sync, 1e-9 * (1 + sync));
+        /* ZeRO-3: n_units + 1 gathers each way per micro-batch, the embedding's twice */
+        double want = stage == 3 ? K * (N - 1) * 2.0 * gathers : 0;
+        cr_expect_float_eq(zl_num(rk, "comm.measured.by_purpose.param_gather_fwd"), want, 1e-9 * (1 + want));
+        cr_expect_float_eq(zl_num(rk, "comm.measured.by_purpose.param_gather_bwd"), want, 1e-9 * (1 + want));
+    }
+    cJSON_Delete(j);
+    unlink(json);
+}
+
+static void check_exact(int stage, int N) { check_exact_with(stage, N, ""); }
+
+#define EXACT_TESTS(stage)                                                                                       \
+    Test(gpt_exact, stage##stage##_N1) { check_exact(stage, 1); }                                              \
+    Test(gpt_exact, stage##stage##_N2) { check_exact(stage, 2); }                                              \
+    Test(gpt_exact, stage##stage##_N3) { check_exact(stage, 3); }                                              \
+    Test(gpt_exact, stage##stage##_N2_accum2) { check_exact_with(stage, 2, " --accum 2"); }                    \
+    Test(gpt_exact, stage##stage##_N2_accum2_checkpoint) {                                                     \
+        check_exact_with(stage, 2, " --accum 2 --checkpoint-activations");                                     \
+    }
+EXACT_TESTS(0)
+EXACT_TESTS(1)
+EXACT_TESTS(2)
+EXACT_TESTS(3)
+
+/* ---- the four stages are one training run -------------------------------------------- */
+
+typedef struct {
+    cJSON *json[4];
+    double *params[4];
+    size_t n;
+} stage_runs;
+
+static void run_all_stages(stage_runs *sr, int N, const char *extra) {
+    for (int s = 0; s < 4; s++) {
+        char json[128], dump[128];
+        snprintf(json, sizeof json, "/tmp/zl_gst%d_%d_%d.json", s, N, getpid());
+        snprintf(dump, sizeof dump, "/tmp/zl_gst%d_%d_%d.bin", s, N, getpid());
+        zl_run_result r;
+        zl_run(&r, "-n %d {%s} --preset gpt-tiny --steps 5 --quiet --json %s --dump-params %s%s", N, progs[s], json,
+               dump, extra);
+        cr_assert_eq(r.exit_code, 0, "%s N=%d: %s", progs[s], N, r.err);
+        sr->json[s] = zl_load_json(json);
+        sr->params[s] = zl_load_params(dump, &sr->n);
+        unlink(json), unlink(dump);
+    }
+}
+
+static double rel_diff(const double *a, const double *b, size_t n) {
+    double d = 0, norm = 0;
+    for (size_t i = 0; i < n; i++) d += (a[i] - b[i]) * (a[i] - b[i]), norm += b[i] * b[i];
+    return sqrt(d / norm);
+}
+
+/* N = 1, 2: every sum has one order, so the hashes agree bit for bit; N = 3: 1e-3. */
+static void check_stages(int N, int bitwise) {
+    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    stage_runs sr;
+    run_all_stages(&sr, N, " --data " TEXT);
+    for (int s = 1; s < 4; s++) {
+        if (bitwise)
+            cr_expect_str_eq(zl_get(sr.json[s], "param_hash")->valuestring,
+                             zl_get(sr.json[0], "param_hash")->valuestring, "stage %d at N=%d", s, N);
+        double rel = rel_diff(sr.params[s], sr.params[0], sr.n);
+        cr_expect(rel <= 1e-3, "stage %d N=%d: |p - p_DDP|/|p_DDP| = %.3g", s, N, rel);
+    }
+    for (int s = 0; s < 4; s++) cJSON_Delete(sr.json[s]), free(sr.params[s]);
+}
+Test(gpt_equivalence, all_stages_bitwise_equal_N1) { check_stages(1, 1); }
+Test(gpt_equivalence, all_stages_bitwise_equal_N2) { check_stages(2, 1); }
+Test(gpt_equivalence, all_stages_close_N3) { check_stages(3, 0); }
+
+/* --checkpoint-activations recomputes each block in backward from the same inputs with the
+ * same kernels: every stage trains bitwise the same, also when accumulating. */
+Test(gpt_equivalence, checkpointing_is_bitwise_the_same_in_every_stage_N2_accum2) {
+    if (max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    stage_runs plain, ckpt;
+    run_all_stages(&plain, 2, " --accum 2");
+    run_all_stages(&ckpt, 2, " --accum 2 --checkpoint-activations");
+    for (int s = 0; s < 4; s++) {
+        cr_expect_str_eq(zl_get(ckpt.json[s], "param_hash")->valuestring,
+                         zl_get(plain.json[s], "param_hash")->valuestring, "%s", progs[s]);
+        cJSON_Delete(plain.json[s]), cJSON_Delete(ckpt.json[s]), free(plain.params[s]), free(ckpt.params[s]);
+    }
+}
+
+/* N × K × B rows == N × 1 × K·B rows: accumulation sees the same rows (close, not bitwise:
+ * the sums are split differently). Loss scale 4096 as below. */
+Test(gpt_equivalence, accum2_equals_twice_the_rows_every_stage_N2) {
+    if (max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    stage_runs acc, wide;
+    run_all_stages(&acc, 2, " --batch 2 --accum 2 --loss-scale-init 4096");
+    run_all_stages(&wide, 2, " --batch 4 --loss-scale-init 4096");
+    for (int s = 0; s < 4; s++) {
+        double rel = rel_diff(acc.params[s], wide.params[s], acc.n);
+        cr_expect(rel <= 1e-3, "%s: |p_K2 - p_B4|/|p_B4| = %.3g", progs[s], rel);
+        cr_expect_eq(cJSON_GetArraySize(zl_get(acc.json[s], "skipped_steps")), 0, "%s", progs[s]);
+        cJSON_Delete(acc.json[s]), cJSON_Delete(wide.json[s]), free(acc.params[s]), free(wide.params[s]);
+    }
+}
+
+/* N ranks × B sequences see the same global batches as 1 rank × N·B. The loss scale starts
+ * at 4096: at 65536 a rank's half-batch fp16 gradient of the embedding overflows in step 1
+ * where the full batch's does not, and the skipped step (correct, but only on one side)
+ * would be compared with a step taken. */
+Test(gpt_equivalence, two_ranks_equal_one_rank_with_twice_the_rows) {
+    char d1[128], d2[128], j1[128], j2[128];
+    snprintf(d1, sizeof d1, "/tmp/zl_geq1_%d.bin", getpid()), snprintf(d2, sizeof d2, "/tmp/zl_geq2_%d.bin", getpid());
+    snprintf(j1, sizeof j1, "/tmp/zl_geq1_%d.json", getpid()), snprintf(j2, sizeof j2, "/tmp/zl_geq2_%d.json", getpid());
+    zl_run_result r;
+    zl_run(&r, "-n 1 {stage0_ddp} --preset gpt-tiny --batch 8 --steps 5 --quiet --data " TEXT
+               " --loss-scale-init 4096 --dump-params %s --json %s", d1, j1);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    zl_run(&r, "-n 2 {stage3} --preset gpt-tiny --batch 4 --steps 5 --quiet --data " TEXT
+               " --loss-scale-init 4096 --dump-params %s --json %s", d2, j2);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    size_t n1, n2;
+    double *p1 = zl_load_params(d1, &n1), *p2 = zl_load_params(d2, &n2);
+    cr_assert_eq(n1, n2);
+    cr_expect(rel_diff(p2, p1, n1) <= 1e-3, "|dp|/|p| = %.3g", rel_diff(p2, p1, n1));
+    cJSON *a = zl_load_json(j1), *b = zl_load_json(j2);
+    for (int i = 0; i < 5; i++) {
+        double la = cJSON_GetArrayItem(zl_get(a, "loss"), i)->valuedouble;
+        double lb = cJSON_GetArrayItem(zl_get(b, "loss"), i)->valuedouble;
+        cr_expect(fabs(la - lb) <= 1e-3 * fabs(la), "step %d loss %.6f vs %.6f", i + 1, la, lb);
+    }
+    free(p1), free(p2), cJSON_Delete(a), cJSON_Delete(b);
+    unlink(d1), unlink(d2), unlink(j1), unlink(j2);
+}
+
+/* On the shipped text: mean of the last 3 of 30 steps below 80% of the first 3. */
+Test(gpt_loss, falls_on_the_text_N2) {
+    if (max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    char json[128];
+    snprintf(json, sizeof json, "/tmp/zl_gloss_%d.json", getpid());
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage2} --preset gpt-tiny --steps 30 --lr 3e-3 --quiet --data " TEXT " --json %s", json);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cJSON *j = zl_load_json(json), *loss = zl_get(j, "loss");
+    int n = cJSON_GetArraySize(loss);
+    double first = 0, last = 0;
+    for (int i = 0; i < 3; i++)
+        first += cJSON_GetArrayItem(loss, i)->valuedouble / 3, last += cJSON_GetArrayItem(loss, n - 1 - i)->valuedouble / 3;
+    cr_expect(last < 0.8 * first, "loss did not fall: first %.4f, last %.4f", first, last);
+    cJSON_Delete(j);
+    unlink(json);
+}
+
+/* ---- bad input --------------------------------------------------------------------------- */
+static void expect_refused(const char *launch, const char *expect) {
+    zl_run_result r;
+    zl_run(&r, "%s", launch);
+    cr_expect_eq(r.exit_code, 2, "'%s' exited %d, stderr: %s", launch, r.exit_code, r.err);
+    cr_expect(strstr(r.err, expect) != NULL, "'%s': stderr '%s' lacks '%s'", launch, r.err, expect);
+}
+
+Test(gpt_bad_input, flags_exit_2) {
+    expect_refused("-n 1 {stage0_ddp} --preset gpt-tiny --heads 3", "--heads: must divide --dim");
+    expect_refused("-n 1 {stage1} --seq 16", "--seq: only --model gpt takes this flag");
+    expect_refused("-n 1 {stage2} --model gpt2", "--model: expected mlp or gpt, got 'gpt2'");
+    expect_refused("-n 1 {stage3} --model gpt --vocab 1", "--vocab: expected an integer in [2, 1048576]");
+}
+
+/* ---- zerocalc --model gpt is the answer key: the program's measured numbers ---------------- */
+/* K = 1 and 2; the checkpointed activations against a run with --checkpoint-activations */
+static void check_zerocalc(int K, int ckpt) {
+    if (max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    char json[128];
+    snprintf(json, sizeof json, "/tmp/zl_gcalc_%d.json", getpid());
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage3} --preset gpt-tiny --steps 2 --quiet --accum %d --json %s%s", K, json,
+           ckpt ? " --checkpoint-activations" : "");
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cJSON *run = zl_load_json(json), *rk = cJSON_GetArrayItem(zl_get(run, "ranks"), 0);
+    zl_run_plain(&r, "build/zerocalc --model gpt --layers %d --dim %d --heads %d --seq %d --vocab %d --batch %d "
+                     "--accum %d --ranks 2 --stage 3 --json", L, D, H, T, V, B, K);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cJSON *calc = cJSON_Parse(r.out);
+    cr_assert(calc, "zerocalc printed no JSON: %s", r.out);
+    const char *act = ckpt ? "activations_checkpointed.total" : "activations.total";
+    cr_expect_eq(zl_num(calc, act), zl_num(rk, "memory.measured.activations"));
+    cr_expect_eq(zl_num(calc, "params"), zl_num(run, "params"));
+    double wire = cJSON_GetObjectItem(cJSON_GetArrayItem(zl_get(calc, "stages"), 0), "wire_bytes_per_step_exact")->valuedouble;
+    cr_expect_float_eq(wire, zl_num(rk, "comm.measured.wire_bytes_per_step"), 1e-9 * wire);
+    cr_expect(zl_num(calc, "activations_checkpointed.total") < zl_num(calc, "activations.total"));
+    cJSON_Delete(run), cJSON_Delete(calc);
+    unlink(json);
+}
+Test(gpt_zerocalc, activations_and_zero3_traffic_match_the_program_N2) { check_zerocalc(1, 0); }
+Test(gpt_zerocalc, accum2_checkpointed_match_the_program_N2) { check_zerocalc(2, 1); }
