@@ -653,7 +653,10 @@ static int print_and_write(const zl_report *r) {
     double ms = all[0].ms_per_step;
     double rows = (double)c->batch * c->accum; /* per rank per step: K micro-batches of B */
     double samples_s = ms > 0 ? (double)N * rows / (ms * 1e-3) : 0;
-    double tflops = ms > 0 ? 6.0 * (double)r->part->psi * rows / (ms * 1e-3) / 1e12 : 0;
+    /* 6·Ψ flops per token (forward 2, backward 4; attention's T² terms not counted): a GPT row
+     * is a sequence of T tokens, an MLP row one sample. */
+    double tokens = rows * (c->model == 1 ? (double)c->seq : 1.0);
+    double tflops = ms > 0 ? 6.0 * (double)r->part->psi * tokens / (ms * 1e-3) / 1e12 : 0;
 
     printf("\n== %s | backend %s (%s) | N = %d | Psi = %zu | Psi_pad = %zu | %d units ==\n", stage_names[c->stage],
            zl_backend_name(), zl_backend_device_name(), N, r->part->psi, r->part->psi_pad, r->part->n_units);
@@ -687,7 +690,7 @@ static int print_and_write(const zl_report *r) {
                          c->clip_grad_norm > 0 ? ", gradient norm clipped" : "");
     print_timeline(all, N);
     print_who(r, g.ids, mpi_lib);
-    printf("\nfinal loss %.6f (first %.6f) | %.3f ms/step | %.1f samples/s | %.4g TFLOP/s per %s (6*Psi*rows/step) "
+    printf("\nfinal loss %.6f (first %.6f) | %.3f ms/step | %.1f samples/s | %.4g TFLOP/s per %s (6*Psi*tokens/step) "
            "| param_hash %016llx\n",
            r->losses[r->steps - 1], r->losses[0], ms, samples_s, tflops, zl_backend_name()[1] == 'u' ? "GPU" : "rank",
            (unsigned long long)r->param_hash);

@@ -58,10 +58,16 @@ static void fire(double idle_s) {
  * MPI_Abort ends the others before they repeat the line. */
 static void *watch(void *arg) {
     (void)arg;
-    double stagger = 0.05 * (g_rank % 100);
+    double stagger = 0.05 * (g_rank % 100), last_tick = zl_wall_seconds();
     int ticks = 0;
     while (!atomic_load(&g_stop)) {
         sleep_ms(100);
+        /* A tick that took seconds means this process itself was stopped (SIGSTOP, a debugger)
+         * and has just been resumed — Open MPI resumes a stopped rank with SIGCONT to kill it.
+         * The idle time is then ours, not a peer's: start counting again instead of blaming. */
+        double now = zl_wall_seconds();
+        if (now - last_tick > 2.0) atomic_store(&g_last_progress, now);
+        last_tick = now;
         char msg[256];
         if (++ticks % 10 == 0 && zl_backend_async_error(msg, sizeof msg)) {
             zl_set_ending();
