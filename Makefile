@@ -12,7 +12,7 @@ CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 
-CFLAGS_COMMON = -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -pthread -I. -Ikernels
+CFLAGS_COMMON = -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -pthread -fopenmp -I. -Ikernels  # OpenMP: host Adam (--offload)
 CFLAGS  ?= $(CFLAGS_COMMON)
 LIBS     = -lcjson -lm  # cJSON: checkpoint manifests (xxHash, their checksums, is header-only)
 SAN      = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -38,7 +38,7 @@ CFLAGS_COMMON += -DZL_GIT_COMMIT='"$(ZL_COMMIT)"'
 STAGES   := stage0_ddp stage1 stage2 stage3
 COMMON   := common/util.c common/alloc.c common/events.c common/partition.c common/formulas.c common/comm.c \
             common/args.c common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c \
-            common/scaler.c common/numerics.c common/ckpt.c common/trace.c model/layout.c model/model.c model/mlp.c
+            common/scaler.c common/numerics.c common/ckpt.c common/trace.c common/offload.c model/layout.c model/model.c model/mlp.c
 CPU_SRC  := kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c \
             kernels/gpu_select.c
 HEADERS  := $(wildcard common/*.h model/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
