@@ -68,6 +68,17 @@ double zl_max_params(double memory, double world, int stage, zl_precision p) {
     return memory / zl_state_bytes(1.0, world, stage, p, NULL);
 }
 
+double zl_offload_state_bytes(double psi, double world, int stage, zl_precision p, double *host) {
+    double parts[3];
+    zl_state_bytes(psi, world, stage, p, parts);
+    if (host) *host = parts[2];
+    return parts[0] + parts[1];
+}
+
+double zl_max_params_offload(double memory, double world, int stage, zl_precision p) {
+    return memory / zl_offload_state_bytes(1.0, world, stage, p, NULL);
+}
+
 void zl_paper_digits(double v, char *buf, size_t n) {
     if (v >= 100) {
         snprintf(buf, n, "%.0f", floor(v));

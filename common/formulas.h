@@ -94,6 +94,11 @@ double zl_comm_volume_bytes(double psi, int stage, zl_precision p);
 double zl_wire_bytes_step(double psi, double world, int stage, zl_precision p);
 /* The largest Ψ whose model states fit in `memory` bytes per device (the paper's Table 2). */
 double zl_max_params(double memory, double world, int stage, zl_precision p);
+/* ZeRO-Offload (stages 2-3, --offload): the optimizer state K·Ψ/N moves to the host. Returns
+ * the device's model states, P·Ψ (/N at stage 3) + G·Ψ/N; *host gets K·Ψ/N. */
+double zl_offload_state_bytes(double psi, double world, int stage, zl_precision p, double *host);
+/* The largest Ψ whose device model states fit in `memory` bytes with --offload. */
+double zl_max_params_offload(double memory, double world, int stage, zl_precision p);
 /* A value (e.g. in GB) in the digits of the paper's Table 1: below 10 two decimals, below
  * 100 one decimal (half-up, trailing zeros dropped), from 100 up the integer part — the
  * paper truncates there (docs/errata.md). */
