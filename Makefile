@@ -143,6 +143,10 @@ build/tests/test_mixed: tests/test_mixed.c tests/zl_test_util.h kernels/zl_math.
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) tests/test_mixed.c -lcriterion -lcjson -lm -o $@
 
+build/tests/test_offload: tests/test_offload.c tests/zl_test_util.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) tests/test_offload.c -lcriterion -lcjson -lm -o $@
+
 build/tests/test_report: tests/test_report.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) tests/test_report.c -lcriterion -lcjson -lm -o $@
@@ -164,7 +168,7 @@ deps: deps-run
 
 test: deps
 	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) build/tests/test_integration build/tests/test_loud \
-		build/tests/test_mixed build/tests/test_ckpt build/tests/test_report build/tests/test_zerocalc
+		build/tests/test_mixed build/tests/test_ckpt build/tests/test_report build/tests/test_offload build/tests/test_zerocalc
 	$(MAKE) test-unit test-asan test-zerocalc test-integration test-scripts test-words
 
 test-unit: build/tests/test_unit
@@ -187,12 +191,13 @@ test-zerocalc: build/tests/test_zerocalc build/zerocalc
 	build/tests/test_zerocalc -j2
 
 test-integration: build/tests/test_integration build/tests/test_loud build/tests/test_mixed build/tests/test_ckpt \
-		build/tests/test_report $(CPU_BINS) build/zlckpt
+		build/tests/test_report build/tests/test_offload $(CPU_BINS) build/zlckpt
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" ZL_MAX_WORLD=9 build/tests/test_integration -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_loud -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_mixed -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_ckpt -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_report -j1
+	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_offload -j1
 
 # Shell scripts parse and pass shellcheck (if installed); the Slurm body runs in a pretend allocation.
 test-scripts: $(CPU_BINS)
