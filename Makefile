@@ -186,6 +186,11 @@ test-asan: build/asan/test_unit $(ASAN_BINS)
 	  -n 2 build/asan/stage1 --layers 3 --dim 31 --steps 1 --quiet --resume build/asan/ckpt >>build/asan/ckpt.log 2>&1 \
 	  || { cat build/asan/ckpt.log; echo "test-asan: checkpoint save/reshard failed"; exit 1; }
 	@echo "test-asan: stage3 N = 3 save, stage1 N = 2 resume clean under ASan + UBSan"
+	@for p in stage2 stage3; do \
+	  ASAN_OPTIONS=detect_leaks=0 $(MPIEXEC) -n 3 build/asan/$$p --layers 3 --dim 31 --steps 3 --quiet --offload --check \
+	    >build/asan/$$p-offload.log 2>&1 || { cat build/asan/$$p-offload.log; echo "test-asan: $$p --offload failed"; exit 1; }; \
+	done
+	@echo "test-asan: stage2, stage3 --offload at N = 3 clean under ASan + UBSan"
 
 test-zerocalc: build/tests/test_zerocalc build/zerocalc
 	build/tests/test_zerocalc -j2
