@@ -12,7 +12,7 @@ CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 
-CFLAGS_COMMON = -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -pthread -I. -Ikernels
+CFLAGS_COMMON = -std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -pthread -fopenmp -I. -Ikernels  # OpenMP: host Adam (--offload)
 CFLAGS  ?= $(CFLAGS_COMMON)
 LIBS     = -lcjson -lm  # cJSON: checkpoint manifests (xxHash, their checksums, is header-only)
 SAN      = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -38,8 +38,8 @@ CFLAGS_COMMON += -DZL_GIT_COMMIT='"$(ZL_COMMIT)"'
 STAGES   := stage0_ddp stage1 stage2 stage3
 COMMON   := common/util.c common/alloc.c common/events.c common/partition.c common/formulas.c common/comm.c \
             common/args.c common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c \
-            common/scaler.c common/numerics.c common/ckpt.c common/trace.c model/layout.c model/gpt_layout.c \
-            model/model.c model/mlp.c model/gpt.c model/gpt_data.c
+            common/scaler.c common/numerics.c common/ckpt.c common/trace.c common/offload.c model/layout.c \
+            model/gpt_layout.c model/model.c model/mlp.c model/gpt.c model/gpt_data.c
 CPU_SRC  := kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c \
             kernels/gpu_select.c kernels/cpu/gpt_cpu.c kernels/cpu/gpt_dispatch_cpu.c
 HEADERS  := $(wildcard common/*.h model/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h kernels/cuda/*.cuh)
@@ -149,6 +149,10 @@ build/tests/test_mixed: tests/test_mixed.c tests/zl_test_util.h kernels/zl_math.
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) tests/test_mixed.c -lcriterion -lcjson -lm -o $@
 
+build/tests/test_offload: tests/test_offload.c tests/zl_test_util.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) tests/test_offload.c -lcriterion -lcjson -lm -o $@
+
 build/tests/test_report: tests/test_report.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) tests/test_report.c -lcriterion -lcjson -lm -o $@
@@ -171,7 +175,7 @@ deps: deps-run
 test: deps
 	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) build/tests/test_integration build/tests/test_loud \
 		build/tests/test_mixed build/tests/test_ckpt build/tests/test_report build/tests/test_gpt_integration \
-		build/tests/test_zerocalc
+		build/tests/test_offload build/tests/test_zerocalc
 	$(MAKE) test-unit test-asan test-zerocalc test-integration test-scripts test-words
 
 test-unit: build/tests/test_unit
@@ -192,18 +196,25 @@ test-asan: build/asan/test_unit $(ASAN_BINS)
 	  -n 2 build/asan/stage1 --layers 3 --dim 31 --steps 1 --quiet --resume build/asan/ckpt >>build/asan/ckpt.log 2>&1 \
 	  || { cat build/asan/ckpt.log; echo "test-asan: checkpoint save/reshard failed"; exit 1; }
 	@echo "test-asan: stage3 N = 3 save, stage1 N = 2 resume clean under ASan + UBSan"
+	@for p in stage2 stage3; do \
+	  ASAN_OPTIONS=detect_leaks=0 $(MPIEXEC) -n 3 build/asan/$$p --layers 3 --dim 31 --steps 3 --quiet --offload --check \
+	    >build/asan/$$p-offload.log 2>&1 || { cat build/asan/$$p-offload.log; echo "test-asan: $$p --offload failed"; exit 1; }; \
+	done
+	@echo "test-asan: stage2, stage3 --offload at N = 3 clean under ASan + UBSan"
 
 test-zerocalc: build/tests/test_zerocalc build/zerocalc
 	build/tests/test_zerocalc -j2
 
 test-integration: build/tests/test_integration build/tests/test_gpt_integration build/tests/test_loud \
-		build/tests/test_mixed build/tests/test_ckpt build/tests/test_report $(CPU_BINS) build/zlckpt
+		build/tests/test_mixed build/tests/test_ckpt build/tests/test_report build/tests/test_offload $(CPU_BINS) \
+		build/zlckpt
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" ZL_MAX_WORLD=9 build/tests/test_integration -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_gpt_integration -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_loud -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_mixed -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_ckpt -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_report -j1
+	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_offload -j1
 
 # Shell scripts parse and pass shellcheck (if installed); the Slurm body runs in a pretend allocation.
 test-scripts: $(CPU_BINS)

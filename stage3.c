@@ -28,6 +28,7 @@
 #include "common/comm.h"     /* zl_allreduce, zl_reduce_scatter, zl_allgather: logged collectives */
 #include "common/events.h"   /* zl_events_create: one event per unit or slot */
 #include "common/numerics.h" /* zl_numerics: loss scale, overflow verdict, clipping, Adam's step */
+#include "common/offload.h"  /* zl_offload_*: --offload, optimizer states and Adam on the host */
 #include "common/preflight.h" /* zl_preflight: does the run fit? (before any allocation) */
 #include "common/report.h"   /* zl_report: measured beside formulas, at the end */
 #include "common/runtime.h"  /* zl_runtime_start: MPI, flags, backend; the param digest */
@@ -53,6 +54,7 @@ typedef struct {
     int n_slots;        /* 1 + prefetch */
     zl_half **gather;   /* n_slots buffers of one full padded unit of fp16 params each */
 
+    zl_offload *off;  /* --offload: master, m, v above are its host buffers (offload.h); else NULL */
     zl_half *staging; /* host, one unit: for param_hash */
     double *stats;    /* 2 fp64: Σg² and the non-finite count of the gradient this rank owns */
     zl_numerics num;  /* loss scale, clip factor, Adam's step, the per-step record */
@@ -95,9 +97,14 @@ static void allocate(Trainer *t) {
     size_t shard = t->part.shard_len;
     t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * shard, "fp16 params (this rank's slices)");
     t->grads = zl_mem_alloc(ZL_MEM_GRADS_FP16, 2 * shard, "fp16 grads (this rank's slices)");
-    t->master = zl_mem_alloc(ZL_MEM_MASTER_FP32, 4 * shard, "fp32 master params (this rank's slices)");
-    t->adam_m = zl_mem_alloc(ZL_MEM_ADAM_M, 4 * shard, "Adam m (this rank's slices)");
-    t->adam_v = zl_mem_alloc(ZL_MEM_ADAM_V, 4 * shard, "Adam v (this rank's slices)");
+    if (t->rt.cfg.offload) { /* ZeRO-Offload: the optimizer states live on the host */
+        t->off = zl_offload_create(&t->part, t->half, t->rt.local_size);
+        t->master = t->off->master, t->adam_m = t->off->m, t->adam_v = t->off->v;
+    } else {
+        t->master = zl_mem_alloc(ZL_MEM_MASTER_FP32, 4 * shard, "fp32 master params (this rank's slices)");
+        t->adam_m = zl_mem_alloc(ZL_MEM_ADAM_M, 4 * shard, "Adam m (this rank's slices)");
+        t->adam_v = zl_mem_alloc(ZL_MEM_ADAM_V, 4 * shard, "Adam v (this rank's slices)");
+    }
     for (int b = 0; b < 2; b++) /* sized for the largest unit: constant, whatever the model's depth */
         t->bucket[b] = zl_mem_alloc(ZL_MEM_GRAD_BUCKET, 2 * t->part.max_unit_pad, "gradient bucket");
     for (int k = 0; k < t->n_slots; k++) /* likewise constant: (1 + prefetch) units */
@@ -116,7 +123,9 @@ static void initialise(Trainer *t) {
         size_t begin, end;
         zl_partition_slice_range(&t->part, u, t->rt.rank, &begin, &end);
         zl_model_init_range(t->model, u, begin, end, t->rt.cfg.seed, my_params(t, u), t->compute);
-        zl_half_to_float_array(t->master + t->part.slice_off[u], my_params(t, u), t->part.slice_len[u], t->compute);
+        if (t->off) zl_offload_master_from(t->off, u, my_params(t, u), t->compute); /* on the host */
+        else zl_half_to_float_array(t->master + t->part.slice_off[u], my_params(t, u), t->part.slice_len[u],
+                                    t->compute);
     }
     for (int k = 0; k < t->n_slots; k++) zl_event_record(t->slot_free[k], t->compute);
     zl_event_record(t->adam_done, t->compute);
@@ -192,24 +201,35 @@ static void backward_and_reduce_scatter(Trainer *t, int micro) {
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
         reduce_scatter_into_shard(t, b, u, micro);
         zl_event_record(t->grads_synced[u], t->comm);
+        if (t->off && micro == t->rt.cfg.accum - 1) /* final: to the host, while backward goes on */
+            zl_offload_grads_to_host(t->off, u, my_grads(t, u), t->grads_synced[u]);
         zl_event_record(t->bucket_free[b], t->comm);
     }
 }
 
+/* Adam on this rank's slice of unit u, the new fp16 values into dst: on the device, or with
+ * --offload on the host and copied back (offload.h). Returns the event that says dst holds
+ * them (NULL: the compute stream does). grad_mult = 1/(loss_scale·N) (unscale, sum -> mean), times the clip factor. */
+static zl_event update_slice(Trainer *t, int u, zl_half *dst, zl_adam_hparams hp) {
+    size_t off = t->part.slice_off[u];
+    if (t->off) return zl_offload_adam(t->off, u, dst, t->num.grad_mult, t->num.adam_step, hp);
+    zl_stream_wait_event(t->compute, t->grads_synced[u]);
+    zl_trace_begin(ZL_PHASE_OPTIMIZER, u, t->compute);
+    zl_adam_update(t->master + off, t->adam_m + off, t->adam_v + off, dst, my_grads(t, u), t->part.slice_len[u],
+                   t->num.grad_mult, t->num.adam_step, hp, t->compute);
+    zl_trace_end(ZL_PHASE_OPTIMIZER, u, t->compute);
+    return NULL;
+}
+
 /* Each rank updates only its slice of each unit and writes the new fp16 values straight
- * into its parameter shard: the next step's gathers fetch them. grad_mult = 1/(loss_scale·N)
- * (unscale, and sum -> mean), times the clip factor. */
+ * into its parameter shard: the next step's gathers fetch them (with --offload, once the
+ * copies back have landed: the copy stream runs in order, so the last one says it). */
 static void optimizer_step(Trainer *t) {
     const zl_config *c = &t->rt.cfg;
     zl_adam_hparams hp = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay};
-    for (int u = 0; u < t->n_units; u++) {
-        size_t off = t->part.slice_off[u];
-        zl_stream_wait_event(t->compute, t->grads_synced[u]);
-        zl_trace_begin(ZL_PHASE_OPTIMIZER, u, t->compute);
-        zl_adam_update(t->master + off, t->adam_m + off, t->adam_v + off, my_params(t, u), my_grads(t, u),
-                       t->part.slice_len[u], t->num.grad_mult, t->num.adam_step, hp, t->compute);
-        zl_trace_end(ZL_PHASE_OPTIMIZER, u, t->compute);
-    }
+    zl_event landed = NULL;
+    for (int u = 0; u < t->n_units; u++) landed = update_slice(t, u, my_params(t, u), hp);
+    if (landed) zl_stream_wait_event(t->compute, landed);
     zl_event_record(t->adam_done, t->compute);
 }
 
@@ -253,6 +273,7 @@ static float train_step(Trainer *t, int step) {
     for (int j = 0; j < c->accum; j++) micro_batch(t, step, j, scale);
     float loss = zl_model_loss_sum(t->model, t->comm) / (float)(t->rt.world * c->accum); /* the agreed mean */
     if (check_gradients(t, step, loss) == ZL_STEP_APPLY) optimizer_step(t); /* else: skipped, or diverged */
+    if (t->off) zl_offload_sync(t->off); /* every copy done: the next step reuses the staging */
     zl_stream_sync(t->comm);
     zl_stream_sync(t->compute);
     zl_comm_step_end(step > 1 || c->steps == 1); /* step 1 is warm-up for timing */
@@ -314,13 +335,14 @@ int main(int argc, char **argv) {
     t.adam_done = zl_event_create();
     t.loss_ready = zl_event_create();
     int grad_syncs = c->accum * t.n_units, param_gathers = n_visits(&t), control_syncs = c->accum + 1;
-    zl_comm_init(t.rt.world, grad_syncs + param_gathers + control_syncs); /* per step; param_hash's gathers fit */
+    int copies = c->offload ? 2 * t.n_units : 0; /* --offload: each unit's grads d2h, params h2d */
+    zl_comm_init(t.rt.world, grad_syncs + param_gathers + control_syncs + copies); /* param_hash's gathers fit */
 
     /* every buffer before step 1, then training with allocation frozen */
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
     rep.device_known = zl_dev_mem_used(&rep.device_baseline, &rep.device_total);
     zl_mem_init(zl_dev_alloc, zl_dev_free);
-    rep.fc = (zl_formula_config){.stage = STAGE, .model = t.shape, .prefetch = c->prefetch,
+    rep.fc = (zl_formula_config){.stage = STAGE, .model = t.shape, .offload = c->offload, .prefetch = c->prefetch,
                                  .workspace_bytes = zl_model_workspace_bytes(t.shape)};
     zl_preflight(&t.rt, &t.part, &rep.fc); /* exits 2, nothing allocated, if it cannot fit */
     allocate(&t);
@@ -372,6 +394,7 @@ int main(int argc, char **argv) {
     zl_stream_destroy(t.compute);
     zl_stream_destroy(t.comm);
     zl_ckpt_free(t.ckpt);
+    zl_offload_free(t.off);
     zl_partition_free(&t.part);
     return zl_runtime_finish(&t.rt, status);
 }

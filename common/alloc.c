@@ -10,7 +10,7 @@
 static const char *const cat_names[ZL_MEM_NCAT] = {
     "params_fp16", "grads_fp16",   "master_fp32", "adam_m",    "adam_v",      "grad_bucket",
     "param_gather", "activations", "scratch",     "workspace", "host_staging",
-    "ckpt_staging"};
+    "ckpt_staging", "host_master_fp32", "host_adam_m", "host_adam_v", "offload_staging"};
 
 const char *zl_mem_cat_name(zl_mem_cat c) { return (unsigned)c < ZL_MEM_NCAT ? cat_names[c] : "?"; }
 
@@ -27,10 +27,27 @@ static int n_live;
 static zl_mem_stats stats;
 static zl_raw_alloc_fn raw_alloc = malloc;
 static zl_raw_free_fn raw_free = free;
+static zl_raw_alloc_fn pinned_alloc = malloc;
+static zl_raw_free_fn pinned_free = free;
 
 void zl_mem_init(zl_raw_alloc_fn dev_alloc, zl_raw_free_fn dev_free) {
     raw_alloc = dev_alloc;
     raw_free = dev_free;
+}
+
+void zl_mem_init_pinned(zl_raw_alloc_fn host_alloc, zl_raw_free_fn host_free) {
+    pinned_alloc = host_alloc;
+    pinned_free = host_free;
+}
+
+static void *raw_alloc_for(zl_mem_cat c, size_t bytes) {
+    if (zl_mem_cat_is_pinned(c)) return pinned_alloc(bytes);
+    return zl_mem_cat_is_host(c) ? malloc(bytes) : raw_alloc(bytes);
+}
+static void raw_free_for(zl_mem_cat c, void *p) {
+    if (zl_mem_cat_is_pinned(c)) pinned_free(p);
+    else if (zl_mem_cat_is_host(c)) free(p);
+    else raw_free(p);
 }
 
 static void account(zl_mem_cat c, size_t bytes, int sign) {
@@ -57,7 +74,7 @@ void *zl_mem_alloc(zl_mem_cat c, size_t bytes, const char *what) {
     }
     if (bytes == 0) return NULL;
     if (n_live == MAX_LIVE) zl_fatal("zl_mem_alloc: more than %d live allocations (%s)", MAX_LIVE, what);
-    void *p = zl_mem_cat_is_host(c) ? malloc(bytes) : raw_alloc(bytes);
+    void *p = raw_alloc_for(c, bytes);
     if (!p)
         zl_fatal("out of memory allocating %s: %zu bytes (%.3f GiB) in category %s, %.3f GiB already tracked",
                  what, bytes, bytes / 1073741824.0, zl_mem_cat_name(c), stats.current_total / 1073741824.0);
@@ -71,10 +88,7 @@ void zl_mem_free(void *p) {
     for (int i = n_live - 1; i >= 0; i--) {
         if (live[i].ptr != p) continue;
         account(live[i].cat, live[i].bytes, -1);
-        if (zl_mem_cat_is_host(live[i].cat))
-            free(p);
-        else
-            raw_free(p);
+        raw_free_for(live[i].cat, p);
         live[i] = live[--n_live];
         return;
     }

@@ -23,6 +23,11 @@ typedef enum {
     ZL_MEM_WORKSPACE,       /* kernel workspace (cuBLASLt, CPU fp32 panels) */
     ZL_MEM_HOST_STAGING,    /* host-side buffer for param_hash/dump; not device memory */
     ZL_MEM_CKPT_STAGING,    /* host: every checkpoint byte passes through it (ckpt.h); ZL_CKPT_CHUNK_ELEMS fp32 at most */
+    /* --offload (common/offload.h): this rank's optimizer states in pinned host memory */
+    ZL_MEM_HOST_MASTER_FP32, /* fp32 master weights, this rank's slices */
+    ZL_MEM_HOST_ADAM_M,      /* fp32 Adam first moment, this rank's slices */
+    ZL_MEM_HOST_ADAM_V,      /* fp32 Adam second moment, this rank's slices */
+    ZL_MEM_OFFLOAD_STAGING,  /* 16-bit gradient slices in, new 16-bit parameter slices out (in place) */
     ZL_MEM_NCAT
 } zl_mem_cat;
 
@@ -33,8 +38,10 @@ const char *zl_mem_cat_name(zl_mem_cat c);
  * (fewer for a model whose largest padded unit is smaller). */
 #define ZL_CKPT_CHUNK_ELEMS ((size_t)1 << 21)
 
-/* host staging buffers are not counted in peak_total */
-static inline int zl_mem_cat_is_host(zl_mem_cat c) { return c == ZL_MEM_HOST_STAGING || c == ZL_MEM_CKPT_STAGING; }
+/* Host categories are not counted in peak_total (device); everything from
+ * ZL_MEM_HOST_STAGING on lives on the host, the offload categories in pinned memory. */
+static inline int zl_mem_cat_is_host(zl_mem_cat c) { return c >= ZL_MEM_HOST_STAGING; }
+static inline int zl_mem_cat_is_pinned(zl_mem_cat c) { return c >= ZL_MEM_HOST_MASTER_FP32; }
 static inline int zl_mem_cat_is_device(zl_mem_cat c) { return !zl_mem_cat_is_host(c); }
 
 typedef struct {
@@ -53,6 +60,9 @@ typedef struct {
 typedef void *(*zl_raw_alloc_fn)(size_t);
 typedef void (*zl_raw_free_fn)(void *);
 void zl_mem_init(zl_raw_alloc_fn dev_alloc, zl_raw_free_fn dev_free);
+/* Pinned host memory for the offload categories (default malloc/free; the offload module
+ * installs zl_host_alloc_pinned / zl_host_free_pinned). */
+void zl_mem_init_pinned(zl_raw_alloc_fn host_alloc, zl_raw_free_fn host_free);
 
 /* Allocate `bytes` in category `c`, abort with a clear message (what, how much,
  * category) if the device is out of memory. Zero bytes returns NULL and records 0. */

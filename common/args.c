@@ -170,6 +170,7 @@ static int check_gpt(const zl_config *c, char *err, int len) {
 static int flag_belongs(const char *flag, int stage) {
     if (!strcmp(flag, "--prefetch")) return stage == 3;
     if (!strcmp(flag, "--grad-sync")) return stage == 1;
+    if (!strcmp(flag, "--offload")) return stage >= 2; /* ZeRO-Offload shards what it moves */
     return 1;
 }
 
@@ -201,7 +202,8 @@ static const char *const valued_flags[] = {"--layers", "--dim", "--batch", "--st
                                            "--loss-scale-init", "--loss-scale-window", "--clip-grad-norm", "--dtype",
                                            "--inject-overflow", "--accum", "--model", "--seq", "--heads",
                                            "--vocab", "--data"};
-static const char *const switch_flags[] = {"--quiet", "--no-preflight", "--check", "--checkpoint-activations"};
+static const char *const switch_flags[] = {"--quiet", "--no-preflight", "--check", "--checkpoint-activations",
+                                           "--offload"};
 
 /* ---- checkpoint flags (common/ckpt.h): --save DIR, --save-every K, --resume DIR ---- */
 static const char *const ckpt_flags[] = {"--save", "--save-every", "--resume"};
@@ -242,6 +244,7 @@ static int apply_switch(zl_config *c, const char *f) {
     else if (!strcmp(f, "--no-preflight")) c->no_preflight = 1;
     else if (!strcmp(f, "--check")) c->check = 1;
     else if (!strcmp(f, "--checkpoint-activations")) c->checkpoint_activations = 1;
+    else if (!strcmp(f, "--offload")) c->offload = 1;
     return ZL_ARGS_OK;
 }
 
@@ -360,8 +363,9 @@ static int parse(zl_config *c, int stage, int argc, char **argv, char *err, int 
         int valued = IS_ONE_OF(f, valued_flags) || IS_ONE_OF(f, ckpt_flags);
         if (!valued && !IS_ONE_OF(f, switch_flags)) return fail(err, len, "unknown flag '%s' (see --help)", argv[i]);
         if (!flag_belongs(f, stage))
-            return fail(err, len, "%s: only %s takes this flag; %s does not", f,
-                        !strcmp(f, "--prefetch") ? "stage3" : "stage1", stage_prog[stage]);
+            return fail(err, len, "%s: only %s take%s this flag; %s does not", f,
+                        !strcmp(f, "--prefetch") ? "stage3" : !strcmp(f, "--offload") ? "stage2 and stage3" : "stage1",
+                        !strcmp(f, "--offload") ? "" : "s", stage_prog[stage]);
         if (!valued) {
             if (v) return fail(err, len, "%s takes no value, got '%s'", f, argv[i]);
             apply_switch(c, f);
@@ -424,6 +428,8 @@ void zl_args_usage(const char *prog, int stage) {
            prog);
     if (stage == 1) printf("  --grad-sync reducescatter|allreduce  ZeRO-1 gradient sync variant\n");
     if (stage == 3) printf("  --prefetch K    units gathered ahead, 0..layers-1 (default min(1, layers-1))\n");
+    if (stage >= 2)
+        printf("  --offload       ZeRO-Offload: fp32 master, Adam m and v in pinned host memory, Adam on the host\n");
     printf("exit codes: 0 ok | 1 runtime error (CUDA/NCCL/MPI/I-O, with file:line) | 2 bad input or does not fit\n"
            "            (before anything is allocated) | 3 training diverged | 4 --check mismatch | 5 watchdog\n");
 }
@@ -434,7 +440,7 @@ uint64_t zl_args_hash(const zl_config *c) {
     H(stage), H(layers), H(dim), H(batch), H(steps), H(seed), H(loss_scale), H(lr), H(beta1), H(beta2), H(eps),
         H(weight_decay), H(prefetch), H(grad_sync_allreduce), H(timeout_s), H(no_preflight), H(check),
         H(loss_scale_dynamic), H(loss_scale_window), H(clip_grad_norm), H(dtype), H(n_inject), H(inject_steps),
-        H(accum), H(checkpoint_activations), H(model), H(seq), H(heads), H(vocab);
+        H(accum), H(checkpoint_activations), H(model), H(seq), H(heads), H(vocab), H(offload);
 #undef H
     h = zl_fnv1a(h, c->json_path, strlen(c->json_path));
     h = zl_fnv1a(h, c->dump_path, strlen(c->dump_path));

@@ -39,6 +39,7 @@ typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
     int prefetch;            /* stage 3; -1 until parsed: default min(1, L-1) */
     int grad_sync_allreduce; /* stage 1 */
+    int offload;             /* stages 2-3: fp32 master, Adam m, v on the host (common/offload.h) */
     int quiet;
     int timeout_s;    /* watchdog: seconds without progress before the job is ended (0 = off) */
     int no_preflight; /* skip the fits-in-memory check before allocation */

@@ -8,15 +8,17 @@
 #include "util.h"
 #include "watchdog.h"
 
-static const char *const op_names[ZL_NOPS] = {"all_reduce", "reduce_scatter", "all_gather"};
+static const char *const op_names[ZL_NOPS] = {"all_reduce", "reduce_scatter", "all_gather", "d2h", "h2d"};
 static const char *const purpose_names[ZL_NPURPOSES] = {
-    "grad_sync", "param_gather_fwd", "param_gather_bwd", "param_gather_step", "control", "param_gather_final"};
+    "grad_sync", "param_gather_fwd", "param_gather_bwd", "param_gather_step", "control", "param_gather_final",
+    "offload_grads", "offload_params"};
 
 const char *zl_op_name(zl_op op) { return (unsigned)op < ZL_NOPS ? op_names[op] : "?"; }
 const char *zl_purpose_name(zl_purpose p) { return (unsigned)p < ZL_NPURPOSES ? purpose_names[p] : "?"; }
 
 double zl_busbw_factor(zl_op op, int world) {
     double N = world;
+    if (zl_op_is_copy(op)) return 1.0; /* a copy moves its S bytes once, whatever N */
     return op == ZL_OP_ALLREDUCE ? 2.0 * (N - 1) / N : (N - 1) / N;
 }
 double zl_wire_bytes(zl_op op, double S, int world) { return zl_busbw_factor(op, world) * S; }
@@ -116,6 +118,18 @@ void zl_allgather(const void *send, void *recv, size_t send_count, zl_dtype t, z
                   zl_stream s) {
     log_entry *e = begin_entry(ZL_OP_ALLGATHER, why, t, unit, send_count * (size_t)g_world, s);
     zl_backend_allgather(send, recv, send_count, t, s);
+    end_entry(e, s);
+}
+
+void zl_copy_d2h(void *host, const void *dev, size_t count, zl_dtype t, zl_purpose why, int unit, zl_stream s) {
+    log_entry *e = begin_entry(ZL_OP_D2H, why, t, unit, count, s);
+    zl_memcpy_d2h_async(host, dev, count * zl_dtype_size(t), s);
+    end_entry(e, s);
+}
+
+void zl_copy_h2d(void *dev, const void *host, size_t count, zl_dtype t, zl_purpose why, int unit, zl_stream s) {
+    log_entry *e = begin_entry(ZL_OP_H2D, why, t, unit, count, s);
+    zl_memcpy_h2d_async(dev, host, count * zl_dtype_size(t), s);
     end_entry(e, s);
 }
 

@@ -14,7 +14,11 @@
 
 #include "../kernels/backend.h"
 
-typedef enum { ZL_OP_ALLREDUCE = 0, ZL_OP_REDUCE_SCATTER, ZL_OP_ALLGATHER, ZL_NOPS } zl_op;
+/* The last two are not collectives: --offload's copies between this rank's device and its
+ * host (PCIe), logged the same way, their bytes = S (one rank, one copy), kept out of the
+ * network totals. */
+typedef enum { ZL_OP_ALLREDUCE = 0, ZL_OP_REDUCE_SCATTER, ZL_OP_ALLGATHER, ZL_OP_D2H, ZL_OP_H2D, ZL_NOPS } zl_op;
+static inline int zl_op_is_copy(zl_op op) { return op == ZL_OP_D2H || op == ZL_OP_H2D; }
 
 typedef enum {
     ZL_P_GRAD_SYNC = 0,      /* gradient all-reduce / reduce-scatter */
@@ -23,12 +27,18 @@ typedef enum {
     ZL_P_GATHER_STEP,        /* stages 1-2: gather updated fp16 slices after Adam */
     ZL_P_CONTROL,            /* tiny control values (the loss) */
     ZL_P_GATHER_FINAL,       /* stage 3: gather for param_hash after the last step; not per step */
+    ZL_P_OFFLOAD_GRADS,      /* --offload: this rank's 16-bit gradient slices, device -> host */
+    ZL_P_OFFLOAD_PARAMS,     /* --offload: its new 16-bit parameter slices, host -> device */
     ZL_NPURPOSES
 } zl_purpose;
 
+/* Offload copies cross PCIe, not the network: their own total (transfer bytes per step). */
+static inline int zl_purpose_is_transfer(zl_purpose p) { return p == ZL_P_OFFLOAD_GRADS || p == ZL_P_OFFLOAD_PARAMS; }
 /* The per-step totals (wire_bytes_per_step) count gradient and parameter traffic only:
- * not the tiny control all-reduce, and not stage 3's one-off final gather. */
-static inline int zl_purpose_in_step_total(zl_purpose p) { return p != ZL_P_CONTROL && p != ZL_P_GATHER_FINAL; }
+ * not the tiny control all-reduce, not stage 3's one-off final gather, not offload copies. */
+static inline int zl_purpose_in_step_total(zl_purpose p) {
+    return p != ZL_P_CONTROL && p != ZL_P_GATHER_FINAL && !zl_purpose_is_transfer(p);
+}
 
 const char *zl_op_name(zl_op op);
 const char *zl_purpose_name(zl_purpose p);
@@ -48,7 +58,7 @@ typedef struct {
     long timed_calls;
 } zl_comm_stat;
 
-/* Set up logging: at most max_per_step collectives per step (their events are created
+/* Set up logging: at most max_per_step collectives (and copies) per step (their events are created
  * now, so logging allocates nothing later). world = N. */
 void zl_comm_init(int world, int max_per_step);
 void zl_comm_finalize(void);
@@ -61,6 +71,10 @@ void zl_reduce_scatter(const void *send, void *recv, size_t recv_count, zl_dtype
                        zl_stream s);
 void zl_allgather(const void *send, void *recv, size_t send_count, zl_dtype t, zl_purpose why, int unit,
                   zl_stream s);
+/* --offload's copies of `count` elements, asynchronous on stream s (backend.h), logged like the
+ * collectives (op d2h / h2d) and drawn on the timeline's copy lane. */
+void zl_copy_d2h(void *host, const void *dev, size_t count, zl_dtype t, zl_purpose why, int unit, zl_stream s);
+void zl_copy_h2d(void *dev, const void *host, size_t count, zl_dtype t, zl_purpose why, int unit, zl_stream s);
 
 /* Bracket one training step. step_end must be called once the communication stream
  * has finished (after a zl_stream_sync): it reads the events and folds this step's log

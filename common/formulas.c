@@ -17,9 +17,12 @@ void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem
     size_t *b = out->bytes;
     b[ZL_MEM_PARAMS_FP16] = 2 * (c->stage >= 3 ? shard : full);
     b[ZL_MEM_GRADS_FP16] = 2 * (c->stage >= 2 ? shard : full);
-    b[ZL_MEM_MASTER_FP32] = 4 * (c->stage >= 1 ? shard : full);
-    b[ZL_MEM_ADAM_M] = 4 * (c->stage >= 1 ? shard : full);
-    b[ZL_MEM_ADAM_V] = 4 * (c->stage >= 1 ? shard : full);
+    int offload = c->offload && c->stage >= 2; /* the optimizer states live on the host instead */
+    size_t states = 4 * (c->stage >= 1 ? shard : full);
+    b[offload ? ZL_MEM_HOST_MASTER_FP32 : ZL_MEM_MASTER_FP32] = states;
+    b[offload ? ZL_MEM_HOST_ADAM_M : ZL_MEM_ADAM_M] = states;
+    b[offload ? ZL_MEM_HOST_ADAM_V : ZL_MEM_ADAM_V] = states;
+    b[ZL_MEM_OFFLOAD_STAGING] = offload ? 2 * shard : 0; /* one 16-bit slice per unit */
     b[ZL_MEM_GRAD_BUCKET] = c->stage >= 2 ? 2 * 2 * p->max_unit_pad : 0; /* two fp16 buckets */
     b[ZL_MEM_PARAM_GATHER] = c->stage == 3 ? (size_t)(1 + c->prefetch) * 2 * p->max_unit_pad : 0;
     b[ZL_MEM_ACTIVATIONS] = zl_model_activation_bytes(c->model);
@@ -28,6 +31,7 @@ void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem
     b[ZL_MEM_HOST_STAGING] = zl_formula_host_staging_bytes(p) + zl_model_host_bytes(c->model);
     b[ZL_MEM_CKPT_STAGING] = zl_formula_ckpt_staging_bytes(p);
     for (int i = 0; i < ZL_MEM_N_MODEL_STATES; i++) out->model_states += b[i];
+    out->host_states = b[ZL_MEM_HOST_MASTER_FP32] + b[ZL_MEM_HOST_ADAM_M] + b[ZL_MEM_HOST_ADAM_V];
     for (int i = 0; i < ZL_MEM_NCAT; i++)
         if (zl_mem_cat_is_device((zl_mem_cat)i)) out->peak_total += b[i];
 }
@@ -62,6 +66,17 @@ double zl_wire_bytes_step(double psi, double world, int stage, zl_precision p) {
 
 double zl_max_params(double memory, double world, int stage, zl_precision p) {
     return memory / zl_state_bytes(1.0, world, stage, p, NULL);
+}
+
+double zl_offload_state_bytes(double psi, double world, int stage, zl_precision p, double *host) {
+    double parts[3];
+    zl_state_bytes(psi, world, stage, p, parts);
+    if (host) *host = parts[2];
+    return parts[0] + parts[1];
+}
+
+double zl_max_params_offload(double memory, double world, int stage, zl_precision p) {
+    return memory / zl_offload_state_bytes(1.0, world, stage, p, NULL);
 }
 
 void zl_paper_digits(double v, char *buf, size_t n) {
@@ -116,6 +131,12 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
         out->bytes[ZL_P_GATHER_FWD] += K * ring, out->calls[ZL_P_GATHER_FWD] += K;
         out->bytes[ZL_P_GATHER_BWD] += K * ring, out->calls[ZL_P_GATHER_BWD] += K;
     }
+    if (c->offload && c->stage >= 2) /* copies of this rank's slices: S bytes each, no ring factor */
+        for (int u = 0; u < p->n_units; u++) {
+            double slice = (double)p->slice_len[u] * fp16;
+            out->bytes[ZL_P_OFFLOAD_GRADS] += slice, out->calls[ZL_P_OFFLOAD_GRADS] += 1;
+            out->bytes[ZL_P_OFFLOAD_PARAMS] += applied * slice, out->calls[ZL_P_OFFLOAD_PARAMS] += applied;
+        }
     /* Control: the fp32 loss of every micro-batch; from ZeRO-1 on also, once per step, the
      * gradient statistics (Σg², non-finite count: two fp64), since no rank holds the whole
      * gradient. */
@@ -123,6 +144,7 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
     out->calls[ZL_P_CONTROL] = K + (c->stage >= 1 ? 1 : 0);
     for (int i = 0; i < ZL_NPURPOSES; i++)
         if (zl_purpose_in_step_total((zl_purpose)i)) out->total += out->bytes[i];
+    out->transfer_total = out->bytes[ZL_P_OFFLOAD_GRADS] + out->bytes[ZL_P_OFFLOAD_PARAMS];
 }
 
 double zl_paper_wire_bytes(double psi, int world, int stage) {

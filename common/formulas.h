@@ -23,13 +23,18 @@ typedef struct {
     int grad_sync_allreduce; /* stage 1 variant: all-reduce + all-gather (the PyTorch from-scratch post) */
     size_t workspace_bytes; /* what the backend's kernels declare they need */
     int steps, skipped_steps; /* steps run, and how many skipped their update (no gather after Adam) */
+    int offload;              /* stages 2-3 --offload: master, m, v on the host (common/offload.h) */
 } zl_formula_config;
 
-/* Exact per-category bytes for one rank; model_states = first five; peak_total = sum
- * of device categories (everything is allocated before step 1 and kept). */
+/* Exact per-category bytes for one rank; model_states = first five (on the device);
+ * peak_total = sum of device categories (everything is allocated before step 1 and kept).
+ * With --offload the master, m and v move to their host categories:
+ *     device model states  stage 2: 2Ψ_pad + 2Ψ_pad/N     stage 3: 4Ψ_pad/N
+ *     host                 12Ψ_pad/N (master, m, v) + 2Ψ_pad/N pinned staging */
 typedef struct {
     size_t bytes[ZL_MEM_NCAT];
     size_t model_states;
+    size_t host_states; /* --offload: host master + m + v */
     size_t peak_total;
 } zl_mem_formula;
 
@@ -52,11 +57,15 @@ double zl_paper_model_states(double psi, int world, int stage, double bytes[5]);
  *   ZeRO-2        (K+1)(N-1)/N·2Ψ_pad    a reduce-scatter per micro-batch + one all-gather
  *   ZeRO-3        3K(N-1)/N·2Ψ_pad       gather fwd, gather bwd, reduce-scatter per micro-batch
  *   ZeRO-1 with --grad-sync allreduce: 3(N-1)/N·2Ψ_pad.
- * ZL_P_CONTROL is the fp32 loss all-reduce, once per micro-batch. total excludes control. */
+ * ZL_P_CONTROL is the fp32 loss all-reduce, once per micro-batch. total excludes control.
+ * --offload adds copies, not network traffic: every step its 16-bit gradient slices d2h
+ * (2Ψ_pad/N, after the last micro-batch), and each applied step the new 16-bit parameter
+ * slices h2d (2Ψ_pad/N; a skipped step copies none back). */
 typedef struct {
     double bytes[ZL_NPURPOSES];
     double calls[ZL_NPURPOSES];
     double total; /* sum over all purposes but control (and the final gather) */
+    double transfer_total; /* --offload's PCIe copies: 2Ψ_pad/N d2h + (applied) 2Ψ_pad/N h2d */
 } zl_comm_formula;
 
 void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_formula *out);
@@ -85,6 +94,11 @@ double zl_comm_volume_bytes(double psi, int stage, zl_precision p);
 double zl_wire_bytes_step(double psi, double world, int stage, zl_precision p);
 /* The largest Ψ whose model states fit in `memory` bytes per device (the paper's Table 2). */
 double zl_max_params(double memory, double world, int stage, zl_precision p);
+/* ZeRO-Offload (stages 2-3, --offload): the optimizer state K·Ψ/N moves to the host. Returns
+ * the device's model states, P·Ψ (/N at stage 3) + G·Ψ/N; *host gets K·Ψ/N. */
+double zl_offload_state_bytes(double psi, double world, int stage, zl_precision p, double *host);
+/* The largest Ψ whose device model states fit in `memory` bytes with --offload. */
+double zl_max_params_offload(double memory, double world, int stage, zl_precision p);
 /* A value (e.g. in GB) in the digits of the paper's Table 1: below 10 two decimals, below
  * 100 one decimal (half-up, trailing zeros dropped), from 100 up the integer part — the
  * paper truncates there (docs/errata.md). */

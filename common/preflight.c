@@ -36,7 +36,9 @@ static need need_of(const zl_partition *p, const zl_formula_config *fc, int on_g
     n.activations = (double)mf.bytes[ZL_MEM_ACTIVATIONS];
     n.buffers = (double)mf.peak_total - n.states - n.activations;
     n.device = on_gpu ? (double)mf.peak_total : 0;
-    double host_buffers = (double)(mf.bytes[ZL_MEM_HOST_STAGING] + mf.bytes[ZL_MEM_CKPT_STAGING]);
+    double host_buffers = 0; /* staging, and --offload's master, m, v and pinned staging */
+    for (int c = 0; c < ZL_MEM_NCAT; c++)
+        if (zl_mem_cat_is_host((zl_mem_cat)c)) host_buffers += (double)mf.bytes[c];
     n.host = host_buffers + (on_gpu ? 0 : (double)mf.peak_total);
     return n;
 }

@@ -30,6 +30,8 @@ enum { C_CALLS, C_S, C_WIRE, C_MS, C_TIMED_S, C_TIMED_CALLS, C_N };
 typedef struct {
     double mem_measured[ZL_MEM_NCAT], mem_formula[ZL_MEM_NCAT];
     double states_measured, states_formula, peak_measured, peak_formula;
+    double host_states_measured, host_states_formula; /* --offload: master + m + v on the host */
+    double transfer_measured, transfer_formula;       /* --offload: d2h + h2d bytes per step */
     double allocations_in_step;
     double dev_baseline, dev_after_alloc, dev_end, dev_total;
     double comm[ZL_NOPS][ZL_NPURPOSES][ZL_NDTYPES][C_N];
@@ -66,6 +68,9 @@ static void summarize(const zl_report *r, rank_summary *s) {
         if (c < ZL_MEM_N_MODEL_STATES) s->states_measured += (double)ms->peak[c];
     }
     s->states_formula = (double)mf.model_states;
+    s->host_states_measured = (double)(ms->peak[ZL_MEM_HOST_MASTER_FP32] + ms->peak[ZL_MEM_HOST_ADAM_M] +
+                                       ms->peak[ZL_MEM_HOST_ADAM_V]);
+    s->host_states_formula = (double)mf.host_states;
     s->peak_measured = (double)ms->peak_total;
     s->peak_formula = (double)mf.peak_total;
     s->allocations_in_step = (double)ms->allocations_after_freeze;
@@ -93,6 +98,8 @@ static void summarize(const zl_report *r, rank_summary *s) {
     zl_formula_comm(r->part, &r->fc, &cf);
     memcpy(s->comm_formula, cf.bytes, sizeof cf.bytes);
     s->wire_formula = cf.total;
+    s->transfer_measured = s->wire_by_purpose[ZL_P_OFFLOAD_GRADS] + s->wire_by_purpose[ZL_P_OFFLOAD_PARAMS];
+    s->transfer_formula = cf.transfer_total;
     s->ms_per_step = r->ms_per_step;
     s->skipped = r->n_skipped;
     s->steps = steps;
@@ -110,47 +117,67 @@ static void print_bytes_cell(double v) {
     else printf(" %16.0f |", v);
 }
 
+/* The paper's model states on the device (bytes[0..4]; returns their sum); with --offload the
+ * master, m and v (12Ψ/N, *host) are on the host instead (ZeRO-Offload). */
+static double paper_device_states(const zl_report *r, double bytes[5], double *host) {
+    double total = zl_paper_model_states((double)r->part->psi, r->rt->world, r->fc.stage, bytes);
+    *host = 0;
+    if (!r->fc.offload) return total;
+    for (int k = 2; k < 5; k++) *host += bytes[k], total -= bytes[k], bytes[k] = 0;
+    return total;
+}
+
 /* Memory table for one rank (or the first of a group of identical ranks). */
 static void print_memory(const zl_report *r, const rank_summary *s, const char *who) {
-    double paper[5];
-    zl_paper_model_states((double)r->part->psi, r->rt->world, r->fc.stage, paper);
+    double paper[5], paper_host;
+    paper_device_states(r, paper, &paper_host);
     printf("\nmemory per rank, bytes — %s\n", who);
-    printf("%-22s | %16s | %16s | %16s | %12s\n", "component", "measured", "formula", "paper", "diff");
-    printf("-----------------------+------------------+------------------+------------------+-------------\n");
+    printf("%-23s | %16s | %16s | %16s | %12s\n", "component", "measured", "formula", "paper", "diff");
+    printf("------------------------+------------------+------------------+------------------+-------------\n");
     for (int c = 0; c < ZL_MEM_NCAT; c++) {
         if (c == ZL_MEM_N_MODEL_STATES) {
             double ps = paper[0] + paper[1] + paper[2] + paper[3] + paper[4];
-            printf("%-22s |", "= model_states");
+            printf("%-23s |", "= model_states");
             print_bytes_cell(s->states_measured);
             print_bytes_cell(s->states_formula);
             print_bytes_cell(ps);
             printf(" %12.0f\n", s->states_measured - s->states_formula);
         }
         if (c == ZL_MEM_HOST_STAGING) {
-            printf("%-22s |", "= peak_total (device)");
+            printf("%-23s |", "= peak_total (device)");
             print_bytes_cell(s->peak_measured);
             print_bytes_cell(s->peak_formula);
             printf(" %16s | %12.0f\n", "", s->peak_measured - s->peak_formula);
         }
+        if (zl_mem_cat_is_pinned((zl_mem_cat)c) && !r->fc.offload) continue; /* --offload's lines */
         char name[40];
         snprintf(name, sizeof name, "%s%s", zl_mem_cat_name((zl_mem_cat)c),
                  zl_mem_cat_is_host((zl_mem_cat)c) ? " (host)" : "");
-        printf("%-22s |", name);
+        printf("%-23s |", name);
         print_bytes_cell(s->mem_measured[c]);
         print_bytes_cell(s->mem_formula[c]);
         if (c < ZL_MEM_N_MODEL_STATES) print_bytes_cell(paper[c]);
         else printf(" %16s |", "");
         printf(" %12.0f\n", s->mem_measured[c] - s->mem_formula[c]);
     }
+    if (r->fc.offload) {
+        printf("%-23s |", "= offloaded (host)");
+        print_bytes_cell(s->host_states_measured);
+        print_bytes_cell(s->host_states_formula);
+        print_bytes_cell(paper_host);
+        printf(" %12.0f\n", s->host_states_measured - s->host_states_formula);
+        printf("--offload: device model states 2Psi_pad%s + 2Psi_pad/N, host 12Psi_pad/N + 2Psi_pad/N pinned staging\n",
+               r->fc.stage >= 3 ? "/N" : "");
+    }
     double pad = (double)(r->part->psi_pad - r->part->psi);
     printf("padding: Psi_pad - Psi = %.0f elements; formula - paper on model states is that padding\n", pad);
     if (s->dev_baseline >= 0) {
-        printf("%-22s | %16.0f |  cudaMemGetInfo after CUDA+NCCL init, before any buffer\n", "device baseline",
+        printf("%-23s | %16.0f |  cudaMemGetInfo after CUDA+NCCL init, before any buffer\n", "device baseline",
                s->dev_baseline);
-        printf("%-22s | %16.0f |  after all buffers (tracked %.0f)\n", "device used (alloc)",
+        printf("%-23s | %16.0f |  after all buffers (tracked %.0f)\n", "device used (alloc)",
                s->dev_after_alloc, s->peak_measured);
-        printf("%-22s | %16.0f |  at the end of training\n", "device used (end)", s->dev_end);
-        printf("%-22s | %16.0f |  used - baseline - tracked (allocation granularity, cuBLASLt/NCCL lazy buffers)\n",
+        printf("%-23s | %16.0f |  at the end of training\n", "device used (end)", s->dev_end);
+        printf("%-23s | %16.0f |  used - baseline - tracked (allocation granularity, cuBLASLt/NCCL lazy buffers)\n",
                "overhead beyond tracked", s->dev_end - s->dev_baseline - s->peak_measured);
     }
     if (s->allocations_in_step > 0)
@@ -197,6 +224,9 @@ static void print_comm(const zl_report *r, const rank_summary *s) {
     double paper = zl_paper_wire_bytes((double)r->part->psi, N, r->fc.stage);
     printf("total (grads + params, control excluded): measured %.0f, formula %.0f, paper %.0f bytes/step per rank\n",
            s->wire_measured, s->wire_formula, paper);
+    if (r->fc.offload) /* PCIe, not the network: d2h every step, h2d on applied steps */
+        printf("transfers (d2h + h2d, device <-> host, not network): measured %.0f, formula %.0f bytes/step per rank\n",
+               s->transfer_measured, s->transfer_formula);
 }
 
 static int summaries_identical(const rank_summary *all, int n) {
@@ -216,15 +246,15 @@ static void print_minmax_row(const char *name, const rank_summary *all, int n, s
         lo = fmin(lo, m), hi = fmax(hi, m), flo = fmin(flo, f), fhi = fmax(fhi, f);
         worst = fmax(worst, fabs(m - f));
     }
-    printf("%-22s | %16.0f | %16.0f | %16.0f | %16.0f | %12.0f\n", name, lo, hi, flo, fhi, worst);
+    printf("%-23s | %16.0f | %16.0f | %16.0f | %16.0f | %12.0f\n", name, lo, hi, flo, fhi, worst);
 }
 
 /* N > 8: min and max over ranks of each line, and the largest |measured - formula|. */
 static void print_minmax(const rank_summary *all, int n) {
     printf("\nmemory per rank, bytes — min / max over %d ranks\n", n);
-    printf("%-22s | %16s | %16s | %16s | %16s | %12s\n", "component", "measured min", "measured max", "formula min",
+    printf("%-23s | %16s | %16s | %16s | %16s | %12s\n", "component", "measured min", "measured max", "formula min",
            "formula max", "max |diff|");
-    printf("-----------------------+------------------+------------------+------------------+------------------+-------------\n");
+    printf("------------------------+------------------+------------------+------------------+------------------+-------------\n");
     for (int c = 0; c < ZL_MEM_NCAT; c++) {
         if (c == ZL_MEM_N_MODEL_STATES)
             print_minmax_row("= model_states", all, n, offsetof(rank_summary, states_measured),
@@ -263,6 +293,8 @@ static check_result check_all(const rank_summary *all, int world) {
             compare(&c, i, "memory", zl_mem_cat_name((zl_mem_cat)k), s->mem_measured[k], s->mem_formula[k]);
         compare(&c, i, "memory", "model_states", s->states_measured, s->states_formula);
         compare(&c, i, "memory", "peak_total", s->peak_measured, s->peak_formula);
+        compare(&c, i, "memory", "host_states", s->host_states_measured, s->host_states_formula);
+        compare(&c, i, "transfer bytes/step", "total", s->transfer_measured, s->transfer_formula);
         for (int p = 0; p < ZL_NPURPOSES; p++)
             compare(&c, i, "wire bytes/step", zl_purpose_name((zl_purpose)p), s->wire_by_purpose[p],
                     s->comm_formula[p]);
@@ -376,11 +408,12 @@ static cJSON *add_object(cJSON *parent, const char *key) {
     return o;
 }
 
-static cJSON *json_mem_object(const double *cat, double states, double peak) {
+static cJSON *json_mem_object(const double *cat, double states, double peak, double host_states) {
     cJSON *o = cJSON_CreateObject();
     for (int c = 0; c < ZL_MEM_NCAT; c++) cJSON_AddNumberToObject(o, zl_mem_cat_name((zl_mem_cat)c), cat[c]);
     cJSON_AddNumberToObject(o, "model_states", states);
     cJSON_AddNumberToObject(o, "peak_total", peak);
+    cJSON_AddNumberToObject(o, "host_states", host_states); /* --offload: master + m + v on the host */
     return o;
 }
 
@@ -415,8 +448,10 @@ static cJSON *json_comm(const zl_report *r, const rank_summary *s) {
             for (int t = 0; t < ZL_NDTYPES; t++) w += s->comm[o][p][t][C_WIRE];
         cJSON_AddNumberToObject(by, zl_purpose_name((zl_purpose)p), per_step(w, steps_of(s, p)));
     }
+    cJSON_AddNumberToObject(measured, "transfer_bytes_per_step", s->transfer_measured); /* --offload: PCIe */
     cJSON *formula = add_object(comm, "formula");
     cJSON_AddNumberToObject(formula, "wire_bytes_per_step", s->wire_formula);
+    cJSON_AddNumberToObject(formula, "transfer_bytes_per_step", s->transfer_formula);
     by = add_object(formula, "by_purpose");
     for (int p = 0; p < ZL_NPURPOSES; p++) cJSON_AddNumberToObject(by, zl_purpose_name((zl_purpose)p), s->comm_formula[p]);
     cJSON_AddNumberToObject(add_object(comm, "paper"), "wire_bytes_per_step",
@@ -445,19 +480,22 @@ static cJSON *json_comm(const zl_report *r, const rank_summary *s) {
 static cJSON *json_rank(const zl_report *r, const rank_summary *s, const rank_identity *id, const double *step_ms,
                         int rank) {
     double paper[5];
-    double paper_states = zl_paper_model_states((double)r->part->psi, r->rt->world, r->fc.stage, paper);
+    double paper_host, paper_states = paper_device_states(r, paper, &paper_host);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "rank", rank);
     cJSON_AddStringToObject(o, "hostname", id->hostname);
     cJSON_AddStringToObject(o, "device", id->device);
     cJSON_AddStringToObject(o, "pci_bus_id", id->pci_bus_id);
     cJSON *mem = add_object(o, "memory");
-    cJSON_AddItemToObject(mem, "measured", json_mem_object(s->mem_measured, s->states_measured, s->peak_measured));
-    cJSON_AddItemToObject(mem, "formula", json_mem_object(s->mem_formula, s->states_formula, s->peak_formula));
+    cJSON_AddItemToObject(mem, "measured", json_mem_object(s->mem_measured, s->states_measured, s->peak_measured,
+                                                                s->host_states_measured));
+    cJSON_AddItemToObject(mem, "formula", json_mem_object(s->mem_formula, s->states_formula, s->peak_formula,
+                                                               s->host_states_formula));
     cJSON *pp = add_object(mem, "paper");
     const char *const paper_keys[5] = {"params_fp16", "grads_fp16", "master_fp32", "adam_m", "adam_v"};
     for (int k = 0; k < 5; k++) cJSON_AddNumberToObject(pp, paper_keys[k], paper[k]);
     cJSON_AddNumberToObject(pp, "model_states", paper_states);
+    cJSON_AddNumberToObject(pp, "host_states", paper_host);
     if (s->dev_baseline >= 0) {
         cJSON_AddNumberToObject(mem, "device_baseline", s->dev_baseline);
         cJSON_AddNumberToObject(mem, "device_used", s->dev_end);
@@ -536,6 +574,7 @@ static cJSON *json_report(const zl_report *r, const gathered *g, const check_res
     cJSON_AddNumberToObject(cf, "weight_decay", c->weight_decay);
     cJSON_AddNumberToObject(cf, "prefetch", c->stage == 3 ? c->prefetch : 0);
     cJSON_AddNumberToObject(cf, "accum", c->accum);
+    cJSON_AddBoolToObject(cf, "offload", c->offload);
     cJSON_AddBoolToObject(cf, "checkpoint_activations", c->checkpoint_activations);
     cJSON_AddStringToObject(cf, "dtype", zl_dtype_name(c->dtype));
     cJSON_AddStringToObject(cf, "loss_scale_mode", c->loss_scale_dynamic ? "dynamic" : "static");

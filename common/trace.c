@@ -170,6 +170,12 @@ static double since_origin(zl_event e) { return zl_event_elapsed_ms(g_origin, e)
 
 void zl_trace_comm(int op, int purpose, int unit, zl_event start, zl_event end) {
     if (!g_origin_set || g_n_comm == g_cap[ZL_LANE_COMM]) return; /* comm.c's own cap stops a step first */
+    if (zl_op_is_copy((zl_op)op)) { /* an offload copy: the copy lane, named by its phase */
+        zl_phase ph = op == ZL_OP_D2H ? ZL_PHASE_COPY_D2H : ZL_PHASE_COPY_H2D;
+        g_step_comm[g_n_comm++] = (record){since_origin(start), since_origin(end), g_step_no, unit, ZL_LANE_COPY,
+                                           (uint8_t)ph, (uint8_t)purpose};
+        return;
+    }
     g_step_comm[g_n_comm++] = (record){since_origin(start), since_origin(end), g_step_no, unit, ZL_LANE_COMM,
                                        (uint8_t)op, (uint8_t)purpose};
 }
@@ -192,7 +198,8 @@ void zl_trace_step_end(int timed) {
             keep(r);
         }
         for (int i = 0; i < g_n_comm; i++) {
-            g_iv_comm[nm++] = (zl_interval){g_step_comm[i].t0, g_step_comm[i].t1};
+            if (g_step_comm[i].lane == ZL_LANE_COMM) /* copies are not communication */
+                g_iv_comm[nm++] = (zl_interval){g_step_comm[i].t0, g_step_comm[i].t1};
             first = fmin(first, g_step_comm[i].t0), last = fmax(last, g_step_comm[i].t1);
             keep(g_step_comm[i]);
         }

@@ -67,6 +67,16 @@ int zl_dev_mem_used(size_t *used, size_t *total);
  * memory (CPU): the preflight then counts device buffers against the host. */
 int zl_dev_mem_free(size_t *free_bytes);
 
+/* ---- host memory for offload ---------------------------------------------------------
+ * Pinned (page-locked) host memory, which the copy engines read and write directly, so
+ * the async copies below really overlap compute (cudaMallocHost; malloc on CPU). NULL on
+ * failure. The copies return at once on CUDA (done when an event recorded after them on s
+ * is); host must stay untouched until then. On CPU they are plain memcpys. */
+void *zl_host_alloc_pinned(size_t bytes);
+void zl_host_free_pinned(void *p);
+void zl_memcpy_d2h_async(void *host, const void *dev, size_t bytes, zl_stream s);
+void zl_memcpy_h2d_async(void *dev, const void *host, size_t bytes, zl_stream s);
+
 /* ---- streams and events ---------------------------------------------------------- */
 zl_stream zl_stream_create(void);
 void zl_stream_destroy(zl_stream s);
@@ -77,6 +87,7 @@ void zl_event_record(zl_event e, zl_stream s);
 void zl_stream_wait_event(zl_stream s, zl_event e);
 float zl_event_elapsed_ms(zl_event start, zl_event end); /* both must have completed */
 int zl_event_done(zl_event e); /* 1 if the work before the event has completed (never blocks) */
+void zl_event_sync(zl_event e); /* the host waits until the work before the event has completed */
 
 /* ---- collectives (sum reductions), issued on stream s -----------------------------
  * Counts are elements. In-place forms follow NCCL's rules:

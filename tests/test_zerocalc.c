@@ -178,6 +178,30 @@ Test(cli, layers_dim_uses_the_padded_partition) {
     cJSON_Delete(j);
 }
 
+/* The Korean post's ZeRO-Offload example: 70B at N = 16, ZeRO-3's 70 GB per GPU falls to
+ * 17.5 GB (4Psi/N) with the optimizer state (12Psi/N = 52.5 GB) on the host; stage 2 keeps
+ * its 2Psi of params. Stages 0 and 1 refuse --offload. */
+Test(cli, offload_device_host_split) {
+    zl_run_result r;
+    zl_run_plain(&r, ZEROCALC " --params 70e9 --ranks 16 --json --offload");
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert(j, "not JSON: %s", r.out);
+    cJSON *s2 = cJSON_GetArrayItem(zl_get(j, "stages"), 2), *s3 = cJSON_GetArrayItem(zl_get(j, "stages"), 3);
+    cr_expect_float_eq(zl_num(s3, "bytes_per_rank"), 70e9, 1);
+    cr_expect_float_eq(zl_num(s3, "offload.device_bytes_per_rank"), 17.5e9, 1);
+    cr_expect_float_eq(zl_num(s3, "offload.host_bytes_per_rank"), 52.5e9, 1);
+    cr_expect_float_eq(zl_num(s2, "offload.device_bytes_per_rank"), 2 * 70e9 + 2 * 70e9 / 16, 1);
+    cr_expect(!cJSON_GetObjectItem(cJSON_GetArrayItem(zl_get(j, "stages"), 1), "offload"), "stage 1 does not offload");
+    cJSON_Delete(j);
+    zl_run_plain(&r, ZEROCALC " --params 1e9 --stage 1 --offload");
+    cr_expect_eq(r.exit_code, 2);
+    /* --max-model: device 4 bytes/param at stage 3 with N = 4 -> 80 GB holds 80B */
+    zl_run_plain(&r, ZEROCALC " --max-model --memory 80e9 --ranks 4 --stage 3 --offload");
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "80000000000 |      80B") != NULL, "%s", r.out);
+}
+
 Test(cli, precisions) {
     zl_run_result r;
     zl_run_plain(&r, ZEROCALC " --params 7e9 --ranks 8 --precision fp32 --stage 2 --json");

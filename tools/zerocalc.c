@@ -17,6 +17,7 @@
  *                                                      activations per rank with and without checkpointing)
  *   zerocalc --paper-table1
  *   zerocalc --max-model --memory 32e9 --ranks 64 [--mp 1]
+ *   ... --offload   (stages 2-3, ZeRO-Offload: the optimizer state on the host; device / host split)
  *   zerocalc --check-sources [--data tests/data/source_examples.tsv] */
 #include <errno.h>
 #include <math.h>
@@ -40,6 +41,7 @@ typedef struct {
     int layers, dim;    /* --layers/--dim instead of --params */
     int batch, accum;   /* --batch B [--accum K]: a run's exact memory (with --layers/--dim) */
     int checkpoint;     /* --checkpoint-activations */
+    int offload;        /* --offload: stages 2-3 keep master, m, v on the host */
     int prefetch;       /* stage 3's --prefetch; -1: the program's default */
     int backend_cpu;    /* --backend cpu: the CPU kernels' workspace (default cuda) */
     int gpt, heads, seq, vocab; /* --model gpt: the transformer's shape (model/gpt.h); B = --batch */
@@ -72,6 +74,8 @@ static void usage(void) {
            "       zerocalc --paper-table1\n"
            "       zerocalc --max-model --memory BYTES --ranks N [--mp K] [--precision ...]\n"
            "       zerocalc --check-sources [--data tests/data/source_examples.tsv]\n"
+           "       --offload with any of the above but --paper-table1: stages 2-3 with the optimizer state\n"
+           "                (K Psi/N) on the host (ZeRO-Offload): device and host bytes apart\n"
            "Model states per device: P·Psi (/N from stage 3) + G·Psi (/N from stage 2) + K·Psi (/N from stage 1);\n"
            "mixed = the paper's fp16/fp32 Adam (P=2, G=2, K=12),\n"
            "fp32 = the PyTorch from-scratch post's (P=4, G=4, K=8).\n");
@@ -111,6 +115,7 @@ static void parse(opts *o, int argc, char **argv) {
         if (!strcmp(f, "--max-model")) { o->mode = MODE_MAX_MODEL; continue; }
         if (!strcmp(f, "--check-sources")) { o->mode = MODE_CHECK_SOURCES; continue; }
         if (!strcmp(f, "--checkpoint-activations")) { o->checkpoint = 1; continue; }
+        if (!strcmp(f, "--offload")) { o->offload = 1; continue; }
         static const char *const valued[] = {"--params", "--layers", "--dim", "--ranks", "--stage", "--precision",
                                              "--param-bytes", "--grad-bytes", "--k", "--memory", "--mp", "--data",
                                              "--batch", "--accum", "--prefetch", "--backend", "--model", "--heads",
@@ -176,7 +181,12 @@ static void parse(opts *o, int argc, char **argv) {
     if (o->prefetch > o->layers - 1 && o->prefetch > 0)
         bad("--prefetch: expected an integer in [0, %d] (layers - 1), got %d", o->layers - 1, o->prefetch);
     if (o->mode == MODE_MAX_MODEL && !o->memory) bad("--memory: required with --max-model (bytes per device)");
+    if (o->offload && (o->stage == 0 || o->stage == 1 || o->mode == MODE_TABLE1 || o->mode == MODE_CHECK_SOURCES))
+        bad("--offload: stages 2 and 3 only (with --params, --layers/--dim or --max-model)");
 }
+
+/* Stages --offload applies to: 2 and 3 (ZeRO-Offload shards the state it moves). */
+static int offloads(const opts *o, int stage) { return o->offload && stage >= 2; }
 
 /* ---- plain calculator -------------------------------------------------------------- */
 
@@ -248,6 +258,10 @@ static void calc(const opts *o) {
                    s > s0 ? "," : "", s, total, parts[0], parts[1], parts[2], volume, wire);
             if (padded) printf(", \"bytes_per_rank_padded\": %zu", exact);
             if (padded) printf(", \"wire_bytes_per_step_exact\": %.17g", exact_wire);
+            if (offloads(o, s)) {
+                double host, dev = zl_offload_state_bytes(o->psi, o->ranks, s, o->prec, &host);
+                printf(", \"offload\": {\"device_bytes_per_rank\": %.17g, \"host_bytes_per_rank\": %.17g}", dev, host);
+            }
             printf("}");
         } else {
             printf("%-16s | %16.0f | %16.0f | %16.0f | %18.0f | %10.4g | %18.0f\n", stage_names[s], parts[0], parts[1],
@@ -255,6 +269,11 @@ static void calc(const opts *o) {
             if (padded)
                 printf("%-16s | %16s | %16s | %16s | %18zu | %10s | %18.0f\n", "  this program", "", "", "", exact, "",
                        exact_wire);
+            if (offloads(o, s)) {
+                double host, dev = zl_offload_state_bytes(o->psi, o->ranks, s, o->prec, &host);
+                printf("%-16s | %16.0f | %16.0f | %16s | %18.0f | %10.4g | device (host: %.0f B = %.4g GB)\n",
+                       "  --offload", parts[0], parts[1], "on the host", dev, dev / 1e9, host, host / 1e9);
+            }
         }
     }
     if (o->json) printf("\n]");
@@ -274,22 +293,27 @@ static void calc(const opts *o) {
  * the model's layout), so every number here is what --check compares to the byte. */
 
 static const char *const run_columns[] = {"model states", "grad buckets", "param gather", "activations",
-                                          "scratch", "workspace", "peak total", "wire B/step"};
+                                          "scratch", "workspace", "peak total", "wire B/step",
+                                          "host states", "host staging", "PCIe B/step"}; /* the last 3: --offload */
+enum { RUN_COLUMNS = 8, RUN_COLUMNS_OFFLOAD = 11 };
 
-static void run_numbers(const opts *o, const zl_partition *part, int stage, double out[8]) {
+static void run_numbers(const opts *o, const zl_partition *part, int stage, double out[RUN_COLUMNS_OFFLOAD]) {
     zl_model_shape shape = {.kind = ZL_MODEL_MLP, .layers = o->layers, .dim = o->dim, .rows = o->batch,
                             .micro_batches = o->accum, .checkpoint = o->checkpoint};
     int prefetch = o->prefetch >= 0 ? o->prefetch : o->layers > 1 ? 1 : 0; /* the program's default */
     zl_formula_config fc = {.stage = stage, .model = shape, .prefetch = stage == 3 ? prefetch : 0,
+                            .offload = offloads(o, stage),
                             .workspace_bytes = o->backend_cpu ? zl_workspace_bytes_cpu(o->batch, o->dim)
                                                               : zl_workspace_bytes_cuda(o->batch, o->dim)};
     zl_mem_formula mf;
     zl_comm_formula cf;
     zl_formula_memory(part, &fc, &mf);
     zl_formula_comm(part, &fc, &cf);
-    double v[8] = {(double)mf.model_states, (double)mf.bytes[ZL_MEM_GRAD_BUCKET], (double)mf.bytes[ZL_MEM_PARAM_GATHER],
-                   (double)mf.bytes[ZL_MEM_ACTIVATIONS], (double)mf.bytes[ZL_MEM_SCRATCH],
-                   (double)mf.bytes[ZL_MEM_WORKSPACE], (double)mf.peak_total, cf.total};
+    double v[RUN_COLUMNS_OFFLOAD] = {
+        (double)mf.model_states, (double)mf.bytes[ZL_MEM_GRAD_BUCKET], (double)mf.bytes[ZL_MEM_PARAM_GATHER],
+        (double)mf.bytes[ZL_MEM_ACTIVATIONS], (double)mf.bytes[ZL_MEM_SCRATCH], (double)mf.bytes[ZL_MEM_WORKSPACE],
+        (double)mf.peak_total, cf.total, (double)mf.host_states, (double)mf.bytes[ZL_MEM_OFFLOAD_STAGING],
+        cf.transfer_total};
     memcpy(out, v, sizeof v);
 }
 
@@ -298,7 +322,8 @@ static void calc_run(const opts *o) {
     zl_model_shape shape = {.kind = ZL_MODEL_MLP, .layers = o->layers, .dim = o->dim, .rows = o->batch};
     if (o->ranks > 1e6 || zl_model_partition(&part, shape, (int)o->ranks))
         bad("--layers/--dim/--ranks: the model's byte counts overflow");
-    int s0 = o->stage < 0 ? 0 : o->stage, s1 = o->stage < 0 ? 3 : o->stage, n = 8;
+    int s0 = o->stage < 0 ? 0 : o->stage, s1 = o->stage < 0 ? 3 : o->stage;
+    int n = o->offload ? RUN_COLUMNS_OFFLOAD : RUN_COLUMNS;
     if (o->json) {
         printf("{\"params\": %zu, \"params_padded\": %zu, \"ranks\": %.0f, \"layers\": %d, \"dim\": %d, "
                "\"batch\": %d, \"accum\": %d, \"checkpoint_activations\": %s, \"backend\": \"%s\",\n \"stages\": [",
@@ -313,11 +338,12 @@ static void calc_run(const opts *o) {
         printf("\n");
     }
     for (int s = s0; s <= s1; s++) {
-        double v[8];
+        double v[RUN_COLUMNS_OFFLOAD];
         run_numbers(o, &part, s, v);
         if (o->json) {
             static const char *const keys[] = {"model_states", "grad_bucket", "param_gather", "activations",
-                                               "scratch", "workspace", "peak_total", "wire_bytes_per_step"};
+                                               "scratch", "workspace", "peak_total", "wire_bytes_per_step",
+                                               "host_states", "offload_staging", "transfer_bytes_per_step"};
             printf("%s\n  {\"stage\": %d", s > s0 ? "," : "", s);
             for (int c = 0; c < n; c++) printf(", \"%s\": %.17g", keys[c], v[c]);
             printf("}");
@@ -332,6 +358,10 @@ static void calc_run(const opts *o) {
         printf("peak total = every device buffer (all allocated before step 1); host staging for param_hash "
                "(2 x the largest unit) is apart.\nwire B/step: gradients and parameters, K micro-batches "
                "(DDP, ZeRO-1: 2(N-1)/N 2Psi_pad; ZeRO-2: (K+1)(N-1)/N 2Psi_pad; ZeRO-3: 3K(N-1)/N 2Psi_pad)\n");
+    if (o->offload && !o->json)
+        printf("--offload (stages 2-3): model states = the device's; host states 12Psi_pad/N and host staging "
+               "2Psi_pad/N are pinned host memory;\nPCIe B/step: 2Psi_pad/N d2h + 2Psi_pad/N h2d (a skipped step "
+               "copies no parameters back)\n");
     zl_partition_free(&part);
 }
 
@@ -388,6 +418,11 @@ static void max_model(const opts *o) {
         char c[32];
         size_digits(psi, c, sizeof c);
         printf("%-16s | %22.0f | %8s\n", stage_names[s], floor(psi), c);
+        if (!offloads(o, s)) continue;
+        double host, psi_off = floor(zl_max_params_offload(mem, o->ranks, s, o->prec));
+        zl_offload_state_bytes(psi_off, o->ranks, s, o->prec, &host);
+        size_digits(psi_off, c, sizeof c);
+        printf("%-16s | %22.0f | %8s | host needs %.4g GB per rank for it\n", "  --offload", psi_off, c, host / 1e9);
     }
 }
 

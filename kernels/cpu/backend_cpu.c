@@ -73,6 +73,10 @@ void zl_dev_free(void *p) { free(p); }
 void zl_memcpy_d2h(void *host, const void *dev, size_t bytes, zl_stream s) { (void)s, memcpy(host, dev, bytes); }
 void zl_memcpy_h2d(void *dev, const void *host, size_t bytes, zl_stream s) { (void)s, memcpy(dev, host, bytes); }
 void zl_memset_async(void *dev, int value, size_t bytes, zl_stream s) { (void)s, memset(dev, value, bytes); }
+void *zl_host_alloc_pinned(size_t bytes) { return malloc(bytes); }
+void zl_host_free_pinned(void *p) { free(p); }
+void zl_memcpy_d2h_async(void *host, const void *dev, size_t bytes, zl_stream s) { (void)s, memcpy(host, dev, bytes); }
+void zl_memcpy_h2d_async(void *dev, const void *host, size_t bytes, zl_stream s) { (void)s, memcpy(dev, host, bytes); }
 int zl_dev_mem_used(size_t *used, size_t *total) {
     *used = 0, *total = 0;
     return 0;
@@ -100,6 +104,7 @@ void zl_event_record(zl_event e, zl_stream s) { (void)s, e->t = zl_wall_seconds(
 void zl_stream_wait_event(zl_stream s, zl_event e) { (void)s, (void)e; }
 float zl_event_elapsed_ms(zl_event a, zl_event b) { return (float)((b->t - a->t) * 1e3); }
 int zl_event_done(zl_event e) { return (void)e, 1; }
+void zl_event_sync(zl_event e) { (void)e; }
 
 /* Spin briefly (small collectives finish in microseconds), then sleep between polls. */
 static void wait_politely(MPI_Request *req) {

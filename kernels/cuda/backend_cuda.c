@@ -170,21 +170,60 @@ void zl_dev_free(void *p) {
     if (p) cudaCheck(cudaFree(p));
 }
 
+/* cudaMemcpyDefault: the pointers say where they live (unified addressing), so a "device"
+ * buffer that --offload keeps in pinned host memory (the master, Adam m and v, which the
+ * checkpoint code reads and writes through these calls) copies correctly too. */
 void zl_memcpy_d2h(void *host, const void *dev, size_t bytes, zl_stream s) {
     if (bytes == 0) return;
-    cudaCheck(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, as_stream(s)));
+    cudaCheck(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDefault, as_stream(s)));
     cudaCheck(cudaStreamSynchronize(as_stream(s)));
 }
 
 void zl_memcpy_h2d(void *dev, const void *host, size_t bytes, zl_stream s) {
     if (bytes == 0) return;
-    cudaCheck(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, as_stream(s)));
+    cudaCheck(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyDefault, as_stream(s)));
     cudaCheck(cudaStreamSynchronize(as_stream(s)));
 }
 
+static int is_host_memory(const void *p) {
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError(); /* an unregistered host pointer on old runtimes: clear the error */
+        return 1;
+    }
+    return a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeUnregistered;
+}
+
+/* A buffer --offload keeps on the host (Adam's moments at init or resume) is set there. */
 void zl_memset_async(void *dev, int value, size_t bytes, zl_stream s) {
     if (bytes == 0) return;
+    if (is_host_memory(dev)) {
+        cudaCheck(cudaStreamSynchronize(as_stream(s)));
+        memset(dev, value, bytes);
+        return;
+    }
     cudaCheck(cudaMemsetAsync(dev, value, bytes, as_stream(s)));
+}
+
+void *zl_host_alloc_pinned(size_t bytes) {
+    void *p = NULL;
+    if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+void zl_host_free_pinned(void *p) {
+    if (p) cudaCheck(cudaFreeHost(p));
+}
+
+void zl_memcpy_d2h_async(void *host, const void *dev, size_t bytes, zl_stream s) {
+    if (bytes) cudaCheck(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, as_stream(s)));
+}
+
+void zl_memcpy_h2d_async(void *dev, const void *host, size_t bytes, zl_stream s) {
+    if (bytes) cudaCheck(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, as_stream(s)));
 }
 
 int zl_dev_mem_free(size_t *free_bytes) {
@@ -234,6 +273,8 @@ int zl_event_done(zl_event e) {
     cudaCheck(r);
     return 1;
 }
+
+void zl_event_sync(zl_event e) { cudaCheck(cudaEventSynchronize(as_event(e))); }
 
 void zl_stream_wait_event(zl_stream s, zl_event e) {
     cudaCheck(cudaStreamWaitEvent(as_stream(s), as_event(e), 0));

@@ -1,0 +1,83 @@
+/* offload.c — host optimizer states, host Adam and the copies around it (see offload.h). */
+#include "offload.h"
+
+#include <omp.h>
+#include <stdlib.h>
+
+#include "alloc.h"
+#include "comm.h"
+#include "events.h"
+#include "trace.h"
+#include "util.h"
+
+zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ranks) {
+    zl_offload *o = calloc(1, sizeof *o);
+    if (!o) zl_fatal("out of host memory");
+    size_t shard = p->shard_len;
+    o->part = p, o->half = half;
+    zl_mem_init_pinned(zl_host_alloc_pinned, zl_host_free_pinned);
+    o->master = zl_mem_alloc(ZL_MEM_HOST_MASTER_FP32, 4 * shard, "host fp32 master params (this rank's slices)");
+    o->m = zl_mem_alloc(ZL_MEM_HOST_ADAM_M, 4 * shard, "host Adam m (this rank's slices)");
+    o->v = zl_mem_alloc(ZL_MEM_HOST_ADAM_V, 4 * shard, "host Adam v (this rank's slices)");
+    o->staging = zl_mem_alloc(ZL_MEM_OFFLOAD_STAGING, 2 * shard, "offload staging (16-bit slices)");
+    o->copy = zl_stream_create();
+    o->host_clock = zl_stream_create();
+    o->grads_landed = zl_events_create(p->n_units);
+    o->params_landed = zl_events_create(p->n_units);
+    int cores = omp_get_num_procs(); /* ranks on one node share its cores */
+    o->threads = cores / (local_ranks > 0 ? local_ranks : 1);
+    if (o->threads < 1) o->threads = 1;
+    return o;
+}
+
+void zl_offload_free(zl_offload *o) {
+    if (!o) return;
+    zl_events_destroy(o->grads_landed, o->part->n_units);
+    zl_events_destroy(o->params_landed, o->part->n_units);
+    zl_stream_destroy(o->copy);
+    zl_stream_destroy(o->host_clock);
+    free(o);
+}
+
+void zl_offload_master_from(zl_offload *o, int u, const zl_half *dev_params, zl_stream s) {
+    size_t off = o->part->slice_off[u], n = o->part->slice_len[u];
+    zl_memcpy_d2h(o->staging + off, dev_params, 2 * n, s); /* waits for s: the init kernels are done */
+    zl_cpu_half_to_float_array(o->master + off, o->staging + off, n);
+}
+
+void zl_offload_grads_to_host(zl_offload *o, int u, const zl_half *dev_grads, zl_event final) {
+    size_t off = o->part->slice_off[u];
+    zl_stream_wait_event(o->copy, final);
+    zl_copy_d2h(o->staging + off, dev_grads, o->part->slice_len[u], o->half, ZL_P_OFFLOAD_GRADS, u, o->copy);
+    zl_event_record(o->grads_landed[u], o->copy);
+}
+
+/* Elements per OpenMP work item: large enough to stream, small enough to balance. */
+enum { ADAM_CHUNK = 1 << 15 };
+
+/* The CPU reference update over [off, off + n), chunk by chunk across the threads. Each
+ * element sees the same float operations in the same order whatever the chunking, so the
+ * result does not depend on the thread count. */
+static void host_adam(zl_offload *o, size_t off, size_t n, float grad_mult, int adam_step, zl_adam_hparams hp) {
+    long chunks = (long)((n + ADAM_CHUNK - 1) / ADAM_CHUNK);
+#pragma omp parallel for num_threads(o->threads) schedule(static)
+    for (long k = 0; k < chunks; k++) {
+        size_t i = off + (size_t)k * ADAM_CHUNK, len = off + n - i < ADAM_CHUNK ? off + n - i : ADAM_CHUNK;
+        zl_half *slice = o->staging + i; /* in place: element i's gradient is read before its parameter is written */
+        zl_cpu_adam_update(o->master + i, o->m + i, o->v + i, slice, slice, len, grad_mult, adam_step, hp);
+    }
+}
+
+zl_event zl_offload_adam(zl_offload *o, int u, zl_half *dev_params, float grad_mult, int adam_step,
+                         zl_adam_hparams hp) {
+    size_t off = o->part->slice_off[u], n = o->part->slice_len[u];
+    zl_event_sync(o->grads_landed[u]);
+    zl_trace_begin(ZL_PHASE_OPTIMIZER, u, o->host_clock); /* an idle stream: its events are "now" */
+    host_adam(o, off, n, grad_mult, adam_step, hp);
+    zl_trace_end(ZL_PHASE_OPTIMIZER, u, o->host_clock);
+    zl_copy_h2d(dev_params, o->staging + off, n, o->half, ZL_P_OFFLOAD_PARAMS, u, o->copy);
+    zl_event_record(o->params_landed[u], o->copy);
+    return o->params_landed[u];
+}
+
+void zl_offload_sync(zl_offload *o) { zl_stream_sync(o->copy); }

@@ -1,0 +1,64 @@
+/* offload.h — ZeRO-Offload's mechanics: the optimizer states of this rank's shard on the
+ * host, Adam on the host, and the copies that feed it (stage2 / stage3 --offload).
+ *
+ * What moves, per step and rank (the stage files show when):
+ *   device -> host  each unit's 16-bit gradient slice, as soon as it is final (after its
+ *                   last reduce-scatter), on a copy stream: it overlaps the backward of the
+ *                   units before it. Every step, 2Ψ_pad/N bytes.
+ *   host            once the ranks agreed the step is applied (the verdict needs every
+ *                   unit), Adam over the slice with OpenMP threads, in place: the staging
+ *                   slice that held the gradient receives the new 16-bit parameters.
+ *   host -> device  the new parameter slice, on the copy stream: it overlaps Adam of the
+ *                   next unit. Only on applied steps, 2Ψ_pad/N bytes.
+ * The copies go through comm.h (op d2h / h2d, purpose offload_grads / offload_params):
+ * logged, timed, and drawn on the timeline's copy lane, but not counted as network bytes.
+ *
+ * Host Adam is zl_cpu_adam_update (kernels.h), the CPU reference the CUDA kernel matches
+ * bit for bit: with or without --offload, the parameters come out identical. On the CPU
+ * backend the copies are plain memcpys, so CI runs this same code path.
+ *
+ * Memory (alloc.h, host categories, pinned): host_master_fp32, host_adam_m, host_adam_v
+ * 4Ψ_pad/N each, offload_staging 2Ψ_pad/N. The device keeps the 16-bit params and grads.
+ *
+ * defines: zl_offload, zl_offload_create/free, zl_offload_master_from,
+ *          zl_offload_grads_to_host, zl_offload_adam, zl_offload_sync. */
+#ifndef ZL_OFFLOAD_H
+#define ZL_OFFLOAD_H
+
+#include "partition.h"
+#include "../kernels/kernels.h" /* zl_adam_hparams; streams and events (backend.h) */
+
+typedef struct {
+    const zl_partition *part;
+    zl_dtype half;
+    float *master, *m, *v;  /* host, pinned: shard_len fp32 each, unit u at part->slice_off[u] */
+    zl_half *staging;       /* host, pinned: shard_len 16-bit; gradient slice in, parameter slice out */
+    zl_stream copy;         /* every d2h and h2d copy, in issue order */
+    zl_stream host_clock;   /* never given work: an event on it stamps the host's time (Adam's span) */
+    zl_event *grads_landed; /* one per unit: its gradient slice is in staging */
+    zl_event *params_landed; /* one per unit: its new parameter slice is back on the device */
+    int threads;            /* OpenMP threads for host Adam: this node's cores / its ranks */
+} zl_offload;
+
+/* Allocate the host buffers (tracked, pinned), the copy stream and the events; before step 1. */
+zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ranks);
+void zl_offload_free(zl_offload *o); /* the buffers go with zl_mem_free_all */
+
+/* Initialisation: unit u's fp32 master = its 16-bit parameter slice on the device, widened
+ * (the same values zl_half_to_float_array gives without offload). */
+void zl_offload_master_from(zl_offload *o, int u, const zl_half *dev_params, zl_stream s);
+
+/* Copy unit u's final gradient slice to the host once `final` (recorded after its last
+ * reduce-scatter) has fired; returns at once. */
+void zl_offload_grads_to_host(zl_offload *o, int u, const zl_half *dev_grads, zl_event final);
+
+/* Adam on unit u's slice on the host (after its gradients landed), then the new 16-bit
+ * slice to dev_params on the copy stream. Returns the event that says it has landed there;
+ * the copy stream runs in order, so the last unit's event covers all of them. */
+zl_event zl_offload_adam(zl_offload *o, int u, zl_half *dev_params, float grad_mult, int adam_step,
+                         zl_adam_hparams hp);
+
+/* The host waits for every copy issued (end of a step: the next one reuses staging). */
+void zl_offload_sync(zl_offload *o);
+
+#endif

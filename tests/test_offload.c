@@ -1,0 +1,194 @@
+/* test_offload.c — ZeRO-Offload end to end (spawns mpiexec as a child): with --offload the
+ * parameters come out bitwise those of the run without it (stage 2 and 3, N = 1 and 2, also
+ * across skipped steps, clipping and accumulation); device and host memory and the
+ * transfer bytes equal their formulas on every rank, N = 1..4, checked here against the
+ * formulas written out from Ψ_pad and N alone; checkpoints save and resume through the host
+ * buffers; the copies appear on the timeline's copy lane; stage 0 and 1 refuse the flag. */
+#include "zl_test_util.h" /* first: it defines _GNU_SOURCE */
+
+static int max_world(void) {
+    const char *m = getenv("ZL_MAX_WORLD");
+    return m && *m ? atoi(m) : 4;
+}
+
+static const char *const progs[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
+
+/* Run and load the JSON report; the caller frees it. */
+static cJSON *run_json(int expect_exit, const char *fmt, ...) {
+    char line[2048], json[96];
+    static int serial;
+    snprintf(json, sizeof json, "/tmp/zl_offload_%d_%d.json", getpid(), serial++);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    zl_run_result r;
+    zl_run(&r, "%s --quiet --json %s", line, json);
+    cr_assert_eq(r.exit_code, expect_exit, "'%s': exit %d (expected %d)\n%s\n%s", line, r.exit_code, expect_exit,
+                 r.out, r.err);
+    cJSON *j = zl_load_json(json);
+    unlink(json);
+    return j;
+}
+
+static const char *hash_of(cJSON *j) { return zl_get(j, "param_hash")->valuestring; }
+
+/* ---- bitwise: host Adam is the device Adam ------------------------------------------ */
+
+/* The same run with and without --offload: the same parameters, bit for bit, and the same
+ * skipped steps and loss scales. `extra` adds numerics flags. */
+static void check_same_as_on_device(int stage, int N, const char *extra) {
+    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    const char *p = progs[stage];
+    cJSON *dev = run_json(0, "-n %d {%s} --steps 6 %s", N, p, extra);
+    cJSON *off = run_json(0, "-n %d {%s} --steps 6 %s --offload --check", N, p, extra);
+    cr_expect_str_eq(hash_of(off), hash_of(dev), "%s N=%d %s: --offload changed the parameters", p, N, extra);
+    cr_expect_eq(cJSON_GetArraySize(zl_get(off, "skipped_steps")), cJSON_GetArraySize(zl_get(dev, "skipped_steps")));
+    cJSON *sd = zl_get(dev, "loss_scale"), *so = zl_get(off, "loss_scale");
+    for (int k = 0; k < 6; k++)
+        cr_expect_eq(cJSON_GetArrayItem(so, k)->valuedouble, cJSON_GetArrayItem(sd, k)->valuedouble, "scale %d", k);
+    cr_expect(cJSON_IsTrue(zl_get(off, "config.offload")));
+    cr_expect(cJSON_IsTrue(zl_get(off, "check.ok")), "%s N=%d %s: --check", p, N, extra);
+    cJSON_Delete(dev), cJSON_Delete(off);
+}
+
+/* Steps 2 and 4 overflow (injected) and are skipped; the gradient norm is clipped to 0.05,
+ * below the tiny model's norms, so clipping acts on every applied step. */
+#define NUMERICS "--inject-overflow 2,4 --clip-grad-norm 0.05"
+
+#define BITWISE_TESTS(stage)                                                                                    \
+    Test(bitwise, stage##stage##_N1) { check_same_as_on_device(stage, 1, ""); }                                \
+    Test(bitwise, stage##stage##_N2) { check_same_as_on_device(stage, 2, ""); }                                \
+    Test(bitwise, stage##stage##_N1_skips_and_clipping) { check_same_as_on_device(stage, 1, NUMERICS); }       \
+    Test(bitwise, stage##stage##_N2_skips_and_clipping) { check_same_as_on_device(stage, 2, NUMERICS); }       \
+    Test(bitwise, stage##stage##_N1_accum2) { check_same_as_on_device(stage, 1, "--accum 2"); }                \
+    Test(bitwise, stage##stage##_N2_accum2) { check_same_as_on_device(stage, 2, "--accum 2"); }
+BITWISE_TESTS(2)
+BITWISE_TESTS(3)
+
+/* The numerics flags above do something, else the tests above could not fail for them. */
+Test(bitwise, the_numerics_flags_act) {
+    cJSON *j = run_json(0, "-n 2 {stage2} --steps 6 " NUMERICS " --offload");
+    cr_expect_eq(cJSON_GetArraySize(zl_get(j, "skipped_steps")), 2);
+    int clipped = 0;
+    cJSON *norms = zl_get(j, "grad_norm");
+    for (int k = 0; k < 6; k++) {
+        cJSON *v = cJSON_GetArrayItem(norms, k);
+        if (!cJSON_IsNull(v) && v->valuedouble > 0.05) clipped++;
+    }
+    cr_expect_eq(clipped, 4, "every applied step's norm is above the clip threshold (%d of 4)", clipped);
+    cJSON *plain = run_json(0, "-n 2 {stage2} --steps 6 --offload");
+    cr_expect_str_neq(hash_of(j), hash_of(plain), "skips and clipping leave the parameters unchanged?");
+    cJSON_Delete(j), cJSON_Delete(plain);
+}
+
+/* ---- exactness: device, host and PCIe bytes from Ψ_pad and N ------------------------- */
+
+/* --steps 4 with step 3 skipped: every step copies the gradient slices down (2Ψ_pad/N),
+ * 3 of 4 copy the new parameter slices back. Written out here from Ψ_pad and N, not
+ * taken from the program's formula module. */
+static void check_exact(int stage, int N) {
+    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    const char *p = progs[stage];
+    cJSON *j = run_json(0, "-n %d {%s} --steps 4 --inject-overflow 3 --offload --check", N, p);
+    cJSON *dev = run_json(0, "-n %d {%s} --steps 4 --inject-overflow 3", N, p);
+    double psi_pad = zl_num(j, "params_padded"), shard = psi_pad / N; /* Ψ_pad/N elements */
+    double device_states = stage == 2 ? 2 * psi_pad + 2 * shard : 4 * shard;
+    cr_expect(cJSON_IsTrue(zl_get(j, "check.ok")), "%s N=%d: --check", p, N);
+    for (int r = 0; r < N; r++) {
+        cJSON *rk = cJSON_GetArrayItem(zl_get(j, "ranks"), r);
+        cJSON *rd = cJSON_GetArrayItem(zl_get(dev, "ranks"), r);
+        const char *m = "memory.measured.";
+        char key[96];
+#define MEM(name) (snprintf(key, sizeof key, "%s%s", m, name), zl_num(rk, key))
+        cr_expect_eq(MEM("model_states"), device_states, "%s N=%d rank %d: device model states", p, N, r);
+        cr_expect_eq(MEM("master_fp32") + MEM("adam_m") + MEM("adam_v"), 0, "nothing of Adam on the device");
+        cr_expect_eq(MEM("host_master_fp32"), 4 * shard, "%s N=%d rank %d", p, N, r);
+        cr_expect_eq(MEM("host_adam_m"), 4 * shard);
+        cr_expect_eq(MEM("host_adam_v"), 4 * shard);
+        cr_expect_eq(MEM("host_states"), 12 * shard);
+        cr_expect_eq(MEM("offload_staging"), 2 * shard);
+#undef MEM
+        /* the device saves exactly the optimizer state: 12Ψ_pad/N */
+        cr_expect_eq(zl_num(rd, "memory.measured.peak_total") - zl_num(rk, "memory.measured.peak_total"), 12 * shard,
+                     "%s N=%d rank %d: device peak falls by 12 Psi_pad/N", p, N, r);
+        double d2h = 2 * shard, h2d = 2 * shard * 3.0 / 4.0; /* bytes per step: 16-bit slices */
+        cr_expect_eq(zl_num(rk, "comm.measured.by_purpose.offload_grads"), d2h, "%s N=%d rank %d", p, N, r);
+        cr_expect_eq(zl_num(rk, "comm.measured.by_purpose.offload_params"), h2d, "%s N=%d rank %d", p, N, r);
+        cr_expect_eq(zl_num(rk, "comm.measured.transfer_bytes_per_step"), d2h + h2d);
+        cr_expect_eq(zl_num(rk, "comm.measured.wire_bytes_per_step"), zl_num(rd, "comm.measured.wire_bytes_per_step"),
+                     "copies are not network traffic");
+    }
+    cJSON_Delete(j), cJSON_Delete(dev);
+}
+
+#define EXACT_TESTS(stage)                                                                                      \
+    Test(exact, stage##stage##_N1) { check_exact(stage, 1); }                                                  \
+    Test(exact, stage##stage##_N2) { check_exact(stage, 2); }                                                  \
+    Test(exact, stage##stage##_N3) { check_exact(stage, 3); }                                                  \
+    Test(exact, stage##stage##_N4) { check_exact(stage, 4); }
+EXACT_TESTS(2)
+EXACT_TESTS(3)
+
+/* A formula off by one byte in a host category fails --check with exit 4: the comparison
+ * of the host lines is live. */
+Test(exact, a_wrong_host_formula_fails_the_check) {
+    setenv("ZL_TEST_PERTURB_FORMULA", "host_adam_v", 1);
+    cJSON *j = run_json(4, "-n 2 {stage3} --steps 2 --offload --check");
+    unsetenv("ZL_TEST_PERTURB_FORMULA");
+    cr_expect(!cJSON_IsTrue(zl_get(j, "check.ok")));
+    cJSON_Delete(j);
+}
+
+/* ---- checkpoints, timeline, refusal ---------------------------------------------------- */
+
+/* 4 steps straight == 2 steps saved with --offload + 2 resumed (with and without it, by the
+ * other stage): the checkpoint carries the host master, m and v. */
+Test(ckpt, save_and_resume_through_the_host_buffers) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "/tmp/zl_offload_ckpt_%d", getpid());
+    cJSON *straight = run_json(0, "-n 2 {stage2} --steps 4 --offload");
+    cJSON *saved = run_json(0, "-n 2 {stage2} --steps 2 --offload --save %s", dir);
+    cJSON *resumed = run_json(0, "-n 2 {stage3} --steps 2 --offload --resume %s", dir);
+    cJSON *on_device = run_json(0, "-n 2 {stage2} --steps 2 --resume %s", dir);
+    cr_expect_str_eq(hash_of(resumed), hash_of(straight), "stage3 --offload resumed from stage2 --offload");
+    cr_expect_str_eq(hash_of(on_device), hash_of(straight), "stage2 (device Adam) resumed from --offload");
+    zl_run_result r;
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+    (void)r;
+    cJSON_Delete(straight), cJSON_Delete(saved), cJSON_Delete(resumed), cJSON_Delete(on_device);
+}
+
+/* --trace: every unit's d2h and h2d copy of every timed step is a span on the copy lane. */
+Test(trace, the_copies_are_on_the_copy_lane) {
+    char trace[96];
+    snprintf(trace, sizeof trace, "/tmp/zl_offload_trace_%d.json", getpid());
+    cJSON *j = run_json(0, "-n 2 {stage3} --steps 3 --offload --trace %s", trace);
+    cJSON *t = zl_load_json(trace);
+    unlink(trace);
+    cJSON *events = cJSON_IsArray(t) ? t : zl_get(t, "traceEvents");
+    int d2h = 0, h2d = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, events) {
+        cJSON *cat = cJSON_GetObjectItem(e, "cat"), *name = cJSON_GetObjectItem(e, "name");
+        if (!cJSON_IsString(cat) || strcmp(cat->valuestring, "copy")) continue;
+        if (!strncmp(name->valuestring, "copy_d2h", 8)) d2h++;
+        if (!strncmp(name->valuestring, "copy_h2d", 8)) h2d++;
+    }
+    int units = (int)zl_num(j, "units"), timed = 2, ranks = 2;
+    cr_expect_eq(d2h, units * timed * ranks, "d2h spans");
+    cr_expect_eq(h2d, units * timed * ranks, "h2d spans");
+    cJSON_Delete(j), cJSON_Delete(t);
+}
+
+Test(refuse, stage0_and_stage1_refuse_offload_by_name) {
+    for (int stage = 0; stage < 2; stage++) {
+        zl_run_result r;
+        zl_run(&r, "-n 1 {%s} --offload", progs[stage]);
+        cr_expect_eq(r.exit_code, 2, "%s --offload: exit %d", progs[stage], r.exit_code);
+        cr_expect(strstr(r.err, "--offload: only stage2 and stage3 take this flag") != NULL, "%s: %s", progs[stage],
+                  r.err);
+    }
+}
