@@ -1,0 +1,58 @@
+#!/bin/bash
+# bench-gpu.sh [PRESET] — zerolab's four programs beside their PyTorch peers (bench/torch_peer.py),
+# same model, shapes and mixed precision, at N = 2 and, with 4 GPUs or more, N = 4; one table.
+# PRESET: lab-1b (D = 4096, L = 8, 8192 rows per rank; default) or fill (D = 8192, L = 14 on a
+# GPU of more than 100 GB, else L = 8; 1024 rows per rank). Logs in OUT (default results/gpu/bench-PRESET).
+# Needs build/cuda (made here if missing), mpirun and python3 with torch on the GPU machine.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+preset=${1:-lab-1b}
+nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
+    { echo "bench-gpu: needs an NVIDIA GPU and nvidia-smi -L lists none" >&2; exit 1; }
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPIEXEC=${MPIEXEC:-mpirun}
+STEPS=${STEPS:-10}
+gpus=$(nvidia-smi -L | grep -c '^GPU')
+mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+case $preset in
+    lab-1b) shape=(--layers 8 --dim 4096 --batch 8192) ;;
+    fill) if [ "$mib" -gt 100000 ]; then shape=(--layers 14 --dim 8192 --batch 1024); else shape=(--layers 8 --dim 8192 --batch 1024); fi ;;
+    *) echo "bench-gpu: PRESET is lab-1b or fill, got '$preset'" >&2; exit 2 ;;
+esac
+out=${OUT:-results/gpu/bench-$preset}
+mkdir -p "$out"
+[ -x build/cuda/stage3 ] || make cuda >/dev/null || { echo "bench-gpu: make cuda failed" >&2; exit 1; }
+progs=(stage0_ddp stage1 stage2 stage3)
+peers=("DDP + fp32 master" "ZeroRedundancyOptimizer" "FSDP1 SHARD_GRAD_OP" "FSDP2 fully_shard")
+
+field() { # field NAME FILE LINE-PREFIX: NAME=value from the first line starting with LINE-PREFIX
+    grep -m1 "^$3" "$2" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p"
+}
+cell() { # cell FILE PREFIX: "ms · TFLOP/s", or what went wrong
+    local ms tf
+    ms=$(field ms "$1" "$2") tf=$(field tflops "$1" "$2")
+    if [ -n "$ms" ]; then printf '%.1f · %.0f' "$ms" "$tf"
+    elif grep -qi 'out of memory' "$1"; then echo OOM
+    else echo failed; fi
+}
+
+echo "bench-gpu: $preset ${shape[*]}, $STEPS steps (first is warm-up), $gpus GPU(s): $(nvidia-smi -L | head -1)"
+rows=()
+for n in 2 4; do
+    [ "$n" -le "$gpus" ] || continue
+    for s in 0 1 2 3; do
+        z="$out/${progs[$s]}_N$n.txt" p="$out/peer${s}_N$n.txt"
+        $MPIEXEC -n "$n" "build/cuda/${progs[$s]}" "${shape[@]}" --steps "$STEPS" --quiet \
+            --json "$out/${progs[$s]}_N$n.json" > "$z" 2>&1
+        python3 -m torch.distributed.run --standalone --nproc_per_node "$n" bench/torch_peer.py --stage "$s" \
+            "${shape[@]}" --steps "$STEPS" --json "$out/peer${s}_N$n.json" > "$p" 2>&1
+        zms=$(field ms "$z" summary:) pms=$(field ms "$p" peer:)
+        ratio=n/a
+        [ -n "$zms" ] && [ -n "$pms" ] && ratio=$(awk -v z="$zms" -v p="$pms" 'BEGIN { printf "%.2f×", p / z }')
+        rows+=("| ${progs[$s]} vs ${peers[$s]} | $n | $(cell "$z" summary:) | $(cell "$p" peer:) | $ratio |")
+    done
+done
+echo
+echo "| stage | N | zerolab ms · TFLOP/s | PyTorch ms · TFLOP/s | ratio (PyTorch ms / zerolab ms) |"
+echo "|---|---|---|---|---|"
+printf '%s\n' "${rows[@]}"
