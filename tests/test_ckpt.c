@@ -15,13 +15,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-static const char *const progs[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
 static const char *const TINY = "--layers 2 --dim 31 --quiet"; /* units of 7843: padded differently for N = 2, 3, 4 */
 
-static int max_world(void) {
-    const char *m = getenv("ZL_MAX_WORLD");
-    return m && *m ? atoi(m) : 4;
-}
 
 static void tmp_path(char *out, size_t n, const char *tag) { snprintf(out, n, "/tmp/zl_ck_%s_%d", tag, getpid()); }
 
@@ -62,11 +57,11 @@ static cJSON *manifest_of(const char *dir) {
 
 /* S = 5 steps straight == 3 steps (saved at 2 by --save-every, then at 3, the last) + 2 resumed. */
 static void check_resume_bitwise(int stage, int N) {
-    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     char dir[256], straight[17], resumed[17], unused[17];
     tmp_path(dir, sizeof dir, "bitwise");
     rm_rf(dir);
-    const char *p = progs[stage];
+    const char *p = zl_progs[stage];
     run_ok(straight, "-n %d {%s} %s --batch 2 --steps 5", N, p, TINY);
     run_ok(unused, "-n %d {%s} %s --batch 2 --steps 3 --save %s --save-every 2", N, p, TINY, dir);
     cJSON *m = manifest_of(dir);
@@ -97,11 +92,11 @@ RESUME_TESTS(3)
  * it, with a doubling window of 2 and 2 micro-batches per step, resume bit for bit. The
  * resumed run counts its own steps: its step 2 is global step 5. */
 static void check_resume_with_skips(int stage, int N) {
-    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     char dir[256], straight[17], resumed[17], unused[17];
     tmp_path(dir, sizeof dir, "skips");
     rm_rf(dir);
-    const char *p = progs[stage], *common = "--batch 2 --accum 2 --loss-scale-window 2";
+    const char *p = zl_progs[stage], *common = "--batch 2 --accum 2 --loss-scale-window 2";
     run_ok(straight, "-n %d {%s} %s %s --steps 6 --inject-overflow 3,5", N, p, TINY, common);
     run_ok(unused, "-n %d {%s} %s %s --steps 3 --inject-overflow 3 --save %s", N, p, TINY, common, dir);
     cJSON *m = manifest_of(dir);
@@ -128,7 +123,7 @@ static double *dump_of(const char *path, size_t *n) { return zl_load_params(path
  * (B = 3: the same 6 rows a step) against ZeRO-1 at N = 2 from the start: the same data,
  * the same updates; only the order of the per-step sums differs in the first 3 steps. */
 Test(reshard, stage3_N3_continued_as_stage1_N2) {
-    if (max_world() < 3) cr_skip_test("ZL_MAX_WORLD < 3");
+    if (zl_max_world() < 3) cr_skip_test("ZL_MAX_WORLD < 3");
     char dir[256], a[17], b[17], unused[17], dump_a[128], dump_b[128];
     tmp_path(dir, sizeof dir, "reshard");
     rm_rf(dir);
@@ -155,10 +150,10 @@ static void check_other_stage_bitwise(int from, int to, int N) {
     char dir[256], straight[17], resumed[17], unused[17];
     tmp_path(dir, sizeof dir, "xstage");
     rm_rf(dir);
-    run_ok(straight, "-n %d {%s} %s --batch 2 --steps 4", N, progs[to], TINY);
-    run_ok(unused, "-n %d {%s} %s --batch 2 --steps 2 --save %s", N, progs[from], TINY, dir);
-    run_ok(resumed, "-n %d {%s} %s --batch 2 --steps 2 --resume %s", N, progs[to], TINY, dir);
-    cr_expect_str_eq(resumed, straight, "%s -> %s at N=%d", progs[from], progs[to], N);
+    run_ok(straight, "-n %d {%s} %s --batch 2 --steps 4", N, zl_progs[to], TINY);
+    run_ok(unused, "-n %d {%s} %s --batch 2 --steps 2 --save %s", N, zl_progs[from], TINY, dir);
+    run_ok(resumed, "-n %d {%s} %s --batch 2 --steps 2 --resume %s", N, zl_progs[to], TINY, dir);
+    cr_expect_str_eq(resumed, straight, "%s -> %s at N=%d", zl_progs[from], zl_progs[to], N);
     rm_rf(dir);
 }
 Test(reshard, stage3_to_stage1_same_N_bitwise) { check_other_stage_bitwise(3, 1, 2); }
@@ -167,7 +162,7 @@ Test(reshard, stage2_to_stage0_same_N_bitwise) { check_other_stage_bitwise(2, 0,
 
 /* N = 4 -> N = 2 with the global batch kept (the lab in docs/labs.md). */
 Test(reshard, stage3_N4_continued_as_stage3_N2) {
-    if (max_world() < 4) cr_skip_test("ZL_MAX_WORLD < 4");
+    if (zl_max_world() < 4) cr_skip_test("ZL_MAX_WORLD < 4");
     char dir[256], a[17], b[17], unused[17], dump_a[128], dump_b[128];
     tmp_path(dir, sizeof dir, "reshard4");
     rm_rf(dir);
@@ -310,20 +305,13 @@ Test(zlckpt, inspect_verify_export) {
 
 /* ---- refused checkpoints ------------------------------------------------------------ */
 
-static int program_lines(const char *err, const char *prog) {
-    int n = 0;
-    size_t len = strlen(prog);
-    for (const char *l = err; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-        if (!strncmp(l, prog, len) && l[len] == ':') n++;
-    return n;
-}
 
 /* --resume DIR (and zlckpt verify DIR) refuse it: exit 2, one line naming `file`, no step run. */
 static void expect_resume_refused(const char *dir, const char *flags, const char *file, const char *reason) {
     zl_run_result r;
     zl_run(&r, "-n 2 {stage1} %s --batch 2 --steps 2 --resume %s%s", TINY, dir, flags);
     cr_expect_eq(r.exit_code, 2, "%s: exit %d: %s", reason, r.exit_code, r.err);
-    cr_expect_eq(program_lines(r.err, "stage1"), 1, "%s: not one line: %s", reason, r.err);
+    cr_expect_eq(zl_program_lines(r.err, "stage1"), 1, "%s: not one line: %s", reason, r.err);
     cr_expect(strstr(r.err, file) && strstr(r.err, reason), "%s: stderr '%s' lacks '%s'", reason, r.err, file);
     cr_expect(strstr(r.out, "step ") == NULL, "%s: training started", reason);
     if (*flags) return; /* a model mismatch is not the checkpoint's fault */
@@ -402,7 +390,7 @@ static void expect_save_refused(const char *flags, const char *reason) {
     zl_run_result r;
     zl_run(&r, "-n 2 {stage2} --preset demo --steps 100000 --quiet %s", flags);
     cr_expect_eq(r.exit_code, 2, "%s: exit %d: %s", flags, r.exit_code, r.err);
-    cr_expect_eq(program_lines(r.err, "stage2"), 1, "%s: not one line: %s", flags, r.err);
+    cr_expect_eq(zl_program_lines(r.err, "stage2"), 1, "%s: not one line: %s", flags, r.err);
     cr_expect(strstr(r.err, reason), "%s: '%s' lacks '%s'", flags, r.err, reason);
 }
 

@@ -8,12 +8,7 @@
  * ZL_BUILD selects build/cpu or build/cuda; ZL_MAX_WORLD (default 4) caps N. */
 #include "zl_test_util.h"
 
-static int max_world(void) {
-    const char *m = getenv("ZL_MAX_WORLD");
-    return m && *m ? atoi(m) : 4;
-}
 
-static const char *const progs[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
 static const char *const categories[] = {"params_fp16", "grads_fp16", "master_fp32", "adam_m", "adam_v",
                                          "grad_bucket", "param_gather", "activations", "scratch", "workspace",
                                          "host_staging", "model_states", "peak_total"};
@@ -38,15 +33,15 @@ static double states_for(int stage, double psi, int N) {
 /* extra: " --accum K" (K micro-batches: ZeRO-2/3 sync and gather per micro-batch, K losses)
  * and/or " --checkpoint-activations" (the per-block activations of one block only). */
 static void check_exact_with(int stage, int N, const char *extra) {
-    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     const char *acc = strstr(extra, "--accum ");
     int K = acc ? atoi(acc + 8) : 1, ckpt = strstr(extra, "--checkpoint-activations") != NULL;
     char json[128];
     snprintf(json, sizeof json, "/tmp/zl_gpt_%d_%d_%d.json", stage, N, getpid());
     zl_run_result r;
-    zl_run(&r, "-n %d {%s} --preset gpt-tiny --steps 3 --quiet --data " TEXT " --json %s%s", N, progs[stage], json,
+    zl_run(&r, "-n %d {%s} --preset gpt-tiny --steps 3 --quiet --data " TEXT " --json %s%s", N, zl_progs[stage], json,
            extra);
-    cr_assert_eq(r.exit_code, 0, "%s N=%d failed (exit %d):\n%s\n%s", progs[stage], N, r.exit_code, r.out, r.err);
+    cr_assert_eq(r.exit_code, 0, "%s N=%d failed (exit %d):\n%s\n%s", zl_progs[stage], N, r.exit_code, r.out, r.err);
     cJSON *j = zl_load_json(json);
     double psi = 0, psi_pad = 0, gathers = 0;
     for (int u = 0; u < L + 2; u++) psi += unit_size(u), psi_pad += slice(u, N) * N;
@@ -67,7 +62,7 @@ static void check_exact_with(int stage, int N, const char *extra) {
             char m[96], f[96];
             snprintf(m, sizeof m, "memory.measured.%s", categories[c]);
             snprintf(f, sizeof f, "memory.formula.%s", categories[c]);
-            cr_expect_eq(zl_num(rk, m), zl_num(rk, f), "%s N=%d rank %d %s: measured %.0f formula %.0f", progs[stage],
+            cr_expect_eq(zl_num(rk, m), zl_num(rk, f), "%s N=%d rank %d %s: measured %.0f formula %.0f", zl_progs[stage],
                          N, rank, categories[c], zl_num(rk, m), zl_num(rk, f));
         }
         cr_expect_float_eq(zl_num(rk, "memory.formula.model_states"), states_for(stage, psi_pad, N), 1e-6);
@@ -84,7 +79,7 @@ static void check_exact_with(int stage, int N, const char *extra) {
             snprintf(m, sizeof m, "comm.measured.by_purpose.%s", purposes[p]);
             snprintf(f, sizeof f, "comm.formula.by_purpose.%s", purposes[p]);
             cr_expect_float_eq(zl_num(rk, m), zl_num(rk, f), 1e-9 * (1 + zl_num(rk, f)), "%s N=%d %s: %.0f vs %.0f",
-                               progs[stage], N, purposes[p], zl_num(rk, m), zl_num(rk, f));
+                               zl_progs[stage], N, purposes[p], zl_num(rk, m), zl_num(rk, f));
         }
         /* gradients: DDP all-reduces, ZeRO-1 reduce-scatters once per step, ZeRO-2/3 once per micro-batch */
         double sync = (stage == 0 ? 2.0 : stage == 1 ? 1.0 : K) * (N - 1) * 2.0 * psi_pad / N;
@@ -127,9 +122,9 @@ static void run_all_stages(stage_runs *sr, int N, const char *extra) {
         snprintf(json, sizeof json, "/tmp/zl_gst%d_%d_%d.json", s, N, getpid());
         snprintf(dump, sizeof dump, "/tmp/zl_gst%d_%d_%d.bin", s, N, getpid());
         zl_run_result r;
-        zl_run(&r, "-n %d {%s} --preset gpt-tiny --steps 5 --quiet --json %s --dump-params %s%s", N, progs[s], json,
+        zl_run(&r, "-n %d {%s} --preset gpt-tiny --steps 5 --quiet --json %s --dump-params %s%s", N, zl_progs[s], json,
                dump, extra);
-        cr_assert_eq(r.exit_code, 0, "%s N=%d: %s", progs[s], N, r.err);
+        cr_assert_eq(r.exit_code, 0, "%s N=%d: %s", zl_progs[s], N, r.err);
         sr->json[s] = zl_load_json(json);
         sr->params[s] = zl_load_params(dump, &sr->n);
         unlink(json), unlink(dump);
@@ -144,7 +139,7 @@ static double rel_diff(const double *a, const double *b, size_t n) {
 
 /* N = 1, 2: every sum has one order, so the hashes agree bit for bit; N = 3: 1e-3. */
 static void check_stages(int N, int bitwise) {
-    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     stage_runs sr;
     run_all_stages(&sr, N, " --data " TEXT);
     for (int s = 1; s < 4; s++) {
@@ -163,13 +158,13 @@ Test(gpt_equivalence, all_stages_close_N3) { check_stages(3, 0); }
 /* --checkpoint-activations recomputes each block in backward from the same inputs with the
  * same kernels: every stage trains bitwise the same, also when accumulating. */
 Test(gpt_equivalence, checkpointing_is_bitwise_the_same_in_every_stage_N2_accum2) {
-    if (max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    if (zl_max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
     stage_runs plain, ckpt;
     run_all_stages(&plain, 2, " --accum 2");
     run_all_stages(&ckpt, 2, " --accum 2 --checkpoint-activations");
     for (int s = 0; s < 4; s++) {
         cr_expect_str_eq(zl_get(ckpt.json[s], "param_hash")->valuestring,
-                         zl_get(plain.json[s], "param_hash")->valuestring, "%s", progs[s]);
+                         zl_get(plain.json[s], "param_hash")->valuestring, "%s", zl_progs[s]);
         cJSON_Delete(plain.json[s]), cJSON_Delete(ckpt.json[s]), free(plain.params[s]), free(ckpt.params[s]);
     }
 }
@@ -177,14 +172,14 @@ Test(gpt_equivalence, checkpointing_is_bitwise_the_same_in_every_stage_N2_accum2
 /* N × K × B rows == N × 1 × K·B rows: accumulation sees the same rows (close, not bitwise:
  * the sums are split differently). Loss scale 4096 as below. */
 Test(gpt_equivalence, accum2_equals_twice_the_rows_every_stage_N2) {
-    if (max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    if (zl_max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
     stage_runs acc, wide;
     run_all_stages(&acc, 2, " --batch 2 --accum 2 --loss-scale-init 4096");
     run_all_stages(&wide, 2, " --batch 4 --loss-scale-init 4096");
     for (int s = 0; s < 4; s++) {
         double rel = rel_diff(acc.params[s], wide.params[s], acc.n);
-        cr_expect(rel <= 1e-3, "%s: |p_K2 - p_B4|/|p_B4| = %.3g", progs[s], rel);
-        cr_expect_eq(cJSON_GetArraySize(zl_get(acc.json[s], "skipped_steps")), 0, "%s", progs[s]);
+        cr_expect(rel <= 1e-3, "%s: |p_K2 - p_B4|/|p_B4| = %.3g", zl_progs[s], rel);
+        cr_expect_eq(cJSON_GetArraySize(zl_get(acc.json[s], "skipped_steps")), 0, "%s", zl_progs[s]);
         cJSON_Delete(acc.json[s]), cJSON_Delete(wide.json[s]), free(acc.params[s]), free(wide.params[s]);
     }
 }
@@ -220,7 +215,7 @@ Test(gpt_equivalence, two_ranks_equal_one_rank_with_twice_the_rows) {
 
 /* On the shipped text: mean of the last 3 of 30 steps below 80% of the first 3. */
 Test(gpt_loss, falls_on_the_text_N2) {
-    if (max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    if (zl_max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
     char json[128];
     snprintf(json, sizeof json, "/tmp/zl_gloss_%d.json", getpid());
     zl_run_result r;
@@ -254,7 +249,7 @@ Test(gpt_bad_input, flags_exit_2) {
 /* ---- zerocalc --model gpt is the answer key: the program's measured numbers ---------------- */
 /* K = 1 and 2; the checkpointed activations against a run with --checkpoint-activations */
 static void check_zerocalc(int K, int ckpt) {
-    if (max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    if (zl_max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
     char json[128];
     snprintf(json, sizeof json, "/tmp/zl_gcalc_%d.json", getpid());
     zl_run_result r;

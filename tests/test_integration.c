@@ -7,10 +7,6 @@
  * two-GPU machine). */
 #include "zl_test_util.h"
 
-static int max_world(void) {
-    const char *m = getenv("ZL_MAX_WORLD");
-    return m && *m ? atoi(m) : 4;
-}
 
 static const char *const categories[] = {"params_fp16", "grads_fp16", "master_fp32", "adam_m",
                                          "adam_v", "grad_bucket", "param_gather", "activations",
@@ -24,7 +20,6 @@ static void expected_sizes(int L, int D, int N, double *psi, double *psi_pad) {
     *psi_pad = L * ceil(n / N) * N;
 }
 
-static const char *const progs[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
 
 /* Model states per rank, computed here from Ψ (or Ψ_pad), N and the stage alone. */
 static double states_for(int stage, double psi, int N) {
@@ -51,7 +46,7 @@ static double wire_factor(int stage, int K, const char *extra) {
 }
 
 static void check_memory_and_traffic_with(int stage, int N, int L, int D, int B, const char *extra) {
-    const char *prog = progs[stage];
+    const char *prog = zl_progs[stage];
     int K = extra_int(extra, "--accum", 1), ckpt = strstr(extra, "--checkpoint-activations") != NULL;
     char json[128];
     snprintf(json, sizeof json, "/tmp/zl_it_%s_%d_%d.json", prog, N, getpid());
@@ -117,7 +112,7 @@ static void check_memory_and_traffic_with(int stage, int N, int L, int D, int B,
 }
 
 static void check_memory_and_traffic(int stage, int N, int L, int D, int B) {
-    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     check_memory_and_traffic_with(stage, N, L, D, B, "");
 }
 
@@ -133,7 +128,7 @@ EXACT_TESTS(2)
 EXACT_TESTS(3)
 
 Test(exact, stage1_allreduce_variant_N3) {
-    if (max_world() < 3) cr_skip_test("ZL_MAX_WORLD < 3");
+    if (zl_max_world() < 3) cr_skip_test("ZL_MAX_WORLD < 3");
     check_memory_and_traffic_with(1, 3, 2, 31, 2, " --grad-sync allreduce");
 }
 /* --accum K and --checkpoint-activations: every stage, N = 1..4, K = 2 and 3, both policies. */
@@ -162,7 +157,7 @@ Test(exact, stage3_prefetch_0_N2) { check_memory_and_traffic_with(3, 2, 3, 31, 2
 
 /* The loss falls, at every N: mean of the last 3 of 20 steps below 85% of the first 3. */
 static void check_loss_falls(int N) {
-    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     char json[128];
     snprintf(json, sizeof json, "/tmp/zl_it_loss_%d_%d.json", N, getpid());
     zl_run_result r;
@@ -237,11 +232,11 @@ static void check_accum_equivalence(int stage, int N, int K, int B) {
     snprintf(j1, sizeof j1, "/tmp/zl_acc1_%d.json", getpid());
     snprintf(jK, sizeof jK, "/tmp/zl_accK_%d.json", getpid());
     zl_run_result r;
-    zl_run(&r, "-n %d {%s} --preset tiny --batch %d --steps 10 --quiet --dump-params %s --json %s", N, progs[stage],
+    zl_run(&r, "-n %d {%s} --preset tiny --batch %d --steps 10 --quiet --dump-params %s --json %s", N, zl_progs[stage],
            K * B, d1, j1);
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
     zl_run(&r, "-n %d {%s} --preset tiny --batch %d --accum %d --steps 10 --quiet --check --dump-params %s --json %s",
-           N, progs[stage], B, K, dK, jK);
+           N, zl_progs[stage], B, K, dK, jK);
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
     size_t n1, nK;
     double *p1 = zl_load_params(d1, &n1), *pK = zl_load_params(dK, &nK);
@@ -251,12 +246,12 @@ static void check_accum_equivalence(int stage, int N, int K, int B) {
     cr_expect_eq(zl_num(b, "config.accum"), K);
     for (size_t i = 0; i < n1; i++) diff += (p1[i] - pK[i]) * (p1[i] - pK[i]), norm += p1[i] * p1[i];
     cr_expect(norm > 0);
-    cr_expect(sqrt(diff / norm) <= 1e-3, "%s N=%d: K=%d x B=%d vs K=1 x B=%d: |dp|/|p| = %.3g", progs[stage], N, K, B,
+    cr_expect(sqrt(diff / norm) <= 1e-3, "%s N=%d: K=%d x B=%d vs K=1 x B=%d: |dp|/|p| = %.3g", zl_progs[stage], N, K, B,
               K * B, sqrt(diff / norm));
     for (int i = 0; i < 10; i++) {
         double la = cJSON_GetArrayItem(zl_get(a, "loss"), i)->valuedouble;
         double lb = cJSON_GetArrayItem(zl_get(b, "loss"), i)->valuedouble;
-        cr_expect(fabs(la - lb) <= 1e-3 * fabs(la) + 1e-6, "%s step %d loss %.6f vs %.6f", progs[stage], i + 1, la, lb);
+        cr_expect(fabs(la - lb) <= 1e-3 * fabs(la) + 1e-6, "%s step %d loss %.6f vs %.6f", zl_progs[stage], i + 1, la, lb);
     }
     free(p1), free(pK);
     cJSON_Delete(a), cJSON_Delete(b);
@@ -274,14 +269,14 @@ static void check_checkpoint_bitwise(int stage, int N, const char *extra) {
     snprintf(a, sizeof a, "/tmp/zl_ck_a_%d.json", getpid());
     snprintf(b, sizeof b, "/tmp/zl_ck_b_%d.json", getpid());
     zl_run_result r;
-    zl_run(&r, "-n %d {%s} --layers 3 --dim 24 --batch 3 --steps 4 --quiet --json %s%s", N, progs[stage], a, extra);
+    zl_run(&r, "-n %d {%s} --layers 3 --dim 24 --batch 3 --steps 4 --quiet --json %s%s", N, zl_progs[stage], a, extra);
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
     zl_run(&r, "-n %d {%s} --layers 3 --dim 24 --batch 3 --steps 4 --quiet --check --checkpoint-activations "
-           "--json %s%s", N, progs[stage], b, extra);
+           "--json %s%s", N, zl_progs[stage], b, extra);
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
     cJSON *ja = zl_load_json(a), *jb = zl_load_json(b);
     cr_expect_str_eq(zl_get(ja, "param_hash")->valuestring, zl_get(jb, "param_hash")->valuestring, "%s%s",
-                     progs[stage], extra);
+                     zl_progs[stage], extra);
     cr_expect(zl_get(jb, "config.checkpoint_activations")->type == cJSON_True);
     cJSON *ra = cJSON_GetArrayItem(zl_get(ja, "ranks"), 0), *rb = cJSON_GetArrayItem(zl_get(jb, "ranks"), 0);
     cr_expect_lt(zl_num(rb, "memory.measured.activations"), zl_num(ra, "memory.measured.activations"));
@@ -301,7 +296,7 @@ static void check_zerocalc_matches(int stage, int N, int L, int D, int B, int K,
     const char *ck = ckpt ? " --checkpoint-activations" : "";
     zl_run_result r;
     zl_run(&r, "-n %d {%s} --layers %d --dim %d --batch %d --accum %d --steps 2 --quiet --json %s%s", N,
-           progs[stage], L, D, B, K, json, ck);
+           zl_progs[stage], L, D, B, K, json, ck);
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
     snprintf(cmd, sizeof cmd, "build/zerocalc --layers %d --dim %d --batch %d --accum %d --ranks %d --stage %d "
              "--backend cpu --json%s", L, D, B, K, N, stage, ck);
@@ -316,7 +311,7 @@ static void check_zerocalc_matches(int stage, int N, int L, int D, int B, int K,
     for (int rank = 0; rank < N; rank++) {
         cJSON *rk = cJSON_GetArrayItem(zl_get(run, "ranks"), rank);
         cr_expect_eq(zl_num(st, "peak_total"), zl_num(rk, "memory.measured.peak_total"),
-                     "%s N=%d L=%d D=%d B=%d K=%d%s rank %d", progs[stage], N, L, D, B, K, ck, rank);
+                     "%s N=%d L=%d D=%d B=%d K=%d%s rank %d", zl_progs[stage], N, L, D, B, K, ck, rank);
         cr_expect_eq(zl_num(st, "activations"), zl_num(rk, "memory.measured.activations"));
         double wire = zl_num(rk, "comm.measured.wire_bytes_per_step");
         cr_expect_float_eq(zl_num(st, "wire_bytes_per_step"), wire, 1e-9 * (1 + wire));
@@ -358,7 +353,7 @@ static void expect_refused(const char *launch, const char *expect) {
     int ours = 0;
     for (const char *line = r.err; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
         for (int s = 0; s < 4; s++)
-            if (!strncmp(line, progs[s], strlen(progs[s])) && line[strlen(progs[s])] == ':') ours++;
+            if (!strncmp(line, zl_progs[s], strlen(zl_progs[s])) && line[strlen(zl_progs[s])] == ':') ours++;
     cr_expect_eq(ours, 1, "'%s': expected exactly one line from the program on stderr, got '%s'", launch, r.err);
     cr_expect(strstr(r.out, "memory per rank") == NULL, "'%s' ran anyway", launch);
 }
@@ -411,9 +406,9 @@ static void run_all_stages(stage_runs *sr, int N, int steps) {
         snprintf(json, sizeof json, "/tmp/zl_st%d_%d_%d.json", i, N, getpid());
         snprintf(dump, sizeof dump, "/tmp/zl_st%d_%d_%d.bin", i, N, getpid());
         zl_run_result r;
-        zl_run(&r, "-n %d {%s} --preset tiny --steps %d --quiet --json %s --dump-params %s%s", N, progs[stage], steps,
+        zl_run(&r, "-n %d {%s} --preset tiny --steps %d --quiet --json %s --dump-params %s%s", N, zl_progs[stage], steps,
                json, dump, i == 4 ? " --grad-sync allreduce" : "");
-        cr_assert_eq(r.exit_code, 0, "%s N=%d: %s", progs[stage], N, r.err);
+        cr_assert_eq(r.exit_code, 0, "%s N=%d: %s", zl_progs[stage], N, r.err);
         sr->json[i] = zl_load_json(json);
         sr->params[i] = zl_load_params(dump, &sr->n);
         unlink(json), unlink(dump);
@@ -430,7 +425,7 @@ static double wire_of(cJSON *j) {
 
 /* With one or two ranks every sum has one order, so all stages must agree bit for bit. */
 static void check_bitwise(int N) {
-    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     stage_runs sr;
     run_all_stages(&sr, N, 10);
     const char *ddp = zl_get(sr.json[0], "param_hash")->valuestring;
@@ -452,7 +447,7 @@ Test(equivalence, all_stages_bitwise_equal_N2) { check_bitwise(2); }
 /* With 3 or 4 ranks the reduction order may differ between all-reduce and
  * reduce-scatter: parameters within 1e-3 (relative norm), losses within 1e-3. */
 static void check_close(int N) {
-    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     stage_runs sr;
     run_all_stages(&sr, N, 10);
     for (int i = 1; i < 5; i++) {
@@ -495,9 +490,9 @@ Test(backends, cuda_matches_cpu_on_tiny) {
         snprintf(da, sizeof da, "/tmp/zl_be_a%d_%d.bin", stage, getpid());
         snprintf(db, sizeof db, "/tmp/zl_be_b%d_%d.bin", stage, getpid());
         zl_run_result r;
-        zl_run(&r, "-n 1 {%s} --preset tiny --steps 10 --quiet --json %s --dump-params %s", progs[stage], ja, da);
+        zl_run(&r, "-n 1 {%s} --preset tiny --steps 10 --quiet --json %s --dump-params %s", zl_progs[stage], ja, da);
         cr_assert_eq(r.exit_code, 0, "%s", r.err);
-        zl_run(&r, "-n 1 %s/%s --preset tiny --steps 10 --quiet --json %s --dump-params %s", ref, progs[stage], jb, db);
+        zl_run(&r, "-n 1 %s/%s --preset tiny --steps 10 --quiet --json %s --dump-params %s", ref, zl_progs[stage], jb, db);
         cr_assert_eq(r.exit_code, 0, "%s", r.err);
         cJSON *a = zl_load_json(ja), *b = zl_load_json(jb);
         cr_expect_str_neq(zl_get(a, "backend")->valuestring, zl_get(b, "backend")->valuestring);
@@ -505,7 +500,7 @@ Test(backends, cuda_matches_cpu_on_tiny) {
             double la = cJSON_GetArrayItem(zl_get(a, "loss"), t)->valuedouble;
             double lb = cJSON_GetArrayItem(zl_get(b, "loss"), t)->valuedouble;
             /* fp16 storage of every activation: agree to ~1%, not to the bit */
-            cr_expect(fabs(la - lb) <= 1e-2 * fabs(lb), "%s step %d: loss %.6f vs reference %.6f", progs[stage],
+            cr_expect(fabs(la - lb) <= 1e-2 * fabs(lb), "%s step %d: loss %.6f vs reference %.6f", zl_progs[stage],
                       t + 1, la, lb);
         }
         size_t na, nb;
@@ -513,7 +508,7 @@ Test(backends, cuda_matches_cpu_on_tiny) {
         cr_assert_eq(na, nb);
         double diff = 0, norm = 0;
         for (size_t k = 0; k < na; k++) diff += (pa[k] - pb[k]) * (pa[k] - pb[k]), norm += pb[k] * pb[k];
-        cr_expect(sqrt(diff / norm) <= 1e-2, "%s: |p - p_ref|/|p_ref| = %.3g", progs[stage], sqrt(diff / norm));
+        cr_expect(sqrt(diff / norm) <= 1e-2, "%s: |p - p_ref|/|p_ref| = %.3g", zl_progs[stage], sqrt(diff / norm));
         free(pa), free(pb);
         cJSON_Delete(a), cJSON_Delete(b);
         unlink(ja), unlink(jb), unlink(da), unlink(db);
@@ -522,7 +517,7 @@ Test(backends, cuda_matches_cpu_on_tiny) {
 
 /* N > 8: the printed memory table becomes min / max over ranks (the JSON keeps every rank). */
 Test(exact, stage3_N9_min_max_report) {
-    if (max_world() < 9) cr_skip_test("ZL_MAX_WORLD < 9");
+    if (zl_max_world() < 9) cr_skip_test("ZL_MAX_WORLD < 9");
     check_memory_and_traffic_with(3, 9, 2, 31, 2, "");
     zl_run_result r;
     zl_run(&r, "-n 9 {stage3} --layers 2 --dim 31 --batch 2 --steps 1 --quiet");

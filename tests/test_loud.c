@@ -16,15 +16,6 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Lines on stderr that come from the program ("stageK: ..."), not from the launcher. */
-static int program_lines(const char *err, const char *prog) {
-    int n = 0;
-    size_t len = strlen(prog);
-    for (const char *l = err; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-        if (!strncmp(l, prog, len) && l[len] == ':') n++;
-    return n;
-}
-
 /* A run that would take well over a minute (demo model, 100000 steps) must be refused
  * in well under 5 s, with exit 2 and one line naming the flag, the path and the reason. */
 static void expect_output_refused(const char *flags, const char *flag, const char *path, const char *reason) {
@@ -36,7 +27,7 @@ static void expect_output_refused(const char *flags, const char *flag, const cha
     cr_expect(secs < 5, "%s: refused only after %.1f s", flags, secs);
     cr_expect(strstr(r.err, flag) && strstr(r.err, path) && strstr(r.err, reason),
               "%s: stderr '%s' lacks the flag, the path or '%s'", flags, r.err, reason);
-    cr_expect_eq(program_lines(r.err, "stage2"), 1, "%s: not one line: %s", flags, r.err);
+    cr_expect_eq(zl_program_lines(r.err, "stage2"), 1, "%s: not one line: %s", flags, r.err);
     cr_expect(strstr(r.out, "step ") == NULL, "%s: training started", flags);
 }
 
@@ -127,7 +118,7 @@ Test(preflight, a_model_that_does_not_fit_is_refused_with_numbers) {
         cr_expect(strstr(r.err, "needs") && strstr(r.err, states) && (strstr(r.err, "available") || strstr(r.err, "free")),
                   "%s: stderr lacks '%s': %s", cases[i].prog, states, r.err);
         cr_expect(strstr(r.err, " at N >= "), "%s: no suggestion: %s", cases[i].prog, r.err);
-        cr_expect_eq(program_lines(r.err, cases[i].prog), 1, "%s", r.err);
+        cr_expect_eq(zl_program_lines(r.err, cases[i].prog), 1, "%s", r.err);
     }
 }
 
@@ -239,7 +230,7 @@ Test(watchdog, a_stopped_rank_ends_the_job_with_exit_5, .timeout = 60) {
     cr_expect(secs < 30, "ended %.1f s after the stop", secs);
     cr_expect(strstr(e, "stage2: rank 0: no progress for") && strstr(e, "in step") && strstr(e, "waiting in"),
               "stderr: %s", e);
-    cr_expect_eq(program_lines(e, "stage2"), 1, "one line: %s", e);
+    cr_expect_eq(zl_program_lines(e, "stage2"), 1, "one line: %s", e);
     /* The CPU backend waits politely; on CUDA the host spins in cudaStreamSynchronize by design. */
     if (strstr(zl_build_dir(), "cpu"))
         cr_expect(busy < 0.5, "rank 0 used %.0f%% of a core while waiting for the stopped rank", 100 * busy);
@@ -253,7 +244,7 @@ static void expect_refused(const char *launch, const char *expect) {
     cr_expect_eq(r.exit_code, 2, "'%s' exited %d, stderr: %s", launch, r.exit_code, r.err);
     cr_expect(strstr(r.err, expect) != NULL, "'%s': stderr '%s' lacks '%s'", launch, r.err, expect);
     int ours = 0; /* lines from the program; launchers may add banners of their own */
-    for (int s = 0; s < 4; s++) ours += program_lines(r.err, (const char *[]){"stage0_ddp", "stage1", "stage2", "stage3"}[s]);
+    for (int s = 0; s < 4; s++) ours += zl_program_lines(r.err, (const char *[]){"stage0_ddp", "stage1", "stage2", "stage3"}[s]);
     cr_expect_eq(ours, 1, "'%s': not one line from the program: '%s'", launch, r.err);
 }
 
@@ -321,8 +312,8 @@ static void run_check(const char *prog, int N, const char *perturb, int expect_e
 }
 
 Test(check, exit_0_when_everything_matches_every_stage) {
-    const char *progs[] = {"stage0_ddp", "stage1", "stage2", "stage3"};
-    for (int s = 0; s < 4; s++) run_check(progs[s], 2, NULL, 0);
+    const char *zl_progs[] = {"stage0_ddp", "stage1", "stage2", "stage3"};
+    for (int s = 0; s < 4; s++) run_check(zl_progs[s], 2, NULL, 0);
 }
 
 Test(check, exit_4_when_a_formula_is_perturbed) {

@@ -7,42 +7,18 @@
 
 #include "kernels/zl_math.h" /* the seed -> data and init functions (bit-exact, shared) */
 
-static int max_world(void) {
-    const char *m = getenv("ZL_MAX_WORLD");
-    return m && *m ? atoi(m) : 4;
-}
 
-static const char *const progs[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
 
-/* Run and load the JSON report; the caller frees it. */
-static cJSON *run_json(int expect_exit, const char *fmt, ...) {
-    char line[2048], json[96];
-    static int serial;
-    snprintf(json, sizeof json, "/tmp/zl_mixed_%d_%d.json", getpid(), serial++);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    zl_run_result r;
-    zl_run(&r, "%s --quiet --json %s", line, json);
-    cr_assert_eq(r.exit_code, expect_exit, "'%s': exit %d (expected %d)\n%s\n%s", line, r.exit_code, expect_exit,
-                 r.out, r.err);
-    cJSON *j = zl_load_json(json);
-    unlink(json);
-    return j;
-}
-
-static const char *hash_of(cJSON *j) { return zl_get(j, "param_hash")->valuestring; }
 
 /* ---- injected overflow ---------------------------------------------------------- */
 
 /* Steps 2 and 4 get a +inf from rank N-1 in a slice rank 0 owns: exactly those steps are
  * skipped, the scale halves at each, and the run ends where it would have without them. */
 static void check_injected(int stage, int N) {
-    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
-    cJSON *j = run_json(0, "-n %d {%s} --steps 6 --inject-overflow 2,4 --check", N, progs[stage]);
+    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    cJSON *j = zl_run_json(0, "-n %d {%s} --steps 6 --inject-overflow 2,4 --check", N, zl_progs[stage]);
     cJSON *skipped = zl_get(j, "skipped_steps");
-    cr_expect_eq(cJSON_GetArraySize(skipped), 2, "%s N=%d", progs[stage], N);
+    cr_expect_eq(cJSON_GetArraySize(skipped), 2, "%s N=%d", zl_progs[stage], N);
     cr_expect_eq(cJSON_GetArrayItem(skipped, 0)->valueint, 2);
     cr_expect_eq(cJSON_GetArrayItem(skipped, 1)->valueint, 4);
     cJSON *scale = zl_get(j, "loss_scale");
@@ -53,7 +29,7 @@ static void check_injected(int stage, int N) {
     cr_expect(cJSON_IsNull(cJSON_GetArrayItem(zl_get(j, "grad_norm"), 1)), "an overflowed step has no norm");
     for (int r = 0; r < N; r++) { /* every rank skipped the same steps */
         cJSON *rk = cJSON_GetArrayItem(zl_get(j, "ranks"), r);
-        cr_expect_eq(zl_num(rk, "skipped_steps"), 2, "%s N=%d rank %d", progs[stage], N, r);
+        cr_expect_eq(zl_num(rk, "skipped_steps"), 2, "%s N=%d rank %d", zl_progs[stage], N, r);
     }
     cr_expect_str_eq(zl_get(j, "status")->valuestring, "ok");
     cr_expect(cJSON_IsTrue(zl_get(j, "check.ok")), "traffic with skipped steps still equals its formula");
@@ -62,20 +38,20 @@ static void check_injected(int stage, int N) {
 
 /* The transformer: the same agreement, the tied embedding's gradient in the checked slices. */
 Test(inject, gpt_tiny_every_stage_N2) {
-    if (max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    if (zl_max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
     for (int stage = 0; stage < 4; stage++) {
-        cJSON *j = run_json(0, "-n 2 {%s} --preset gpt-tiny --steps 3 --loss-scale-init 4096 --inject-overflow 2 --check",
-                            progs[stage]);
+        cJSON *j = zl_run_json(0, "-n 2 {%s} --preset gpt-tiny --steps 3 --loss-scale-init 4096 --inject-overflow 2 --check",
+                            zl_progs[stage]);
         cJSON *skipped = zl_get(j, "skipped_steps");
-        cr_expect_eq(cJSON_GetArraySize(skipped), 1, "%s", progs[stage]);
-        cr_expect_eq(cJSON_GetArrayItem(skipped, 0)->valueint, 2, "%s", progs[stage]);
+        cr_expect_eq(cJSON_GetArraySize(skipped), 1, "%s", zl_progs[stage]);
+        cr_expect_eq(cJSON_GetArrayItem(skipped, 0)->valueint, 2, "%s", zl_progs[stage]);
         cJSON *scale = zl_get(j, "loss_scale");
         cr_expect_eq(cJSON_GetArrayItem(scale, 2)->valuedouble, cJSON_GetArrayItem(scale, 1)->valuedouble / 2);
         for (int r = 0; r < 2; r++)
             cr_expect_eq(zl_num(cJSON_GetArrayItem(zl_get(j, "ranks"), r), "skipped_steps"), 1, "%s rank %d",
-                         progs[stage], r);
+                         zl_progs[stage], r);
         cr_expect(cJSON_IsTrue(zl_get(j, "check.ok")), "%s: traffic with a skipped step equals its formula",
-                  progs[stage]);
+                  zl_progs[stage]);
         cJSON_Delete(j);
     }
 }
@@ -93,18 +69,18 @@ INJECT_TESTS(3)
  * bitwise those after step 1. */
 Test(inject, a_skipped_step_leaves_the_parameters_bitwise_unchanged) {
     for (int stage = 0; stage < 4; stage++) {
-        cJSON *a = run_json(0, "-n 2 {%s} --steps 1", progs[stage]);
-        cJSON *b = run_json(0, "-n 2 {%s} --steps 2 --inject-overflow 2", progs[stage]);
-        cr_expect_str_eq(hash_of(a), hash_of(b), "%s", progs[stage]);
+        cJSON *a = zl_run_json(0, "-n 2 {%s} --steps 1", zl_progs[stage]);
+        cJSON *b = zl_run_json(0, "-n 2 {%s} --steps 2 --inject-overflow 2", zl_progs[stage]);
+        cr_expect_str_eq(zl_hash_of(a), zl_hash_of(b), "%s", zl_progs[stage]);
         cJSON_Delete(a), cJSON_Delete(b);
     }
 }
 
 Test(inject, all_four_stages_end_equal_at_N2) {
-    cJSON *j0 = run_json(0, "-n 2 {stage0_ddp} --steps 6 --inject-overflow 3,4");
+    cJSON *j0 = zl_run_json(0, "-n 2 {stage0_ddp} --steps 6 --inject-overflow 3,4");
     for (int stage = 1; stage < 4; stage++) {
-        cJSON *j = run_json(0, "-n 2 {%s} --steps 6 --inject-overflow 3,4", progs[stage]);
-        cr_expect_str_eq(hash_of(j), hash_of(j0), "%s vs DDP", progs[stage]);
+        cJSON *j = zl_run_json(0, "-n 2 {%s} --steps 6 --inject-overflow 3,4", zl_progs[stage]);
+        cr_expect_str_eq(zl_hash_of(j), zl_hash_of(j0), "%s vs DDP", zl_progs[stage]);
         cJSON_Delete(j);
     }
     cJSON_Delete(j0);
@@ -114,11 +90,11 @@ Test(inject, all_four_stages_end_equal_at_N2) {
  * then trains a different model; ZeRO-2 does not even issue the same collectives (rank 0
  * has no update to all-gather) and hangs until the watchdog ends it. */
 Test(inject, without_the_agreement_the_ranks_drift_apart) {
-    if (max_world() < 3) cr_skip_test("ZL_MAX_WORLD < 3");
-    cJSON *agreed = run_json(0, "-n 3 {stage3} --steps 4 --inject-overflow 2");
+    if (zl_max_world() < 3) cr_skip_test("ZL_MAX_WORLD < 3");
+    cJSON *agreed = zl_run_json(0, "-n 3 {stage3} --steps 4 --inject-overflow 2");
     setenv("ZL_TEST_NO_OVERFLOW_CONSENSUS", "1", 1);
-    cJSON *alone = run_json(0, "-n 3 {stage3} --steps 4 --inject-overflow 2");
-    cr_expect_str_neq(hash_of(alone), hash_of(agreed), "the test cannot tell agreement from its absence");
+    cJSON *alone = zl_run_json(0, "-n 3 {stage3} --steps 4 --inject-overflow 2");
+    cr_expect_str_neq(zl_hash_of(alone), zl_hash_of(agreed), "the test cannot tell agreement from its absence");
     zl_run_result r;
     zl_run(&r, "-n 3 {stage2} --steps 4 --inject-overflow 2 --quiet --timeout 3");
     cr_expect_eq(r.exit_code, 5, "stage2 without agreement: exit %d, %s", r.exit_code, r.err);
@@ -130,7 +106,7 @@ Test(inject, without_the_agreement_the_ranks_drift_apart) {
 
 /* D = 1, B = 1, 4 layers at scale 65536 overflows fp16 within a few steps. */
 Test(dynamic, a_real_overflow_is_survived_and_the_loss_falls) {
-    cJSON *j = run_json(0, "-n 2 {stage2} --dim 1 --batch 1 --layers 4 --steps 40");
+    cJSON *j = zl_run_json(0, "-n 2 {stage2} --dim 1 --batch 1 --layers 4 --steps 40");
     cr_expect(cJSON_GetArraySize(zl_get(j, "skipped_steps")) >= 1, "no overflow happened: the test proves nothing");
     cJSON *loss = zl_get(j, "loss");
     int n = cJSON_GetArraySize(loss);
@@ -141,7 +117,7 @@ Test(dynamic, a_real_overflow_is_survived_and_the_loss_falls) {
 }
 
 static void check_diverged(int N) {
-    cJSON *j = run_json(3, "-n %d {stage1} --dim 1 --batch 1 --layers 4 --steps 40 --loss-scale 65536", N);
+    cJSON *j = zl_run_json(3, "-n %d {stage1} --dim 1 --batch 1 --layers 4 --steps 40 --loss-scale 65536", N);
     cr_expect_str_eq(zl_get(j, "status")->valuestring, "diverged");
     int done = (int)zl_num(j, "steps_done");
     cr_expect(done >= 1 && done < 40, "stopped at step %d", done);
@@ -239,7 +215,7 @@ static double reference_norm(int L, int D, int R, uint64_t seed) {
  * same parameters, but at N >= 3 an all-reduce adds the fp16 gradients in another order
  * than a reduce-scatter, so the gradients themselves differ in the last bits (1e-4). */
 static void expect_same_norms(cJSON *a, cJSON *b, const char *what, int N) {
-    int same_model = !strcmp(hash_of(a), hash_of(b));
+    int same_model = !strcmp(zl_hash_of(a), zl_hash_of(b));
     for (int s = 0; s < (same_model ? 5 : 1); s++) {
         double x = cJSON_GetArrayItem(zl_get(a, "grad_norm"), s)->valuedouble;
         double y = cJSON_GetArrayItem(zl_get(b, "grad_norm"), s)->valuedouble;
@@ -255,18 +231,18 @@ static void expect_same_norms(cJSON *a, cJSON *b, const char *what, int N) {
  * squares over what it owns, in double; ZeRO's ranks all-reduce those sums. */
 Test(norm, equals_an_independent_reference_and_agrees_across_stages) {
     int L = 2, D = 16, B = 2;
-    for (int N = 1; N <= 4 && N <= max_world(); N++) {
+    for (int N = 1; N <= 4 && N <= zl_max_world(); N++) {
         double ref = reference_norm(L, D, N * B, 1234);
         cJSON *j[4];
         for (int stage = 0; stage < 4; stage++) {
-            j[stage] = run_json(0, "-n %d {%s} --layers %d --dim %d --batch %d --steps 5 --clip-grad-norm 0.05", N,
-                                progs[stage], L, D, B);
+            j[stage] = zl_run_json(0, "-n %d {%s} --layers %d --dim %d --batch %d --steps 5 --clip-grad-norm 0.05", N,
+                                zl_progs[stage], L, D, B);
             double n1 = cJSON_GetArrayItem(zl_get(j[stage], "grad_norm"), 0)->valuedouble;
-            cr_expect(fabs(n1 - ref) <= 2e-2 * ref, "%s N=%d: step-1 norm %.6g, reference %.6g", progs[stage], N, n1,
+            cr_expect(fabs(n1 - ref) <= 2e-2 * ref, "%s N=%d: step-1 norm %.6g, reference %.6g", zl_progs[stage], N, n1,
                       ref);
         }
-        cr_expect_str_eq(hash_of(j[2]), hash_of(j[1]), "ZeRO-2 vs ZeRO-1 at N = %d", N);
-        cr_expect_str_eq(hash_of(j[3]), hash_of(j[1]), "ZeRO-3 vs ZeRO-1 at N = %d", N);
+        cr_expect_str_eq(zl_hash_of(j[2]), zl_hash_of(j[1]), "ZeRO-2 vs ZeRO-1 at N = %d", N);
+        cr_expect_str_eq(zl_hash_of(j[3]), zl_hash_of(j[1]), "ZeRO-3 vs ZeRO-1 at N = %d", N);
         expect_same_norms(j[2], j[1], "ZeRO-2 vs ZeRO-1", N);
         expect_same_norms(j[3], j[1], "ZeRO-3 vs ZeRO-1", N);
         expect_same_norms(j[1], j[0], "ZeRO-1 vs DDP", N);
@@ -276,12 +252,12 @@ Test(norm, equals_an_independent_reference_and_agrees_across_stages) {
 
 /* Clipping changes the update when the norm exceeds C and only then. */
 Test(norm, clipping_acts_only_above_the_threshold) {
-    cJSON *plain = run_json(0, "-n 2 {stage1} --steps 3");
+    cJSON *plain = zl_run_json(0, "-n 2 {stage1} --steps 3");
     double n1 = cJSON_GetArrayItem(zl_get(plain, "grad_norm"), 0)->valuedouble;
-    cJSON *loose = run_json(0, "-n 2 {stage1} --steps 3 --clip-grad-norm %g", 10 * n1);
-    cJSON *tight = run_json(0, "-n 2 {stage1} --steps 3 --clip-grad-norm %g", n1 / 10);
-    cr_expect_str_eq(hash_of(loose), hash_of(plain), "a threshold above the norm changed the update");
-    cr_expect_str_neq(hash_of(tight), hash_of(plain), "a threshold below the norm did not clip");
+    cJSON *loose = zl_run_json(0, "-n 2 {stage1} --steps 3 --clip-grad-norm %g", 10 * n1);
+    cJSON *tight = zl_run_json(0, "-n 2 {stage1} --steps 3 --clip-grad-norm %g", n1 / 10);
+    cr_expect_str_eq(zl_hash_of(loose), zl_hash_of(plain), "a threshold above the norm changed the update");
+    cr_expect_str_neq(zl_hash_of(tight), zl_hash_of(plain), "a threshold below the norm did not clip");
     cJSON_Delete(plain), cJSON_Delete(loose), cJSON_Delete(tight);
 }
 
@@ -290,21 +266,21 @@ Test(norm, clipping_acts_only_above_the_threshold) {
 Test(bf16, every_stage_exact_loss_falls_and_stages_agree) {
     cJSON *j0 = NULL;
     for (int stage = 0; stage < 4; stage++) {
-        cJSON *j = run_json(0, "-n 2 {%s} --dtype bf16 --steps 20 --check", progs[stage]);
+        cJSON *j = zl_run_json(0, "-n 2 {%s} --dtype bf16 --steps 20 --check", zl_progs[stage]);
         cr_expect_str_eq(zl_get(j, "dtype")->valuestring, "bf16");
-        cr_expect(cJSON_IsTrue(zl_get(j, "check.ok")), "%s bf16: memory and traffic equal their formulas", progs[stage]);
+        cr_expect(cJSON_IsTrue(zl_get(j, "check.ok")), "%s bf16: memory and traffic equal their formulas", zl_progs[stage]);
         cr_expect_eq(cJSON_GetArrayItem(zl_get(j, "loss_scale"), 0)->valuedouble, 1, "bf16 defaults to scale 1");
         cJSON *loss = zl_get(j, "loss");
         cr_expect(cJSON_GetArrayItem(loss, 19)->valuedouble < 0.85 * cJSON_GetArrayItem(loss, 0)->valuedouble,
-                  "%s bf16: the loss did not fall", progs[stage]);
+                  "%s bf16: the loss did not fall", zl_progs[stage]);
         if (!j0) {
             j0 = j;
             continue;
         }
-        cr_expect_str_eq(hash_of(j), hash_of(j0), "%s bf16 vs DDP", progs[stage]);
+        cr_expect_str_eq(zl_hash_of(j), zl_hash_of(j0), "%s bf16 vs DDP", zl_progs[stage]);
         cJSON_Delete(j);
     }
-    cJSON *f16 = run_json(0, "-n 2 {stage0_ddp} --steps 20");
-    cr_expect_str_neq(hash_of(f16), hash_of(j0), "bf16 and fp16 trained bit-identical models: --dtype did nothing");
+    cJSON *f16 = zl_run_json(0, "-n 2 {stage0_ddp} --steps 20");
+    cr_expect_str_neq(zl_hash_of(f16), zl_hash_of(j0), "bf16 and fp16 trained bit-identical models: --dtype did nothing");
     cJSON_Delete(j0), cJSON_Delete(f16);
 }

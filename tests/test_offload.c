@@ -6,43 +6,19 @@
  * buffers; the copies appear on the timeline's copy lane; stage 0 and 1 refuse the flag. */
 #include "zl_test_util.h" /* first: it defines _GNU_SOURCE */
 
-static int max_world(void) {
-    const char *m = getenv("ZL_MAX_WORLD");
-    return m && *m ? atoi(m) : 4;
-}
 
-static const char *const progs[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
 
-/* Run and load the JSON report; the caller frees it. */
-static cJSON *run_json(int expect_exit, const char *fmt, ...) {
-    char line[2048], json[96];
-    static int serial;
-    snprintf(json, sizeof json, "/tmp/zl_offload_%d_%d.json", getpid(), serial++);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    zl_run_result r;
-    zl_run(&r, "%s --quiet --json %s", line, json);
-    cr_assert_eq(r.exit_code, expect_exit, "'%s': exit %d (expected %d)\n%s\n%s", line, r.exit_code, expect_exit,
-                 r.out, r.err);
-    cJSON *j = zl_load_json(json);
-    unlink(json);
-    return j;
-}
-
-static const char *hash_of(cJSON *j) { return zl_get(j, "param_hash")->valuestring; }
 
 /* ---- bitwise: host Adam is the device Adam ------------------------------------------ */
 
 /* The same run with and without --offload: the same parameters, bit for bit, and the same
  * skipped steps and loss scales. `extra` adds numerics flags. */
 static void check_same_as_on_device(int stage, int N, const char *extra) {
-    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
-    const char *p = progs[stage];
-    cJSON *dev = run_json(0, "-n %d {%s} --steps 6 %s", N, p, extra);
-    cJSON *off = run_json(0, "-n %d {%s} --steps 6 %s --offload --check", N, p, extra);
-    cr_expect_str_eq(hash_of(off), hash_of(dev), "%s N=%d %s: --offload changed the parameters", p, N, extra);
+    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    const char *p = zl_progs[stage];
+    cJSON *dev = zl_run_json(0, "-n %d {%s} --steps 6 %s", N, p, extra);
+    cJSON *off = zl_run_json(0, "-n %d {%s} --steps 6 %s --offload --check", N, p, extra);
+    cr_expect_str_eq(zl_hash_of(off), zl_hash_of(dev), "%s N=%d %s: --offload changed the parameters", p, N, extra);
     cr_expect_eq(cJSON_GetArraySize(zl_get(off, "skipped_steps")), cJSON_GetArraySize(zl_get(dev, "skipped_steps")));
     cJSON *sd = zl_get(dev, "loss_scale"), *so = zl_get(off, "loss_scale");
     for (int k = 0; k < 6; k++)
@@ -68,7 +44,7 @@ BITWISE_TESTS(3)
 
 /* The numerics flags above do something, else the tests above could not fail for them. */
 Test(bitwise, the_numerics_flags_act) {
-    cJSON *j = run_json(0, "-n 2 {stage2} --steps 6 " NUMERICS " --offload");
+    cJSON *j = zl_run_json(0, "-n 2 {stage2} --steps 6 " NUMERICS " --offload");
     cr_expect_eq(cJSON_GetArraySize(zl_get(j, "skipped_steps")), 2);
     int clipped = 0;
     cJSON *norms = zl_get(j, "grad_norm");
@@ -77,8 +53,8 @@ Test(bitwise, the_numerics_flags_act) {
         if (!cJSON_IsNull(v) && v->valuedouble > 0.05) clipped++;
     }
     cr_expect_eq(clipped, 4, "every applied step's norm is above the clip threshold (%d of 4)", clipped);
-    cJSON *plain = run_json(0, "-n 2 {stage2} --steps 6 --offload");
-    cr_expect_str_neq(hash_of(j), hash_of(plain), "skips and clipping leave the parameters unchanged?");
+    cJSON *plain = zl_run_json(0, "-n 2 {stage2} --steps 6 --offload");
+    cr_expect_str_neq(zl_hash_of(j), zl_hash_of(plain), "skips and clipping leave the parameters unchanged?");
     cJSON_Delete(j), cJSON_Delete(plain);
 }
 
@@ -88,10 +64,10 @@ Test(bitwise, the_numerics_flags_act) {
  * 3 of 4 copy the new parameter slices back. Written out here from Ψ_pad and N, not
  * taken from the program's formula module. */
 static void check_exact(int stage, int N) {
-    if (max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
-    const char *p = progs[stage];
-    cJSON *j = run_json(0, "-n %d {%s} --steps 4 --inject-overflow 3 --offload --check", N, p);
-    cJSON *dev = run_json(0, "-n %d {%s} --steps 4 --inject-overflow 3", N, p);
+    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    const char *p = zl_progs[stage];
+    cJSON *j = zl_run_json(0, "-n %d {%s} --steps 4 --inject-overflow 3 --offload --check", N, p);
+    cJSON *dev = zl_run_json(0, "-n %d {%s} --steps 4 --inject-overflow 3", N, p);
     double psi_pad = zl_num(j, "params_padded"), shard = psi_pad / N; /* Ψ_pad/N elements */
     double device_states = stage == 2 ? 2 * psi_pad + 2 * shard : 4 * shard;
     cr_expect(cJSON_IsTrue(zl_get(j, "check.ok")), "%s N=%d: --check", p, N);
@@ -134,7 +110,7 @@ EXACT_TESTS(3)
  * of the host lines is live. */
 Test(exact, a_wrong_host_formula_fails_the_check) {
     setenv("ZL_TEST_PERTURB_FORMULA", "host_adam_v", 1);
-    cJSON *j = run_json(4, "-n 2 {stage3} --steps 2 --offload --check");
+    cJSON *j = zl_run_json(4, "-n 2 {stage3} --steps 2 --offload --check");
     unsetenv("ZL_TEST_PERTURB_FORMULA");
     cr_expect(!cJSON_IsTrue(zl_get(j, "check.ok")));
     cJSON_Delete(j);
@@ -147,12 +123,12 @@ Test(exact, a_wrong_host_formula_fails_the_check) {
 Test(ckpt, save_and_resume_through_the_host_buffers) {
     char dir[128];
     snprintf(dir, sizeof dir, "/tmp/zl_offload_ckpt_%d", getpid());
-    cJSON *straight = run_json(0, "-n 2 {stage2} --steps 4 --offload");
-    cJSON *saved = run_json(0, "-n 2 {stage2} --steps 2 --offload --save %s", dir);
-    cJSON *resumed = run_json(0, "-n 2 {stage3} --steps 2 --offload --resume %s", dir);
-    cJSON *on_device = run_json(0, "-n 2 {stage2} --steps 2 --resume %s", dir);
-    cr_expect_str_eq(hash_of(resumed), hash_of(straight), "stage3 --offload resumed from stage2 --offload");
-    cr_expect_str_eq(hash_of(on_device), hash_of(straight), "stage2 (device Adam) resumed from --offload");
+    cJSON *straight = zl_run_json(0, "-n 2 {stage2} --steps 4 --offload");
+    cJSON *saved = zl_run_json(0, "-n 2 {stage2} --steps 2 --offload --save %s", dir);
+    cJSON *resumed = zl_run_json(0, "-n 2 {stage3} --steps 2 --offload --resume %s", dir);
+    cJSON *on_device = zl_run_json(0, "-n 2 {stage2} --steps 2 --resume %s", dir);
+    cr_expect_str_eq(zl_hash_of(resumed), zl_hash_of(straight), "stage3 --offload resumed from stage2 --offload");
+    cr_expect_str_eq(zl_hash_of(on_device), zl_hash_of(straight), "stage2 (device Adam) resumed from --offload");
     zl_run_result r;
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
@@ -165,7 +141,7 @@ Test(ckpt, save_and_resume_through_the_host_buffers) {
 Test(trace, the_copies_are_on_the_copy_lane) {
     char trace[96];
     snprintf(trace, sizeof trace, "/tmp/zl_offload_trace_%d.json", getpid());
-    cJSON *j = run_json(0, "-n 2 {stage3} --steps 3 --offload --trace %s", trace);
+    cJSON *j = zl_run_json(0, "-n 2 {stage3} --steps 3 --offload --trace %s", trace);
     cJSON *t = zl_load_json(trace);
     unlink(trace);
     cJSON *events = cJSON_IsArray(t) ? t : zl_get(t, "traceEvents");
@@ -186,9 +162,9 @@ Test(trace, the_copies_are_on_the_copy_lane) {
 Test(refuse, stage0_and_stage1_refuse_offload_by_name) {
     for (int stage = 0; stage < 2; stage++) {
         zl_run_result r;
-        zl_run(&r, "-n 1 {%s} --offload", progs[stage]);
-        cr_expect_eq(r.exit_code, 2, "%s --offload: exit %d", progs[stage], r.exit_code);
-        cr_expect(strstr(r.err, "--offload: only stage2 and stage3 take this flag") != NULL, "%s: %s", progs[stage],
+        zl_run(&r, "-n 1 {%s} --offload", zl_progs[stage]);
+        cr_expect_eq(r.exit_code, 2, "%s --offload: exit %d", zl_progs[stage], r.exit_code);
+        cr_expect(strstr(r.err, "--offload: only stage2 and stage3 take this flag") != NULL, "%s: %s", zl_progs[stage],
                   r.err);
     }
 }

@@ -164,4 +164,42 @@ static inline double *zl_load_params(const char *path, size_t *n) {
     return d;
 }
 
+/* ZL_MAX_WORLD caps N (2 on a two-GPU machine; default 4). */
+static inline int zl_max_world(void) {
+    const char *m = getenv("ZL_MAX_WORLD");
+    return m && *m ? atoi(m) : 4;
+}
+
+static const char *const zl_progs[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
+
+/* Lines on stderr that come from the program ("stageK: ..."), not from the launcher. */
+static inline int zl_program_lines(const char *err, const char *prog) {
+    int n = 0;
+    size_t len = strlen(prog);
+    for (const char *l = err; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (!strncmp(l, prog, len) && l[len] == ':') n++;
+    return n;
+}
+
+/* Run a launcher line with --quiet --json, expect an exit code, load the report (the
+ * caller frees it; the file is removed). */
+static inline cJSON *zl_run_json(int expect_exit, const char *fmt, ...) {
+    char line[2048], json[96];
+    static int serial;
+    snprintf(json, sizeof json, "/tmp/zl_json_%d_%d.json", getpid(), serial++);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    zl_run_result r;
+    zl_run(&r, "%s --quiet --json %s", line, json);
+    cr_assert_eq(r.exit_code, expect_exit, "'%s': exit %d (expected %d)\n%s\n%s", line, r.exit_code, expect_exit,
+                 r.out, r.err);
+    cJSON *j = zl_load_json(json);
+    unlink(json);
+    return j;
+}
+
+static inline const char *zl_hash_of(cJSON *j) { return zl_get(j, "param_hash")->valuestring; }
+
 #endif
