@@ -40,12 +40,12 @@ COMMON   := common/util.c common/alloc.c common/events.c common/partition.c comm
             common/args.c common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c \
             common/scaler.c common/numerics.c common/ckpt.c common/trace.c common/offload.c model/layout.c \
             model/gpt_layout.c model/model.c model/mlp.c model/gpt.c model/gpt_data.c
-CPU_SRC  := kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c \
+CPU_SRC  := kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/adam_host.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c \
             kernels/gpu_select.c kernels/cpu/gpt_cpu.c kernels/cpu/gpt_dispatch_cpu.c
 HEADERS  := $(wildcard common/*.h model/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h kernels/cuda/*.cuh)
 
 CPU_OBJ  := $(patsubst %.c,build/cpu/obj/%.o,$(COMMON) $(CPU_SRC))
-CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/storage.c kernels/cpu/kernels_cpu.c kernels/gpu_select.c \
+CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/adam_host.c kernels/gpu_select.c \
                                               kernels/cpu/gpt_cpu.c kernels/cuda/backend_cuda.c) \
             build/cuda/obj/kernels/cuda/kernels_cuda.o build/cuda/obj/kernels/cuda/gpt_cuda.o
 # cJSON writes the report and the checkpoint manifests; a GPU machine may have no cJSON, so the
@@ -61,7 +61,7 @@ CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/tes
 .SECONDARY:
 .PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-scripts test-words test-gpu deps deps-run clean
 all: cpu $(if $(HAVE_NVCC),cuda)
-cpu: $(CPU_BINS) build/zerocalc build/zlckpt
+cpu: $(CPU_BINS) build/zerocalc build/zlckpt build/bench_host_adam
 cuda: $(CUDA_BINS)
 
 # ---- CPU backend ----
@@ -83,6 +83,10 @@ build/zerocalc: tools/zerocalc.c $(CALC_SRC) $(HEADERS)
 
 # zlckpt: inspect, verify, export a checkpoint (common/ckpt.c; the CPU backend for its host copies).
 build/zlckpt: build/cpu/obj/tools/zlckpt.o $(CPU_OBJ)
+	$(MPICC) $(CFLAGS) $^ $(LIBS) -o $@
+
+# bench_host_adam: the host Adam's throughput on this CPU, scalar reference vs vectorised (README).
+build/bench_host_adam: build/cpu/obj/bench/host_adam.o $(CPU_OBJ)
 	$(MPICC) $(CFLAGS) $^ $(LIBS) -o $@
 
 # ---- CUDA backend (same stage sources) ----
@@ -109,7 +113,7 @@ build/cuda/lib/.cjson:
 
 # ---- tests ----
 UNIT_SRC := tests/test_kernels.c tests/test_common.c tests/test_gpu_select.c tests/test_numerics.c tests/test_ckpt_format.c \
-            tests/test_gpt.c
+            tests/test_gpt.c tests/test_host_adam.c
 build/tests/test_unit: $(UNIT_SRC) $(COMMON) $(CPU_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion $(LIBS) -o $@

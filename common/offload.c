@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "alloc.h"
+#include "../kernels/cpu/adam_host.h"
 #include "comm.h"
 #include "events.h"
 #include "trace.h"
@@ -55,16 +56,17 @@ void zl_offload_grads_to_host(zl_offload *o, int u, const zl_half *dev_grads, zl
 /* Elements per OpenMP work item: large enough to stream, small enough to balance. */
 enum { ADAM_CHUNK = 1 << 15 };
 
-/* The CPU reference update over [off, off + n), chunk by chunk across the threads. Each
- * element sees the same float operations in the same order whatever the chunking, so the
- * result does not depend on the thread count. */
+/* The host update (the CPU reference's results, vectorised: adam_host.h) over [off, off + n),
+ * chunk by chunk across the threads. Each element sees the same float operations in the same
+ * order whatever the chunking or the vector width, so the result depends on neither the
+ * thread count nor the CPU. */
 static void host_adam(zl_offload *o, size_t off, size_t n, float grad_mult, int adam_step, zl_adam_hparams hp) {
     long chunks = (long)((n + ADAM_CHUNK - 1) / ADAM_CHUNK);
 #pragma omp parallel for num_threads(o->threads) schedule(static)
     for (long k = 0; k < chunks; k++) {
         size_t i = off + (size_t)k * ADAM_CHUNK, len = off + n - i < ADAM_CHUNK ? off + n - i : ADAM_CHUNK;
         zl_half *slice = o->staging + i; /* in place: element i's gradient is read before its parameter is written */
-        zl_cpu_adam_update(o->master + i, o->m + i, o->v + i, slice, slice, len, grad_mult, adam_step, hp);
+        zl_host_adam_update(o->master + i, o->m + i, o->v + i, slice, slice, len, grad_mult, adam_step, hp);
     }
 }
 

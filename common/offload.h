@@ -13,7 +13,8 @@
  * The copies go through comm.h (op d2h / h2d, purpose offload_grads / offload_params):
  * logged, timed, and drawn on the timeline's copy lane, but not counted as network bytes.
  *
- * Host Adam is zl_cpu_adam_update (kernels.h), the CPU reference the CUDA kernel matches
+ * Host Adam is zl_host_adam_update (kernels/cpu/adam_host.h): the results of
+ * zl_cpu_adam_update (kernels.h), vectorised; that CPU reference the CUDA kernel matches
  * bit for bit: with or without --offload, the parameters come out identical. On the CPU
  * backend the copies are plain memcpys, so CI runs this same code path.
  *
