@@ -133,33 +133,13 @@ build/tests/test_zerocalc: tests/test_zerocalc.c tests/zl_test_util.h $(CALC_SRC
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) tests/test_zerocalc.c $(CALC_SRC) -lcriterion -lcjson -lm -o $@
 
-build/tests/test_integration: tests/test_integration.c tests/zl_test_util.h
+# The integration tests: each spawns mpiexec with the programs as children (never runs under it).
+INTEGRATION_TESTS := $(addprefix build/tests/,test_integration test_ckpt test_gpt_integration test_loud test_mixed \
+                     test_offload test_report)
+build/tests/test_mixed: kernels/zl_math.h # its independent reference reuses the data and init functions
+$(INTEGRATION_TESTS): build/tests/%: tests/%.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) tests/test_integration.c -lcriterion -lcjson -lm -o $@
-
-build/tests/test_ckpt: tests/test_ckpt.c tests/zl_test_util.h
-	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) tests/test_ckpt.c -lcriterion -lcjson -lm -o $@
-
-build/tests/test_gpt_integration: tests/test_gpt_integration.c tests/zl_test_util.h
-	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) tests/test_gpt_integration.c -lcriterion -lcjson -lm -o $@
-
-build/tests/test_loud: tests/test_loud.c tests/zl_test_util.h
-	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) tests/test_loud.c -lcriterion -lcjson -lm -o $@
-
-build/tests/test_mixed: tests/test_mixed.c tests/zl_test_util.h kernels/zl_math.h
-	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) tests/test_mixed.c -lcriterion -lcjson -lm -o $@
-
-build/tests/test_offload: tests/test_offload.c tests/zl_test_util.h
-	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) tests/test_offload.c -lcriterion -lcjson -lm -o $@
-
-build/tests/test_report: tests/test_report.c tests/zl_test_util.h
-	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) tests/test_report.c -lcriterion -lcjson -lm -o $@
+	$(MPICC) $(CFLAGS) $< -lcriterion -lcjson -lm -o $@
 
 # The integration tests (test_integration, test_loud, test_mixed, test_report, ...) for a GPU
 # machine that has no Criterion/cJSON: built here, with their shared libraries next to them
@@ -177,9 +157,7 @@ deps: deps-run
 	@test -f /usr/include/criterion/criterion.h && test -f /usr/include/cjson/cJSON.h || scripts/install-deps.sh
 
 test: deps
-	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) build/tests/test_integration build/tests/test_loud \
-		build/tests/test_mixed build/tests/test_ckpt build/tests/test_report build/tests/test_gpt_integration \
-		build/tests/test_offload build/tests/test_zerocalc
+	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) $(INTEGRATION_TESTS) build/tests/test_zerocalc
 	$(MAKE) test-unit test-asan test-zerocalc test-integration test-scripts test-words
 
 test-unit: build/tests/test_unit
@@ -209,9 +187,7 @@ test-asan: build/asan/test_unit $(ASAN_BINS)
 test-zerocalc: build/tests/test_zerocalc build/zerocalc
 	build/tests/test_zerocalc -j2
 
-test-integration: build/tests/test_integration build/tests/test_gpt_integration build/tests/test_loud \
-		build/tests/test_mixed build/tests/test_ckpt build/tests/test_report build/tests/test_offload $(CPU_BINS) \
-		build/zlckpt
+test-integration: $(INTEGRATION_TESTS) $(CPU_BINS) build/zlckpt
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" ZL_MAX_WORLD=9 build/tests/test_integration -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_gpt_integration -j1
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_loud -j1

@@ -131,10 +131,11 @@ static void optimizer_step(Trainer *t) {
 /* Did the step overflow, and how large is the gradient? After the all-reduce every rank
  * holds the same summed gradient, so each rank answers alone — nothing to agree on. (From
  * ZeRO-1 on each rank holds a slice and the answers must be all-reduced: stage1.c.) */
-static zl_step_verdict check_gradients(Trainer *t, int step, float loss) {
+static zl_step_verdict check_gradients(Trainer *t, int step, float *loss) {
     zl_grad_stats_zero(t->stats, t->comm);
     zl_grad_stats(t->grads, t->part.psi_pad, t->stats, t->comm); /* padding is zero */
-    return zl_numerics_decide(&t->num, step, t->stats, loss, t->comm);
+    *loss = zl_model_loss_sum(t->model, t->comm) / (float)(t->rt.world * t->rt.cfg.accum); /* one wait, both */
+    return zl_numerics_decide(&t->num, step, t->stats, *loss, t->comm);
 }
 
 /* Micro-batch j (0..K-1) of step s: forward on this rank's rows, the loss (its all-reduce
@@ -162,8 +163,8 @@ static float train_step(Trainer *t, int step) {
     zl_comm_step_begin();
     float scale = zl_numerics_step_begin(&t->num, step); /* this step's loss scale */
     for (int j = 0; j < c->accum; j++) micro_batch(t, step, j, scale);
-    float loss = zl_model_loss_sum(t->model, t->comm) / (float)(t->rt.world * c->accum); /* the agreed mean */
-    if (check_gradients(t, step, loss) == ZL_STEP_APPLY) optimizer_step(t); /* else: skipped, or diverged */
+    float loss;
+    if (check_gradients(t, step, &loss) == ZL_STEP_APPLY) optimizer_step(t); /* else: skipped, or diverged */
     zl_stream_sync(t->comm);
     zl_stream_sync(t->compute);
     zl_comm_step_end(step > 1 || c->steps == 1); /* step 1 is warm-up for timing */

@@ -196,15 +196,15 @@ static void optimizer_step_and_allgather(Trainer *t) {
     }
 }
 
-/* Did the step overflow, and how large is the gradient? Each rank holds only its slices of
- * the summed gradient, so neither question has a local answer: every rank measures what it
- * owns (Σg², non-finite count), one 16-byte all-reduce adds the answers up, and every rank
- * then takes the same decision — skip, clip or apply — from the same numbers. */
-static zl_step_verdict check_gradients(Trainer *t, int step, float loss) {
+/* Did the step overflow, and how large is the gradient? Each rank owns only slices, so neither
+ * has a local answer: every rank measures its own (Σg², non-finite count), one 16-byte all-reduce
+ * adds them up, and all take the same decision (skip, clip, apply) from the same numbers. */
+static zl_step_verdict check_gradients(Trainer *t, int step, float *loss) {
     zl_grad_stats_zero(t->stats, t->comm);
     for (int u = 0; u < t->n_units; u++) zl_grad_stats(my_grads(t, u), t->part.slice_len[u], t->stats, t->comm);
     if (t->num.consensus) zl_allreduce(t->stats, 2, ZL_F64, ZL_P_CONTROL, -1, t->comm);
-    return zl_numerics_decide(&t->num, step, t->stats, loss, t->comm);
+    *loss = zl_model_loss_sum(t->model, t->comm) / (float)(t->rt.world * t->rt.cfg.accum); /* one wait, both */
+    return zl_numerics_decide(&t->num, step, t->stats, *loss, t->comm);
 }
 
 /* Micro-batch j (0..K-1) of step s: forward on this rank's rows, the loss (its all-reduce
@@ -232,8 +232,8 @@ static float train_step(Trainer *t, int step) {
     zl_comm_step_begin();
     float scale = zl_numerics_step_begin(&t->num, step); /* this step's loss scale */
     for (int j = 0; j < c->accum; j++) micro_batch(t, step, j, scale);
-    float loss = zl_model_loss_sum(t->model, t->comm) / (float)(t->rt.world * c->accum); /* the agreed mean */
-    if (check_gradients(t, step, loss) == ZL_STEP_APPLY) optimizer_step_and_allgather(t); /* else: skipped, or diverged */
+    float loss;
+    if (check_gradients(t, step, &loss) == ZL_STEP_APPLY) optimizer_step_and_allgather(t); /* else: skipped, or diverged */
     if (t->off) zl_offload_sync(t->off); /* every copy done: the next step reuses the staging */
     zl_stream_sync(t->comm);
     zl_stream_sync(t->compute);

@@ -202,4 +202,18 @@ static inline cJSON *zl_run_json(int expect_exit, const char *fmt, ...) {
 
 static inline const char *zl_hash_of(cJSON *j) { return zl_get(j, "param_hash")->valuestring; }
 
+/* ‖p − p_ref‖ / ‖p_ref‖ between two raw fp16 dumps (--dump-params) of the same length; the
+ * reference must not be all zeros. *n (may be NULL) gets the element count. */
+static inline double zl_param_relative_diff(const char *path, const char *ref_path, size_t *n) {
+    size_t na, nr;
+    double *p = zl_load_params(path, &na), *ref = zl_load_params(ref_path, &nr);
+    cr_assert_eq(na, nr, "%s holds %zu values, %s %zu", path, na, ref_path, nr);
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < na; i++) diff += (p[i] - ref[i]) * (p[i] - ref[i]), norm += ref[i] * ref[i];
+    cr_assert(norm > 0, "%s: the reference parameters are all zero", ref_path);
+    free(p), free(ref);
+    if (n) *n = na;
+    return sqrt(diff / norm);
+}
+
 #endif
