@@ -52,9 +52,11 @@ typedef struct {
     zl_ckpt *ckpt;          /* --save / --resume: the checkpoint staging buffer */
     zl_ckpt_progress start; /* where this run starts: step 0, or the checkpoint's (--resume) */
 
-    zl_stream compute, comm;
+    zl_stream compute, comm, optim;
     zl_event *grads_ready; /* one per unit: its gradients are final */
+    zl_event *updated;     /* one per unit: Adam has written its new fp16 params */
     zl_event loss_ready, comm_done;
+    int update_pending; /* the last step's verdict was "apply": its update runs at the next step's start */
 } Trainer;
 
 /* Unit u inside a full padded buffer (params or grads). */
@@ -91,9 +93,14 @@ static void initialise(Trainer *t) {
     zl_stream_sync(t->compute);
 }
 
+/* A use of unit u may start once the last step's update of unit u has been written: the
+ * update of later units overlaps the forward of earlier ones. */
 static void forward(Trainer *t) {
-    for (int k = 0; k < t->n_uses; k++)
-        zl_model_forward(t->model, k, unit(t, t->params, unit_of_use(t, k)), t->compute);
+    for (int k = 0; k < t->n_uses; k++) {
+        int u = unit_of_use(t, k);
+        zl_stream_wait_event(t->compute, t->updated[u]);
+        zl_model_forward(t->model, k, unit(t, t->params, u), t->compute);
+    }
 }
 
 /* Backward from the last use to the first. In the step's last micro-batch, the moment unit
@@ -117,15 +124,16 @@ static void backward_and_allreduce(Trainer *t, int micro) {
 }
 
 /* Every rank runs the same Adam over the same summed gradient: 1/(loss_scale·N) turns
- * the sum of N scaled per-rank gradients into the unscaled mean. */
+ * the sum of N scaled per-rank gradients into the unscaled mean. Unit by unit on the
+ * optimizer stream (Adam reads and writes memory, the GEMMs beside it mostly compute). */
 static void optimizer_step(Trainer *t) {
-    const zl_config *c = &t->rt.cfg;
-    zl_adam_hparams hp = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay};
-    zl_stream_wait_event(t->compute, t->comm_done);
-    zl_trace_begin(ZL_PHASE_OPTIMIZER, -1, t->compute);
-    zl_adam_update(t->master, t->adam_m, t->adam_v, t->params, t->grads, t->part.psi_pad,
-                   t->num.grad_mult, t->num.adam_step, hp, t->compute);
-    zl_trace_end(ZL_PHASE_OPTIMIZER, -1, t->compute);
+    zl_stream_wait_event(t->optim, t->comm_done);
+    for (int u = 0; u < t->n_units; u++) {
+        size_t off = t->part.off_pad[u];
+        zl_numerics_adam(&t->num, u, t->master + off, t->adam_m + off, t->adam_v + off, unit(t, t->params, u),
+                         unit(t, t->grads, u), t->part.n_pad[u], t->optim);
+        zl_event_record(t->updated[u], t->optim);
+    }
 }
 
 /* Did the step overflow, and how large is the gradient? After the all-reduce every rank
@@ -156,19 +164,31 @@ static void micro_batch(Trainer *t, int step, int j, float scale) {
     backward_and_allreduce(t, j);
 }
 
-/* One training step: K micro-batches, then — if the ranks agree that the gradient is finite
- * — one optimizer step. Returns the mean loss over all N·K·B rows. */
+/* One training step: the update the last step decided on, K micro-batches, then the
+ * verdict on this step's gradient. An update runs at the start of the next step, not at the
+ * end of its own: there each unit's forward waits only for that unit's update, so the rest
+ * overlaps the forward. Returns the mean loss over all N·K·B rows. */
 static float train_step(Trainer *t, int step) {
     const zl_config *c = &t->rt.cfg;
     zl_comm_step_begin();
+    if (t->update_pending) optimizer_step(t);
     float scale = zl_numerics_step_begin(&t->num, step); /* this step's loss scale */
     for (int j = 0; j < c->accum; j++) micro_batch(t, step, j, scale);
-    float loss;
-    if (check_gradients(t, step, &loss) == ZL_STEP_APPLY) optimizer_step(t); /* else: skipped, or diverged */
+    float loss; /* apply if the gradient is finite; else: skipped, or diverged */
+    t->update_pending = check_gradients(t, step, &loss) == ZL_STEP_APPLY;
     zl_stream_sync(t->comm);
     zl_stream_sync(t->compute);
     zl_comm_step_end(step > 1 || c->steps == 1); /* step 1 is warm-up for timing */
     return loss;
+}
+
+/* After the last step, or before a checkpoint: apply the pending update now, and wait. */
+static void finish_update(Trainer *t) {
+    if (!t->update_pending) return;
+    optimizer_step(t);
+    t->update_pending = 0;
+    zl_stream_sync(t->optim);
+    zl_comm_end_extra();
 }
 
 static uint64_t param_hash(Trainer *t) {
@@ -192,6 +212,8 @@ static void resume(Trainer *t) {
     if (t->rt.cfg.resume_dir[0]) zl_numerics_resume(&t->num, t->start.adam_step, &t->start.scaler);
 }
 static void save_checkpoint(Trainer *t, int step) {
+    if (!zl_ckpt_due(t->ckpt, step)) return;
+    finish_update(t); /* the checkpoint holds the state after this step's update */
     zl_ckpt_save_if_due(t->ckpt, owned(t), step, t->num.adam_step, &t->num.scaler, t->compute);
 }
 
@@ -208,7 +230,9 @@ int main(int argc, char **argv) {
 
     t.compute = zl_stream_create();
     t.comm = zl_stream_create();
+    t.optim = zl_stream_create();
     t.grads_ready = zl_events_create(t.n_units);
+    t.updated = zl_events_create(t.n_units);
     t.loss_ready = zl_event_create();
     t.comm_done = zl_event_create();
     int grad_syncs = t.n_units, control_syncs = c->accum; /* the loss of each micro-batch */
@@ -227,8 +251,7 @@ int main(int argc, char **argv) {
     zl_numerics_init(&t.num, &t.rt);
     resume(&t); /* --resume DIR: the checkpoint's state replaces it (written by any stage, at any N) */
 
-    float *losses = malloc((size_t)c->steps * sizeof(float));
-    if (!losses) zl_fatal("out of host memory");
+    float *losses = zl_host_calloc((size_t)c->steps, sizeof(float));
     double timed_ms = 0;
     zl_mem_freeze(); /* from here to the end of training, no allocation */
     for (int step = 1; step <= c->steps && !t.num.diverged; step++) { /* every rank stops at the same step */
@@ -240,6 +263,7 @@ int main(int argc, char **argv) {
                        t.num.n_skipped && t.num.skipped[t.num.n_skipped - 1] == step, ms);
         save_checkpoint(&t, step); /* --save DIR: after every --save-every steps and the last */
     }
+    finish_update(&t);
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
 
@@ -254,13 +278,11 @@ int main(int argc, char **argv) {
     free(losses);
     zl_numerics_free(&t.num);
     zl_model_free(t.model);
-    zl_mem_free_all();
-    zl_comm_finalize();
-    zl_events_destroy(t.grads_ready, t.n_units);
     zl_event_destroy(t.loss_ready);
     zl_event_destroy(t.comm_done);
     zl_stream_destroy(t.compute);
     zl_stream_destroy(t.comm);
+    zl_stream_destroy(t.optim);
     zl_ckpt_free(t.ckpt);
     zl_partition_free(&t.part);
     return zl_runtime_finish(&t.rt, status);

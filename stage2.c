@@ -59,13 +59,14 @@ typedef struct {
     zl_ckpt *ckpt;          /* --save / --resume: the checkpoint staging buffer */
     zl_ckpt_progress start; /* where this run starts: step 0, or the checkpoint's (--resume) */
 
-    zl_stream compute, comm;
+    zl_stream compute, comm, optim;
     zl_event *grads_ready;  /* one per unit: its gradients are final */
     zl_event *grads_synced; /* one per unit: its reduce-scatter is done */
     zl_event *slice_updated; /* one per unit: Adam has written this rank's fp16 slice */
     zl_event *params_gathered; /* one per unit: its all-gather is done */
-    zl_event bucket_free[2]; /* the reduce-scatter that last read bucket b is done */
+    zl_event *bucket_free; /* two: the reduce-scatter that last read bucket b is done */
     zl_event loss_ready;
+    int update_pending; /* the last step's verdict was "apply": its update runs at the next step's start */
 } Trainer;
 
 /* Unit u inside a full padded buffer (params or grads). */
@@ -166,19 +167,18 @@ static void backward_and_reduce_scatter(Trainer *t, int micro) {
     }
 }
 
-/* Adam on this rank's slice of unit u, the new fp16 values into dst: on the device, or with
- * --offload on the host and copied back (offload.h). Returns the event that says dst holds
- * them. grad_mult = 1/(loss_scale·N) (unscale, sum -> mean), times the clip factor. */
-static zl_event update_slice(Trainer *t, int u, zl_half *dst, zl_adam_hparams hp) {
+/* Adam on this rank's slice of unit u, the new fp16 values into dst: on the optimizer stream,
+ * or with --offload on the host and copied back (offload.h); then slice_updated[u] says dst
+ * holds them. grad_mult = 1/(loss_scale·N) (unscale, sum -> mean), times the clip factor. */
+static void update_slice(Trainer *t, int u, zl_half *dst) {
     size_t off = t->part.slice_off[u];
-    if (t->off) return zl_offload_adam(t->off, u, dst, t->num.grad_mult, t->num.adam_step, hp);
-    zl_stream_wait_event(t->compute, t->grads_synced[u]);
-    zl_trace_begin(ZL_PHASE_OPTIMIZER, u, t->compute);
-    zl_adam_update(t->master + off, t->adam_m + off, t->adam_v + off, dst, my_grads(t, u), t->part.slice_len[u],
-                   t->num.grad_mult, t->num.adam_step, hp, t->compute);
-    zl_trace_end(ZL_PHASE_OPTIMIZER, u, t->compute);
-    zl_event_record(t->slice_updated[u], t->compute);
-    return t->slice_updated[u];
+    zl_stream_wait_event(t->optim, t->grads_synced[u]);
+    if (t->off) /* the optimizer stream waits for the copy back */
+        zl_stream_wait_event(t->optim, zl_offload_adam(t->off, u, dst, t->num.grad_mult, t->num.adam_step, t->num.hp));
+    else
+        zl_numerics_adam(&t->num, u, t->master + off, t->adam_m + off, t->adam_v + off, dst, my_grads(t, u),
+                         t->part.slice_len[u], t->optim);
+    zl_event_record(t->slice_updated[u], t->optim);
 }
 
 /* Each rank updates only its slice of each unit — 1/N of DDP's optimizer work and state —
@@ -186,10 +186,9 @@ static zl_event update_slice(Trainer *t, int u, zl_half *dst, zl_adam_hparams hp
  * is all-gathered in place, so every rank holds every new fp16 param again; the gather of
  * unit u overlaps the update of unit u+1 (with --offload, so does the copy back of unit u). */
 static void optimizer_step_and_allgather(Trainer *t) {
-    const zl_config *c = &t->rt.cfg;
-    zl_adam_hparams hp = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay};
     for (int u = 0; u < t->n_units; u++) {
-        zl_stream_wait_event(t->comm, update_slice(t, u, my_slice(t, t->params, u), hp));
+        update_slice(t, u, my_slice(t, t->params, u));
+        zl_stream_wait_event(t->comm, t->slice_updated[u]);
         zl_allgather(my_slice(t, t->params, u), unit(t, t->params, u), t->part.slice_len[u], t->half,
                      ZL_P_GATHER_STEP, u, t->comm);
         zl_event_record(t->params_gathered[u], t->comm);
@@ -225,20 +224,33 @@ static void micro_batch(Trainer *t, int step, int j, float scale) {
     backward_and_reduce_scatter(t, j);
 }
 
-/* One training step: K micro-batches, then — if the ranks agree that the gradient is finite
- * — one optimizer step. Returns the mean loss over all N·K·B rows. */
+/* One training step: the update the last step decided on, K micro-batches, then the
+ * verdict on this step's gradient. An update runs at the start of the next step, not at the
+ * end of its own: there each unit's forward waits only for that unit's update, so the rest
+ * overlaps the forward. Returns the mean loss over all N·K·B rows. */
 static float train_step(Trainer *t, int step) {
     const zl_config *c = &t->rt.cfg;
     zl_comm_step_begin();
+    if (t->update_pending) optimizer_step_and_allgather(t);
     float scale = zl_numerics_step_begin(&t->num, step); /* this step's loss scale */
     for (int j = 0; j < c->accum; j++) micro_batch(t, step, j, scale);
-    float loss;
-    if (check_gradients(t, step, &loss) == ZL_STEP_APPLY) optimizer_step_and_allgather(t); /* else: skipped, or diverged */
+    float loss; /* apply if the gradient is finite; else: skipped, or diverged */
+    t->update_pending = check_gradients(t, step, &loss) == ZL_STEP_APPLY;
     if (t->off) zl_offload_sync(t->off); /* every copy done: the next step reuses the staging */
     zl_stream_sync(t->comm);
     zl_stream_sync(t->compute);
     zl_comm_step_end(step > 1 || c->steps == 1); /* step 1 is warm-up for timing */
     return loss;
+}
+
+/* After the last step, or before a checkpoint: apply the pending update now, and wait. */
+static void finish_update(Trainer *t) {
+    if (!t->update_pending) return;
+    optimizer_step_and_allgather(t);
+    t->update_pending = 0;
+    zl_stream_sync(t->optim);
+    zl_stream_sync(t->comm);
+    zl_comm_end_extra();
 }
 
 static uint64_t param_hash(Trainer *t) {
@@ -261,6 +273,8 @@ static void resume(Trainer *t) {
     if (t->rt.cfg.resume_dir[0]) zl_numerics_resume(&t->num, t->start.adam_step, &t->start.scaler);
 }
 static void save_checkpoint(Trainer *t, int step) {
+    if (!zl_ckpt_due(t->ckpt, step)) return;
+    finish_update(t); /* the checkpoint holds the state after this step's update */
     zl_ckpt_save_if_due(t->ckpt, owned(t), step, t->num.adam_step, &t->num.scaler, t->compute);
 }
 
@@ -277,11 +291,12 @@ int main(int argc, char **argv) {
 
     t.compute = zl_stream_create();
     t.comm = zl_stream_create();
+    t.optim = zl_stream_create();
     t.grads_ready = zl_events_create(t.n_units);
     t.grads_synced = zl_events_create(t.n_units);
     t.slice_updated = zl_events_create(t.n_units);
     t.params_gathered = zl_events_create(t.n_units);
-    for (int b = 0; b < 2; b++) t.bucket_free[b] = zl_event_create();
+    t.bucket_free = zl_events_create(2);
     t.loss_ready = zl_event_create();
     int grad_syncs = c->accum * t.n_units, param_gathers = t.n_units, control_syncs = c->accum + 1; /* per step */
     int copies = c->offload ? 2 * t.n_units : 0; /* --offload: each unit's grads d2h, params h2d */
@@ -300,8 +315,7 @@ int main(int argc, char **argv) {
     zl_numerics_init(&t.num, &t.rt);
     resume(&t); /* --resume DIR: the checkpoint's state replaces it (written by any stage, at any N) */
 
-    float *losses = malloc((size_t)c->steps * sizeof(float));
-    if (!losses) zl_fatal("out of host memory");
+    float *losses = zl_host_calloc((size_t)c->steps, sizeof(float));
     double timed_ms = 0;
     zl_mem_freeze(); /* from here to the end of training, no allocation */
     for (int step = 1; step <= c->steps && !t.num.diverged; step++) { /* every rank stops at the same step */
@@ -313,6 +327,7 @@ int main(int argc, char **argv) {
                        t.num.n_skipped && t.num.skipped[t.num.n_skipped - 1] == step, ms);
         save_checkpoint(&t, step); /* --save DIR: after every --save-every steps and the last */
     }
+    finish_update(&t);
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
 
@@ -328,16 +343,10 @@ int main(int argc, char **argv) {
     free(losses);
     zl_numerics_free(&t.num);
     zl_model_free(t.model);
-    zl_mem_free_all();
-    zl_comm_finalize();
-    zl_events_destroy(t.grads_ready, t.n_units);
-    zl_events_destroy(t.grads_synced, t.n_units);
-    zl_events_destroy(t.slice_updated, t.n_units);
-    zl_events_destroy(t.params_gathered, t.n_units);
-    for (int b = 0; b < 2; b++) zl_event_destroy(t.bucket_free[b]);
     zl_event_destroy(t.loss_ready);
     zl_stream_destroy(t.compute);
     zl_stream_destroy(t.comm);
+    zl_stream_destroy(t.optim);
     zl_ckpt_free(t.ckpt);
     zl_offload_free(t.off);
     zl_partition_free(&t.part);

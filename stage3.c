@@ -62,14 +62,15 @@ typedef struct {
     zl_ckpt *ckpt;          /* --save / --resume: the checkpoint staging buffer */
     zl_ckpt_progress start; /* where this run starts: step 0, or the checkpoint's (--resume) */
 
-    zl_stream compute, comm;
+    zl_stream compute, comm, optim;
     zl_event *grads_ready;  /* one per unit: its gradients are final */
     zl_event *grads_synced; /* one per unit: its reduce-scatter is done */
     zl_event *gathered;     /* one per gather slot: its all-gather has landed */
     zl_event *slot_free;    /* one per gather slot: the use that read it is done */
-    zl_event bucket_free[2]; /* the reduce-scatter that last read bucket b is done */
-    zl_event adam_done;      /* the parameter shards hold this step's values */
+    zl_event *bucket_free; /* two: the reduce-scatter that last read bucket b is done */
+    zl_event *slice_updated; /* one per unit: this rank's parameter slice holds the new values */
     zl_event loss_ready;
+    int update_pending; /* the last step's verdict was "apply": its update runs at the next step's start */
 } Trainer;
 
 /* The unit whose parameters use k reads (the MLP: unit k). */
@@ -128,7 +129,6 @@ static void initialise(Trainer *t) {
                                     t->compute);
     }
     for (int k = 0; k < t->n_slots; k++) zl_event_record(t->slot_free[k], t->compute);
-    zl_event_record(t->adam_done, t->compute);
     zl_memset_async(t->adam_m, 0, 4 * t->part.shard_len, t->compute);
     zl_memset_async(t->adam_v, 0, 4 * t->part.shard_len, t->compute);
     for (int b = 0; b < 2; b++) {
@@ -157,6 +157,7 @@ static void gather_for_visit(Trainer *t, int v) {
     if (v >= n_visits(t)) return;
     int u = unit_of_use(t, use_of_visit(t, v)), slot = slot_of_visit(t, v);
     zl_stream_wait_event(t->comm, t->slot_free[slot]);
+    zl_stream_wait_event(t->comm, t->slice_updated[u]);
     zl_allgather(my_params(t, u), t->gather[slot], t->part.slice_len[u], t->half,
                  is_forward_visit(t, v) ? ZL_P_GATHER_FWD : ZL_P_GATHER_BWD, u, t->comm);
     zl_event_record(t->gathered[slot], t->comm);
@@ -207,30 +208,24 @@ static void backward_and_reduce_scatter(Trainer *t, int micro) {
     }
 }
 
-/* Adam on this rank's slice of unit u, the new fp16 values into dst: on the device, or with
- * --offload on the host and copied back (offload.h). Returns the event that says dst holds
- * them (NULL: the compute stream does). grad_mult = 1/(loss_scale·N) (unscale, sum -> mean), times the clip factor. */
-static zl_event update_slice(Trainer *t, int u, zl_half *dst, zl_adam_hparams hp) {
+/* Adam on this rank's slice of unit u, the new fp16 values into dst: on the optimizer stream,
+ * or with --offload on the host and copied back (offload.h); then slice_updated[u] says dst
+ * holds them. grad_mult = 1/(loss_scale·N) (unscale, sum -> mean), times the clip factor. */
+static void update_slice(Trainer *t, int u, zl_half *dst) {
     size_t off = t->part.slice_off[u];
-    if (t->off) return zl_offload_adam(t->off, u, dst, t->num.grad_mult, t->num.adam_step, hp);
-    zl_stream_wait_event(t->compute, t->grads_synced[u]);
-    zl_trace_begin(ZL_PHASE_OPTIMIZER, u, t->compute);
-    zl_adam_update(t->master + off, t->adam_m + off, t->adam_v + off, dst, my_grads(t, u), t->part.slice_len[u],
-                   t->num.grad_mult, t->num.adam_step, hp, t->compute);
-    zl_trace_end(ZL_PHASE_OPTIMIZER, u, t->compute);
-    return NULL;
+    zl_stream_wait_event(t->optim, t->grads_synced[u]);
+    if (t->off) /* the optimizer stream waits for the copy back */
+        zl_stream_wait_event(t->optim, zl_offload_adam(t->off, u, dst, t->num.grad_mult, t->num.adam_step, t->num.hp));
+    else
+        zl_numerics_adam(&t->num, u, t->master + off, t->adam_m + off, t->adam_v + off, dst, my_grads(t, u),
+                         t->part.slice_len[u], t->optim);
+    zl_event_record(t->slice_updated[u], t->optim);
 }
 
 /* Each rank updates only its slice of each unit and writes the new fp16 values straight
- * into its parameter shard: the next step's gathers fetch them (with --offload, once the
- * copies back have landed: the copy stream runs in order, so the last one says it). */
+ * into its parameter shard: the gathers of unit u wait for slice_updated[u] and fetch them. */
 static void optimizer_step(Trainer *t) {
-    const zl_config *c = &t->rt.cfg;
-    zl_adam_hparams hp = {c->lr, c->beta1, c->beta2, c->eps, c->weight_decay};
-    zl_event landed = NULL;
-    for (int u = 0; u < t->n_units; u++) landed = update_slice(t, u, my_params(t, u), hp);
-    if (landed) zl_stream_wait_event(t->compute, landed);
-    zl_event_record(t->adam_done, t->compute);
+    for (int u = 0; u < t->n_units; u++) update_slice(t, u, my_params(t, u));
 }
 
 /* Did the step overflow, and how large is the gradient? Each rank owns only slices, so neither
@@ -262,22 +257,33 @@ static void micro_batch(Trainer *t, int step, int j, float scale) {
     backward_and_reduce_scatter(t, j);
 }
 
-/* One training step: K micro-batches, then — if the ranks agree that the gradient is finite
- * — one optimizer step. Returns the mean loss over all N·K·B rows. */
+/* One training step: the update the last step decided on, K micro-batches, then the
+ * verdict on this step's gradient. An update runs at the start of the next step, not at the
+ * end of its own: there each unit's gathers wait only for that unit's update, so the rest
+ * overlaps the forward. Returns the mean loss over all N·K·B rows. */
 static float train_step(Trainer *t, int step) {
     const zl_config *c = &t->rt.cfg;
     zl_comm_step_begin();
-    zl_stream_wait_event(t->comm, t->adam_done); /* the shards hold last step's update */
+    if (t->update_pending) optimizer_step(t);
     for (int v = 0; v < t->n_slots; v++) gather_for_visit(t, v);
     float scale = zl_numerics_step_begin(&t->num, step); /* this step's loss scale */
     for (int j = 0; j < c->accum; j++) micro_batch(t, step, j, scale);
-    float loss;
-    if (check_gradients(t, step, &loss) == ZL_STEP_APPLY) optimizer_step(t); /* else: skipped, or diverged */
+    float loss; /* apply if the gradient is finite; else: skipped, or diverged */
+    t->update_pending = check_gradients(t, step, &loss) == ZL_STEP_APPLY;
     if (t->off) zl_offload_sync(t->off); /* every copy done: the next step reuses the staging */
     zl_stream_sync(t->comm);
     zl_stream_sync(t->compute);
     zl_comm_step_end(step > 1 || c->steps == 1); /* step 1 is warm-up for timing */
     return loss;
+}
+
+/* After the last step, or before a checkpoint: apply the pending update now, and wait. */
+static void finish_update(Trainer *t) {
+    if (!t->update_pending) return;
+    optimizer_step(t);
+    t->update_pending = 0;
+    zl_stream_sync(t->optim);
+    zl_comm_end_extra();
 }
 
 /* The full parameters exist nowhere: gather each unit once more (reported apart from
@@ -286,7 +292,6 @@ static uint64_t param_hash(Trainer *t) {
     zl_param_digest d;
     zl_digest_begin(&d, &t->rt);
     zl_comm_step_begin();
-    zl_stream_wait_event(t->comm, t->adam_done);
     for (int u = 0; u < t->n_units; u++) {
         zl_allgather(my_params(t, u), t->gather[0], t->part.slice_len[u], t->half, ZL_P_GATHER_FINAL, u, t->comm);
         zl_stream_sync(t->comm);
@@ -308,6 +313,8 @@ static void resume(Trainer *t) {
     if (t->rt.cfg.resume_dir[0]) zl_numerics_resume(&t->num, t->start.adam_step, &t->start.scaler);
 }
 static void save_checkpoint(Trainer *t, int step) {
+    if (!zl_ckpt_due(t->ckpt, step)) return;
+    finish_update(t); /* the checkpoint holds the state after this step's update */
     zl_ckpt_save_if_due(t->ckpt, owned(t), step, t->num.adam_step, &t->num.scaler, t->compute);
 }
 
@@ -324,15 +331,15 @@ int main(int argc, char **argv) {
 
     t.compute = zl_stream_create();
     t.comm = zl_stream_create();
+    t.optim = zl_stream_create();
     t.n_slots = 1 + c->prefetch;
-    t.gather = calloc((size_t)t.n_slots, sizeof(zl_half *));
-    if (!t.gather) zl_fatal("out of host memory");
+    t.gather = zl_host_calloc((size_t)t.n_slots, sizeof(zl_half *));
     t.grads_ready = zl_events_create(t.n_units);
     t.grads_synced = zl_events_create(t.n_units);
     t.gathered = zl_events_create(t.n_slots);
     t.slot_free = zl_events_create(t.n_slots);
-    for (int b = 0; b < 2; b++) t.bucket_free[b] = zl_event_create();
-    t.adam_done = zl_event_create();
+    t.bucket_free = zl_events_create(2);
+    t.slice_updated = zl_events_create(t.n_units);
     t.loss_ready = zl_event_create();
     int grad_syncs = c->accum * t.n_units, param_gathers = n_visits(&t), control_syncs = c->accum + 1;
     int copies = c->offload ? 2 * t.n_units : 0; /* --offload: each unit's grads d2h, params h2d */
@@ -351,8 +358,7 @@ int main(int argc, char **argv) {
     zl_numerics_init(&t.num, &t.rt);
     resume(&t); /* --resume DIR: the checkpoint's state replaces it (written by any stage, at any N) */
 
-    float *losses = malloc((size_t)c->steps * sizeof(float));
-    if (!losses) zl_fatal("out of host memory");
+    float *losses = zl_host_calloc((size_t)c->steps, sizeof(float));
     double timed_ms = 0;
     zl_mem_freeze(); /* from here to the end of training, no allocation */
     for (int step = 1; step <= c->steps && !t.num.diverged; step++) { /* every rank stops at the same step */
@@ -364,6 +370,7 @@ int main(int argc, char **argv) {
                        t.num.n_skipped && t.num.skipped[t.num.n_skipped - 1] == step, ms);
         save_checkpoint(&t, step); /* --save DIR: after every --save-every steps and the last */
     }
+    finish_update(&t);
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
 
@@ -381,18 +388,11 @@ int main(int argc, char **argv) {
     free(losses);
     zl_numerics_free(&t.num);
     zl_model_free(t.model);
-    zl_mem_free_all();
-    zl_comm_finalize();
-    zl_events_destroy(t.grads_ready, t.n_units);
-    zl_events_destroy(t.grads_synced, t.n_units);
-    zl_events_destroy(t.gathered, t.n_slots);
-    zl_events_destroy(t.slot_free, t.n_slots);
     free(t.gather);
-    for (int b = 0; b < 2; b++) zl_event_destroy(t.bucket_free[b]);
-    zl_event_destroy(t.adam_done);
     zl_event_destroy(t.loss_ready);
     zl_stream_destroy(t.compute);
     zl_stream_destroy(t.comm);
+    zl_stream_destroy(t.optim);
     zl_ckpt_free(t.ckpt);
     zl_offload_free(t.off);
     zl_partition_free(&t.part);

@@ -827,11 +827,17 @@ static void save(zl_ckpt *ck, zl_ckpt_owned o, zl_ckpt_progress at, zl_stream s)
     report_io(rt, "saved", rt->cfg.save_dir, at.step, zl_wall_seconds() - t0, stat(path, &st) ? 0 : (double)st.st_size);
 }
 
+int zl_ckpt_due(const zl_ckpt *ck, int step) {
+    const zl_config *c = &ck->rt->cfg;
+    int global = ck->start.step + step;
+    return c->save_dir[0] && (step == c->steps || (c->save_every && global % c->save_every == 0));
+}
+
 void zl_ckpt_save_if_due(zl_ckpt *ck, zl_ckpt_owned o, int step, int adam_step, const zl_loss_scaler *scaler,
                          zl_stream s) {
     const zl_config *c = &ck->rt->cfg;
     int global = ck->start.step + step;
-    if (!c->save_dir[0] || (step != c->steps && !(c->save_every && global % c->save_every == 0))) return;
+    if (!zl_ckpt_due(ck, step)) return;
     zl_ckpt_progress at = ck->start;
     at.step = global;
     at.adam_step = adam_step;

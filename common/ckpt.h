@@ -77,6 +77,9 @@ void zl_ckpt_free(zl_ckpt *ck);
 /* --resume DIR: overwrite `o` with the checkpoint's state (already checked by zl_preflight)
  * and return where it stands; without --resume, return zeros and touch nothing. */
 zl_ckpt_progress zl_ckpt_resume(zl_ckpt *ck, zl_ckpt_owned o, zl_stream s);
+/* Is a save due after step `step` of this run (1-based)? (--save DIR: every --save-every
+ * steps of training, and after the last step.) */
+int zl_ckpt_due(const zl_ckpt *ck, int step);
 /* After step `step` of this run (1-based): save to --save DIR if it is due (every
  * --save-every steps of training, and after the last step), with Adam's step count (a
  * skipped step does not count) and the loss scaler's state. */

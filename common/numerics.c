@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "report.h"
+#include "trace.h"
 #include "util.h"
 #include "../kernels/kernels.h"
 
@@ -16,6 +17,7 @@ void zl_numerics_init(zl_numerics *n, const zl_runtime *rt) {
     n->cfg = c;
     n->world = rt->world, n->rank = rt->rank;
     n->clip = c->clip_grad_norm;
+    n->hp = (zl_adam_hparams){c->lr, c->beta1, c->beta2, c->eps, c->weight_decay};
     /* TEST ONLY: lets the tests show that without the agreement the ranks drift apart. */
     const char *off = getenv("ZL_TEST_NO_OVERFLOW_CONSENSUS");
     n->consensus = !(off && !strcmp(off, "1"));
@@ -25,6 +27,13 @@ void zl_numerics_init(zl_numerics *n, const zl_runtime *rt) {
     n->norms = calloc((size_t)c->steps, sizeof(float));
     n->skipped = calloc((size_t)c->steps, sizeof(int));
     if (!n->scales || !n->norms || !n->skipped) zl_fatal("out of host memory");
+}
+
+void zl_numerics_adam(const zl_numerics *n, int unit, float *master, float *m, float *v, zl_half *params,
+                      const zl_half *grads, size_t len, zl_stream s) {
+    zl_trace_begin(ZL_PHASE_OPTIMIZER, unit, s);
+    zl_adam_update(master, m, v, params, grads, len, n->grad_mult, n->adam_step, n->hp, s);
+    zl_trace_end(ZL_PHASE_OPTIMIZER, unit, s);
 }
 
 void zl_numerics_free(zl_numerics *n) {

@@ -18,6 +18,7 @@
 
 #include "runtime.h"
 #include "scaler.h"
+#include "../kernels/kernels.h" /* zl_adam_hparams, zl_half, streams */
 
 typedef struct {
     zl_loss_scaler scaler;
@@ -25,6 +26,7 @@ typedef struct {
     int world, rank;
     int adam_step;    /* Adam's t: steps applied so far (a skipped step does not count) */
     float grad_mult;  /* for this step's optimizer: clip/(norm) · 1/(scale·N), or 1/(scale·N) */
+    zl_adam_hparams hp; /* --lr, --beta1, --beta2, --eps, --weight-decay */
     float step_scale; /* the scale this step's backward ran with */
     int consensus;    /* 1; 0 only under the test-only ZL_TEST_NO_OVERFLOW_CONSENSUS=1 */
     int diverged;     /* the last verdict was ZL_STEP_DIVERGED: training stops */
@@ -40,6 +42,11 @@ typedef struct {
 /* Host bookkeeping for `steps` steps (before step 1). */
 void zl_numerics_init(zl_numerics *n, const zl_runtime *rt);
 void zl_numerics_free(zl_numerics *n);
+
+/* Adam over n elements of one unit's (slice of) model states on stream s, with the step's
+ * grad_mult and Adam's step count: a span on the timeline's optimizer phase. */
+void zl_numerics_adam(const zl_numerics *n, int unit, float *master, float *m, float *v, zl_half *params,
+                      const zl_half *grads, size_t len, zl_stream s);
 
 /* --resume: continue from a checkpoint's Adam step count and loss-scaler state. */
 void zl_numerics_resume(zl_numerics *n, int adam_step, const zl_loss_scaler *scaler);

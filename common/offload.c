@@ -33,8 +33,7 @@ zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ra
 
 void zl_offload_free(zl_offload *o) {
     if (!o) return;
-    zl_events_destroy(o->grads_landed, o->part->n_units);
-    zl_events_destroy(o->params_landed, o->part->n_units);
+    /* grads_landed, params_landed: with every event array, by zl_events_destroy_all */
     zl_stream_destroy(o->copy);
     zl_stream_destroy(o->host_clock);
     free(o);

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"   /* zl_mem_free_all */
+#include "comm.h"    /* zl_comm_finalize */
+#include "events.h"  /* zl_events_destroy_all */
 #include "outputs.h"
 #include "../kernels/kernels.h" /* zl_kernels_set_dtype */
 #include "trace.h"
@@ -84,6 +87,9 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
 int zl_runtime_finish(zl_runtime *rt, int status) {
     (void)rt;
     zl_progress_mark("shut-down");
+    zl_mem_free_all();       /* what the common modules still hold: buffers, */
+    zl_comm_finalize();      /* the collectives' log, */
+    zl_events_destroy_all(); /* the stage's event arrays */
     zl_trace_finalize(); /* its events, before the device goes */
     zl_backend_finalize();
     zl_watchdog_stop();

@@ -57,3 +57,9 @@ double zl_wall_seconds(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+void *zl_host_calloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) zl_fatal("out of host memory (%zu x %zu bytes)", n, size);
+    return p;
+}

@@ -12,6 +12,8 @@
 /* Print "zerolab: file:line: <formatted message>" and abort every rank. */
 void zl_fatal_at(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
 #define zl_fatal(...) zl_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+/* calloc, or zl_fatal ("out of host memory") */
+void *zl_host_calloc(size_t n, size_t size);
 
 /* The watchdog is ending the job (exit 5): a failure the main thread meets from now on is
  * a consequence (an aborted communicator), not the cause, so zl_fatal waits quietly for

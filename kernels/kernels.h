@@ -60,7 +60,8 @@ void zl_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, co
 typedef enum { ZL_GRADS_WRITE = 0, ZL_GRADS_ADD = 1 } zl_grads_mode;
 
 /* Backward of one block, given dy (rows×D). Stores dW1, db1, dW2, db2 as `mode` says, and
- * writes dx = dy + (dh)·W1ᵀ. dh (rows×4D) is scratch. dx must not alias dy; dx = NULL skips
+ * writes dx = dy + (dh)·W1ᵀ. dh (rows×4D) is scratch; it may alias a, which is read (for
+ * dW2) before dh is first written. dx must not alias dy; dx = NULL skips
  * that GEMM (block 0: nobody needs the gradient of the input). */
 void zl_block_backward(const zl_half *x, const zl_half *h, const zl_half *a, const zl_half *W1,
                        const zl_half *W2, const zl_half *dy, zl_half *dh, zl_half *dW1, zl_half *db1,

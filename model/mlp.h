@@ -34,17 +34,18 @@ static inline size_t zl_mlp_off_W2(size_t dim) { return 4 * dim * dim + 4 * dim;
 static inline size_t zl_mlp_off_b2(size_t dim) { return 8 * dim * dim + 4 * dim; }
 
 /* Activations, fp16: every block's input x and the output ((L+1)·B·D), h (B·4D) of every
- * block (default) or of one block (checkpoint), and one block's a (B·4D):
+ * block (default) or of one block (checkpoint), and one block's a (B·4D), whose buffer
+ * backward reuses for dh once dW2 has read a:
  *     default     2·B·D·[(L+1) + 4L + 4]
  *     checkpoint  2·B·D·[(L+1) + 4 + 4]                                                  */
 static inline size_t zl_mlp_activation_bytes(size_t layers, size_t dim, size_t rows, int checkpoint) {
     size_t BD = rows * dim, h_blocks = checkpoint ? 1 : layers;
     return 2 * BD * ((layers + 1) + 4 * h_blocks + 4);
 }
-/* Scratch: targets (B·D), two activation gradients (2·B·D), dh (4·B·D), all fp16, plus one
- * fp32 loss per micro-batch: 2·7·B·D + 4·K. */
+/* Scratch: targets (B·D) and two activation gradients (2·B·D), all fp16, plus one fp32
+ * loss per micro-batch: 2·3·B·D + 4·K. (dh lives in a's buffer.) */
 static inline size_t zl_mlp_scratch_bytes(size_t dim, size_t rows, size_t micro_batches) {
-    return 2 * 7 * rows * dim + 4 * micro_batches;
+    return 2 * 3 * rows * dim + 4 * micro_batches;
 }
 
 /* The power-of-two init scales: 2^-k with k = round(log2(sqrt(fan_in))). */
@@ -55,13 +56,14 @@ int zl_mlp_init_scale_log2_W2(int dim);
 typedef struct {
     int L, D, B, K;
     int checkpoint;     /* 1: h of one block only, recomputed in backward */
+    int keep_a; /* DIAGNOSTIC: ZL_MLP_KEEP_GELU */
     zl_half *x;         /* (L+1)·B·D: block u's input at u·B·D; block L-1's output last */
     zl_half *h;         /* L·B·4D (block u at u·B·4D), or B·4D when checkpointing: pre-activations */
     zl_half *a;         /* B·4D: gelu(h) of the block being computed */
     zl_half *target;    /* B·D */
     zl_half *dx[2];     /* B·D each: activation gradients, taking turns */
     int dy;             /* dx[dy] holds dL/d(output) of the next block backward runs */
-    zl_half *dh;        /* B·4D */
+    zl_half *dh;        /* B·4D: a's buffer (backward writes dh after its last read of a) */
     float *loss;        /* K: one per micro-batch of the step (device) */
     float *loss_host;   /* K: their copy on the host */
     void *workspace;    /* zl_kernels_workspace_bytes(B, D) */

@@ -123,21 +123,22 @@ static void check_model_buffers(zl_model_shape s, size_t activations, size_t scr
 Test(model, buffers_allocated_equal_the_byte_formulas) {
     /* The model allocates its buffers one by one; the formulas are closed forms. Hand-computed
      * for L = 2, D = 3, B = 5 (B·D = 15): activations x 3·15 + h 2·60 + one block's a 60 fp16
-     * = 2·225 = 450; scratch 2·7·15 + 4 = 214. */
-    check_model_buffers(mlp(2, 3, 5), 450, 214);
+     * = 2·225 = 450 (backward's dh lives in a's buffer); scratch targets and two activation
+     * gradients 2·3·15 + one loss 4 = 94. */
+    check_model_buffers(mlp(2, 3, 5), 450, 94);
 }
 
 Test(model, checkpointing_keeps_one_block_of_h) {
     /* x 3·15 + one block's h 60 + one block's a 60 = 165 fp16 = 330 bytes */
     zl_model_shape s = mlp(2, 3, 5);
     s.checkpoint = 1;
-    check_model_buffers(s, 330, 214);
+    check_model_buffers(s, 330, 94);
 }
 
 Test(model, one_loss_per_micro_batch) {
     zl_model_shape s = mlp(2, 3, 5);
-    s.micro_batches = 3; /* 2·7·15 + 3·4 */
-    check_model_buffers(s, 450, 222);
+    s.micro_batches = 3; /* 2·3·15 + 3·4 */
+    check_model_buffers(s, 450, 102);
 }
 
 Test(model, mlp_uses_each_unit_once_in_order) {
@@ -203,12 +204,12 @@ Test(formulas, exact_memory_hand_computed) {
     cr_assert_eq(f.bytes[ZL_MEM_GRADS_FP16], 352);
     cr_assert_eq(f.bytes[ZL_MEM_MASTER_FP32], 704);
     cr_assert_eq(f.model_states, 352 * 2 + 704 * 3);
-    /* activations: 2·B·D·[(L+1) + 4L + 4] = 2·15·15 = 450; scratch 14·15 + 4 = 214, plus the
-     * two fp64 gradient statistics = 230 */
+    /* activations: 2·B·D·[(L+1) + 4L + 4] = 2·15·15 = 450; scratch 6·15 + 4 = 94, plus the
+     * two fp64 gradient statistics = 110 */
     cr_assert_eq(f.bytes[ZL_MEM_ACTIVATIONS], 450);
-    cr_assert_eq(f.bytes[ZL_MEM_SCRATCH], 230);
+    cr_assert_eq(f.bytes[ZL_MEM_SCRATCH], 110);
     cr_assert_eq(f.bytes[ZL_MEM_GRAD_BUCKET], 0);
-    cr_assert_eq(f.peak_total, f.model_states + 450 + 230 + 100);
+    cr_assert_eq(f.peak_total, f.model_states + 450 + 110 + 100);
 
     c.stage = 1;
     zl_formula_memory(&p, &c, &f);
@@ -472,9 +473,9 @@ Test(args, hash_differs_when_a_value_differs) {
 
 /* lab-1b (L = 8, D = 4096, B = 8192) as ZeRO-2 on two GPUs: model states 9Ψ = 9.67 GB
  * (Ψ = 1,073,905,664), activations 2·45·B·D = 3.02 GB, buffers 2 buckets of 2·n_pad plus
- * scratch 2·7·B·D + 4 = 1.0 GB: 13.7 GB in all. ZeRO-3 needs
- * 13.2 GB (8Ψ = 8.59, activations 3.02, two gather buffers and two buckets of 2·n_pad = 1.07,
- * scratch 0.47). With 13.5 GB free, stage 2 does not fit and stage 3 does. */
+ * scratch 2·3·B·D + 20 = 0.74 GB: 13.4 GB in all. ZeRO-3 needs
+ * 12.9 GB (8Ψ = 8.59, activations 3.02, two gather buffers and two buckets of 2·n_pad = 1.07,
+ * scratch 0.20). With 13.2 GB free, stage 2 does not fit and stage 3 does. */
 Test(preflight, verdict_names_needs_and_what_would_fit) {
     zl_model_shape shape = {.kind = ZL_MODEL_MLP, .layers = 8, .dim = 4096, .rows = 8192};
     zl_partition p;
@@ -483,14 +484,14 @@ Test(preflight, verdict_names_needs_and_what_would_fit) {
     char msg[1024];
     cr_expect_eq(zl_preflight_verdict(&p, &fc, 1, 2, (size_t)20e9, 0, msg, sizeof msg), 0, "%s", msg);
     cr_expect_str_eq(msg, "");
-    cr_assert_eq(zl_preflight_verdict(&p, &fc, 1, 2, (size_t)13.5e9, 0, msg, sizeof msg), 1);
-    const char *want[] = {"stage2 needs 13.7 GB per GPU", "model states 9.7", "activations 3.0", "buffers 1.0",
-                          "13.5 GB free", "stage3 needs 13.2 GB", "stage2 at N >= 3"};
+    cr_assert_eq(zl_preflight_verdict(&p, &fc, 1, 2, (size_t)13.2e9, 0, msg, sizeof msg), 1);
+    const char *want[] = {"stage2 needs 13.4 GB per GPU", "model states 9.7", "activations 3.0", "buffers 0.7",
+                          "13.2 GB free", "stage3 needs 12.9 GB", "stage2 at N >= 3"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_expect(strstr(msg, want[i]), "'%s' lacks '%s'", msg, want[i]);
     /* Host memory: the CPU backend's buffers live there, shared by the node's ranks. */
     cr_assert_eq(zl_preflight_verdict(&p, &fc, 0, 2, 0, (size_t)20e9, msg, sizeof msg), 1);
-    cr_expect(strstr(msg, "x 2 rank(s) on this node = 27.9"), "%s", msg);
+    cr_expect(strstr(msg, "x 2 rank(s) on this node = 27.4"), "%s", msg);
     cr_expect_eq(zl_preflight_verdict(&p, &fc, 0, 1, 0, (size_t)20e9, msg, sizeof msg), 0, "%s", msg);
     zl_partition_free(&p);
 }

@@ -89,12 +89,12 @@ static void check_memory_and_traffic_with(int stage, int N, int L, int D, int B,
                            wm, wf);
         cr_expect_float_eq(wf, wire_factor(stage, K, extra) * (N - 1) / N * 2 * psi_pad, 1e-6);
         /* Activations and scratch counted here: x of every block and the output, h of every
-         * block (one when checkpointing), one block's a; targets, 2 activation grads, dh, K losses,
+         * block (one when checkpointing), one block's a (also backward's dh); targets, 2 activation grads, K losses,
          * and the gradient statistics (2 fp64). Control: K fp32 losses, and from ZeRO-1 on the
          * 16-byte statistics all-reduce. */
         double BD = (double)B * D;
         cr_expect_eq(zl_num(rk, "memory.formula.activations"), 2 * BD * ((L + 1) + 4 * (ckpt ? 1 : L) + 4));
-        cr_expect_eq(zl_num(rk, "memory.formula.scratch"), 2 * 7 * BD + 4 * K + 16);
+        cr_expect_eq(zl_num(rk, "memory.formula.scratch"), 2 * 3 * BD + 4 * K + 16);
         cr_expect_float_eq(zl_num(rk, "comm.formula.by_purpose.control"),
                            2.0 * (N - 1) / N * (4 * K + (stage >= 1 ? 16 : 0)), 1e-9);
         static const char *const purposes[] = {"grad_sync", "param_gather_fwd", "param_gather_bwd",

@@ -1011,6 +1011,32 @@ Test(block, null_dx_gives_same_weight_gradients) {
     block16_free(&b2);
 }
 
+/* The MLP hands backward a's buffer as dh (mlp.c): a must be read before dh is written. */
+Test(block, dh_may_alias_a) {
+    const int R = 7, D = 12;
+    block16 b1, b2;
+    block16_init(&b1, R, D, 402);
+    block16_init(&b2, R, D, 402);
+    size_t bytes = zl_cpu_workspace_bytes(R, D);
+    void *ws = malloc(bytes);
+    cr_assert(ws);
+    zl_cpu_set_workspace(ws, bytes);
+    block16_forward(&b1);
+    block16_backward(&b1);
+    block16_forward(&b2);
+    zl_cpu_block_backward(b2.x, b2.h, b2.a, b2.W1, b2.W2, b2.dy, b2.a, b2.dW1, b2.db1, b2.dW2, b2.db2, b2.dx,
+                          ZL_GRADS_WRITE, R, D);
+    cr_assert(halves_equal(b1.dW1, b2.dW1, (size_t)D * 4 * D));
+    cr_assert(halves_equal(b1.dW2, b2.dW2, (size_t)D * 4 * D));
+    cr_assert(halves_equal(b1.db1, b2.db1, (size_t)4 * D));
+    cr_assert(halves_equal(b1.db2, b2.db2, (size_t)D));
+    cr_assert(halves_equal(b1.dx, b2.dx, (size_t)R * D));
+    cr_assert(halves_equal(b1.dh, b2.a, (size_t)R * 4 * D)); /* a's buffer now holds dh */
+    free(ws);
+    block16_free(&b1);
+    block16_free(&b2);
+}
+
 /* ==== gradient accumulation and recompute (--accum, the activation policies) ======================== */
 
 static void *set_workspace(int R, int D) {

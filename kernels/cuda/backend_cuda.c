@@ -109,7 +109,10 @@ void zl_backend_init(int rank, int world, int local_rank, int local_size, const 
     if (rank == 0) ncclCheck(ncclGetUniqueId(&id));
     if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
         zl_cuda_fatal(__FILE__, __LINE__, "MPI_Bcast(ncclUniqueId)", "MPI error");
-    ncclCheckComm(ncclCommInitRank(&g_comm, world, id, rank));
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    const char *pol = getenv("ZL_NCCL_CTA_POLICY"); /* DIAGNOSTIC (temporary) */
+    if (pol) cfg.CTAPolicy = atoi(pol);
+    ncclCheckComm(ncclCommInitRankConfig(&g_comm, world, id, rank, &cfg));
 }
 
 void zl_backend_finalize(void) {
