@@ -51,8 +51,7 @@ void zl_mlp_create(zl_mlp *m, int layers, int dim, int rows, int micro_batches, 
     m->x = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * (L + 1) * BD, "block inputs x");
     m->h = checkpoint ? zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * 4 * BD, "pre-activations h (one block, recomputed)")
                       : zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * L * 4 * BD, "pre-activations h");
-    m->keep_a = getenv("ZL_MLP_KEEP_GELU") && !checkpoint; /* DIAGNOSTIC A/B (temporary) */
-    m->a = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * 4 * BD * (m->keep_a ? L : 1), "activations a = gelu(h) (one block, recomputed)");
+    m->a = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * 4 * BD, "activations a = gelu(h) (one block, recomputed)");
     m->target = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "targets");
     m->dx[0] = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "activation grad 0");
     m->dx[1] = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "activation grad 1");
@@ -77,7 +76,6 @@ void zl_mlp_free(zl_mlp *m) {
 static zl_half *x_of(zl_mlp *m, int u) { return m->x + (size_t)u * m->B * m->D; }
 /* Block u's h: its own place, or the one-block buffer when checkpointing. */
 static zl_half *h_of(zl_mlp *m, int u) { return m->h + (m->checkpoint ? 0 : (size_t)u * m->B * 4 * m->D); }
-static zl_half *a_of(zl_mlp *m, int u) { return m->a + (m->keep_a ? (size_t)u * m->B * 4 * m->D : 0); }
 
 void zl_mlp_load_batch(zl_mlp *m, uint64_t seed, uint64_t row0, zl_stream s) {
     zl_data_generate(x_of(m, 0), m->target, seed, row0, m->B, m->D, s);
@@ -88,7 +86,7 @@ void zl_mlp_load_batch(zl_mlp *m, uint64_t seed, uint64_t row0, zl_stream s) {
 static void block_forward(zl_mlp *m, int u, const zl_half *p, zl_half *y, zl_stream s) {
     size_t D = (size_t)m->D;
     zl_block_forward(x_of(m, u), p + zl_mlp_off_W1(D), p + zl_mlp_off_b1(D), p + zl_mlp_off_W2(D),
-                     p + zl_mlp_off_b2(D), h_of(m, u), a_of(m, u), y, m->B, m->D, s);
+                     p + zl_mlp_off_b2(D), h_of(m, u), m->a, y, m->B, m->D, s);
 }
 
 void zl_mlp_forward(zl_mlp *m, int u, const zl_half *p, zl_stream s) { block_forward(m, u, p, x_of(m, u + 1), s); }
@@ -116,10 +114,9 @@ float zl_mlp_loss_sum(zl_mlp *m, zl_stream s) {
 void zl_mlp_backward(zl_mlp *m, int u, const zl_half *p, zl_half *g, zl_grads_mode mode, zl_stream s) {
     size_t D = (size_t)m->D;
     if (m->checkpoint) block_forward(m, u, p, NULL, s);
-    if (!m->keep_a) zl_gelu_stored(h_of(m, u), m->a, (size_t)m->B * 4 * D, s);
+    zl_gelu_stored(h_of(m, u), m->a, (size_t)m->B * 4 * D, s);
     zl_half *dx = u > 0 ? m->dx[m->dy ^ 1] : NULL; /* block 0: the input needs no gradient */
-    zl_half *dh = m->keep_a ? a_of(m, u) : m->dh; /* DIAGNOSTIC keep_a: block u's own a */
-    zl_block_backward(x_of(m, u), h_of(m, u), a_of(m, u), p + zl_mlp_off_W1(D), p + zl_mlp_off_W2(D), m->dx[m->dy], dh,
+    zl_block_backward(x_of(m, u), h_of(m, u), m->a, p + zl_mlp_off_W1(D), p + zl_mlp_off_W2(D), m->dx[m->dy], m->dh,
                       g + zl_mlp_off_W1(D), g + zl_mlp_off_b1(D), g + zl_mlp_off_W2(D), g + zl_mlp_off_b2(D), dx, mode,
                       m->B, m->D, s);
     m->dy ^= 1;

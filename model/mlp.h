@@ -56,7 +56,6 @@ int zl_mlp_init_scale_log2_W2(int dim);
 typedef struct {
     int L, D, B, K;
     int checkpoint;     /* 1: h of one block only, recomputed in backward */
-    int keep_a; /* DIAGNOSTIC: ZL_MLP_KEEP_GELU */
     zl_half *x;         /* (L+1)·B·D: block u's input at u·B·D; block L-1's output last */
     zl_half *h;         /* L·B·4D (block u at u·B·4D), or B·4D when checkpointing: pre-activations */
     zl_half *a;         /* B·4D: gelu(h) of the block being computed */

@@ -5,6 +5,8 @@
 # (D = 4096, L = 8, 8192 rows per rank), runs alternating so that drift shows as a spread.
 # Every "after" run also runs --check. One line per run: ms/step, TFLOP/s, compute busy,
 # exposed communication (from --trace), device memory used at the end, param_hash.
+# The keepgelu runs (a kept for every block) need commit 6fc187a: its ZL_MLP_KEEP_GELU diagnostic
+# was removed after the measurement (it breaks measured == formula); later commits run the lean policy.
 set -u
 out=${1:?usage: gpu-ab.sh OUTDIR BASE}
 base=${2:?usage: gpu-ab.sh OUTDIR BASE}

@@ -6,6 +6,8 @@
 # (ZL_MLP_KEEP_GELU), each with a timeline (--trace) so the compute lane's busy time shows
 # where the milliseconds go. Default runs open and close each group (drift check).
 # Each run writes OUTDIR/<name>.json, .txt and a trace; one line per run on stdout.
+# The keepgelu runs (a kept for every block) need commit 6fc187a: its ZL_MLP_KEEP_GELU diagnostic
+# was removed after the measurement (it breaks measured == formula); later commits run the lean policy.
 set -u
 out=${1:?usage: gpu-levers.sh OUTDIR}
 nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||

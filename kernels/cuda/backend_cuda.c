@@ -110,7 +110,10 @@ void zl_backend_init(int rank, int world, int local_rank, int local_size, const 
     if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
         zl_cuda_fatal(__FILE__, __LINE__, "MPI_Bcast(ncclUniqueId)", "MPI error");
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    const char *pol = getenv("ZL_NCCL_CTA_POLICY"); /* DIAGNOSTIC (temporary) */
+    /* ZL_NCCL_CTA_POLICY=1 asks NCCL for its "efficiency" CTA policy (fewer SMs for its
+     * kernels, more for the GEMMs they overlap): measured within noise on lab-1b
+     * (docs/performance.md), so not the default; kept for the lever's re-measurement. */
+    const char *pol = getenv("ZL_NCCL_CTA_POLICY");
     if (pol) cfg.CTAPolicy = atoi(pol);
     ncclCheckComm(ncclCommInitRankConfig(&g_comm, world, id, rank, &cfg));
 }
