@@ -3,6 +3,7 @@
 #   make demo       install deps if missing, run the demo (GPUs if nvidia-smi lists any, else 4 CPU ranks)
 #   make test       install deps if missing, unit tests (plain and ASan+UBSan) + integration tests (CPU)
 #   make test-gpu   GPU kernel comparison + integration tests against build/cuda (on a GPU machine)
+#   build/cuda/bench_attention   attention: strided-batched cuBLASLt vs a fused kernel (docs/performance.md)
 #   make clean
 # MPI comes from the mpicc wrapper (MPICC=... to override), so MPICH and Open MPI both work.
 
@@ -56,7 +57,7 @@ CUDA_LIBS = -Wl,-rpath,'$$ORIGIN/lib' -L$(CUDA_HOME)/lib64 $(if $(NCCL_LIB_DIR),
 comma := ,
 
 CPU_BINS  := $(addprefix build/cpu/,$(STAGES))
-CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/test_kernels_gpu)
+CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/test_kernels_gpu build/cuda/bench_attention)
 
 .SECONDARY:
 .PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-scripts test-words test-gpu deps deps-run clean
@@ -94,15 +95,25 @@ build/cuda/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -I$(CUDA_HOME)/include $(if $(NCCL_INC_DIR),-I$(NCCL_INC_DIR)) -c $< -o $@
 
+NVCC_FLAGS = -std=c++17 -O3 -lineinfo $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -I. -Ikernels $(MPI_INC) \
+             $(if $(NCCL_INC_DIR),-I$(NCCL_INC_DIR))
 build/cuda/obj/kernels/cuda/%.o: kernels/cuda/%.cu $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O3 -lineinfo $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -I. -Ikernels $(MPI_INC) \
-		$(if $(NCCL_INC_DIR),-I$(NCCL_INC_DIR)) -c $< -o $@
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
 build/cuda/%: build/cuda/obj/%.o $(CUDA_OBJ) build/cuda/lib/.cjson
 	$(MPICC) $(CFLAGS) $(filter-out %/.cjson,$^) $(CUDA_LIBS) -o $@
 
 build/cuda/test_kernels_gpu: build/cuda/obj/tests/gpu/test_kernels_gpu.o $(CUDA_OBJ) build/cuda/lib/.cjson
+	$(MPICC) $(CFLAGS) $(filter-out %/.cjson,$^) $(CUDA_LIBS) -o $@
+
+# bench_attention: zerolab's strided-batched cuBLASLt attention vs a fused kernel (bench/attention.cu,
+# docs/performance.md). One GPU, run without mpiexec.
+build/cuda/obj/bench/%.o: bench/%.cu $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+
+build/cuda/bench_attention: build/cuda/obj/bench/attention.o $(CUDA_OBJ) build/cuda/lib/.cjson
 	$(MPICC) $(CFLAGS) $(filter-out %/.cjson,$^) $(CUDA_LIBS) -o $@
 
 # The cJSON shared library the CUDA programs load, copied (links resolved) next to them.
