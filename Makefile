@@ -57,7 +57,8 @@ CUDA_LIBS = -Wl,-rpath,'$$ORIGIN/lib' -L$(CUDA_HOME)/lib64 $(if $(NCCL_LIB_DIR),
 comma := ,
 
 CPU_BINS  := $(addprefix build/cpu/,$(STAGES))
-CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/test_kernels_gpu build/cuda/bench_attention)
+CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/test_kernels_gpu \
+                                 build/cuda/bench_attention build/cuda/bench_pinned_copy)
 
 .SECONDARY:
 .PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-scripts test-words test-gpu deps deps-run clean
@@ -115,6 +116,11 @@ build/cuda/obj/bench/%.o: bench/%.cu $(HEADERS)
 
 build/cuda/bench_attention: build/cuda/obj/bench/attention.o $(CUDA_OBJ) build/cuda/lib/.cjson
 	$(MPICC) $(CFLAGS) $(filter-out %/.cjson,$^) $(CUDA_LIBS) -o $@
+
+# bench_pinned_copy: pinned host <-> device copy bandwidth, each GPU alone and all at once
+# (under mpirun, one rank per GPU; bench/pinned_copy.c). The CUDA runtime and MPI only.
+build/cuda/bench_pinned_copy: build/cuda/obj/bench/pinned_copy.o build/cuda/obj/kernels/gpu_select.o
+	$(MPICC) $(CFLAGS) $^ -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -o $@
 
 # The cJSON shared library the CUDA programs load, copied (links resolved) next to them.
 build/cuda/lib/.cjson:

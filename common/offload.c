@@ -25,10 +25,13 @@ zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ra
     o->host_clock = zl_stream_create();
     o->grads_landed = zl_events_create(p->n_units);
     o->params_landed = zl_events_create(p->n_units);
-    int cores = omp_get_num_procs(); /* ranks on one node share its cores */
-    o->threads = cores / (local_ranks > 0 ? local_ranks : 1);
-    if (o->threads < 1) o->threads = 1;
+    o->threads = zl_offload_threads(local_ranks);
     return o;
+}
+
+int zl_offload_threads(int local_ranks) {
+    int threads = omp_get_num_procs() / (local_ranks > 0 ? local_ranks : 1); /* ranks on one node share its cores */
+    return threads > 0 ? threads : 1;
 }
 
 void zl_offload_free(zl_offload *o) {

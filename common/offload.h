@@ -22,7 +22,7 @@
  * 4Ψ_pad/N each, offload_staging 2Ψ_pad/N. The device keeps the 16-bit params and grads.
  *
  * defines: zl_offload, zl_offload_create/free, zl_offload_master_from,
- *          zl_offload_grads_to_host, zl_offload_adam, zl_offload_sync. */
+ *          zl_offload_grads_to_host, zl_offload_adam, zl_offload_sync, zl_offload_threads. */
 #ifndef ZL_OFFLOAD_H
 #define ZL_OFFLOAD_H
 
@@ -40,6 +40,11 @@ typedef struct {
     zl_event *params_landed; /* one per unit: its new parameter slice is back on the device */
     int threads;            /* OpenMP threads for host Adam: this node's cores / its ranks */
 } zl_offload;
+
+/* OpenMP threads host Adam runs on: the cores this process may use (its affinity mask, as
+ * OpenMP sees it) / ranks on this node, at least 1. A launcher that binds each rank to one
+ * core (Open MPI's default for 2 ranks or fewer) leaves 1: run with --bind-to none. */
+int zl_offload_threads(int local_ranks);
 
 /* Allocate the host buffers (tracked, pinned), the copy stream and the events; before step 1. */
 zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ranks);

@@ -16,6 +16,7 @@
 
 #include "alloc.h"
 #include "comm.h"
+#include "offload.h"
 #include "outputs.h"
 #include "trace.h"
 #include "util.h"
@@ -41,6 +42,8 @@ typedef struct {
     double ms_per_step, steps, timed_steps;
     double skipped; /* steps this rank skipped on overflow (every rank must agree) */
     double timeline_steps, compute_busy_ms, comm_busy_ms, exposed_comm_ms, span_ms; /* per step (trace.h) */
+    double optimizer_ms, model_comm_busy_ms, copy_busy_ms, exposed_copy_ms;          /* per step (trace.h) */
+    double host_adam_bytes, host_threads; /* --offload: bytes host Adam moves per timed step; its OpenMP threads */
 } rank_summary;
 
 /* TEST ONLY: ZL_TEST_PERTURB_FORMULA=<memory category> adds one byte to that formula, so
@@ -107,7 +110,45 @@ static void summarize(const zl_report *r, rank_summary *s) {
     zl_trace_summary ts = zl_trace_get_summary();
     s->timeline_steps = ts.steps, s->compute_busy_ms = ts.compute_busy_ms, s->comm_busy_ms = ts.comm_busy_ms;
     s->exposed_comm_ms = ts.exposed_comm_ms, s->span_ms = ts.span_ms;
+    s->optimizer_ms = ts.optimizer_ms, s->model_comm_busy_ms = ts.model_comm_busy_ms;
+    s->copy_busy_ms = ts.copy_busy_ms, s->exposed_copy_ms = ts.exposed_copy_ms;
+    if (r->fc.offload) {
+        /* Host Adam moves 28 bytes an element (gradient 2 + master, m, v 4 read; master, m, v 4 +
+         * parameter 2 written) over the elements whose parameters it copies up: 14 per h2d byte. */
+        double up = 0;
+        for (int t = 0; t < ZL_NDTYPES; t++) up += s->comm[ZL_OP_H2D][ZL_P_OFFLOAD_PARAMS][t][C_TIMED_S];
+        s->host_adam_bytes = s->timed_steps > 0 ? 14.0 * up / s->timed_steps : 0;
+        s->host_threads = zl_offload_threads(r->rt->local_size);
+    }
 }
+
+/* ---- the offload model -------------------------------------------------------------- */
+
+/* With --offload a step has three parts, each measured on the timeline of the same run
+ * (per step, means over steps 2..S; docs/ARCHITECTURE.md "The offload model"):
+ *   device  the model's spans and the collectives (compute lane without the optimizer,
+ *           communication lane): the GPU's work, as without offload but for Adam;
+ *   host    host Adam's wall time (the optimizer spans: one per unit, run one after another);
+ *   copies  the d2h / h2d copies nothing else hides: |∪copy \ (∪compute ∪ ∪comm)|.
+ * Were host Adam and its copies fully overlapped with the device's work, a step would take
+ * predicted = max(device, host + copies). This implementation runs host Adam only after the
+ * verdict, which needs every unit's gradient, so the device waits for it: serial = device +
+ * host + copies is what it should take (less the little that overlaps, e.g. stage 2's
+ * all-gathers beside host Adam). The report prints both beside the measured step time. */
+typedef struct {
+    double device_ms, host_adam_ms, copies_ms, predicted_ms, serial_ms, measured_ms, host_adam_GBps, threads;
+} offload_model;
+
+static offload_model offload_model_of(const rank_summary *s) {
+    offload_model m = {s->model_comm_busy_ms, s->optimizer_ms, s->exposed_copy_ms, 0, 0, s->ms_per_step, 0,
+                       s->host_threads};
+    m.predicted_ms = fmax(m.device_ms, m.host_adam_ms + m.copies_ms);
+    m.serial_ms = m.device_ms + m.host_adam_ms + m.copies_ms;
+    m.host_adam_GBps = m.host_adam_ms > 0 ? s->host_adam_bytes / (m.host_adam_ms * 1e-3) / 1e9 : 0;
+    return m;
+}
+
+static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
 static const char *const stage_names[4] = {"DDP (stage 0)", "ZeRO-1 P_os (stage 1)", "ZeRO-2 P_os+g (stage 2)",
                                            "ZeRO-3 P_os+g+p (stage 3)"};
@@ -397,6 +438,18 @@ static void print_timeline(const rank_summary *all, int N) {
            s->timeline_steps, s->compute_busy_ms, s->comm_busy_ms, s->exposed_comm_ms, worst);
 }
 
+static void print_offload_model(const rank_summary *s) {
+    offload_model m = offload_model_of(s);
+    printf("offload model, rank 0, per step: device work %.3f ms (model spans + collectives), "
+           "host Adam %.3f ms (threads %.0f, %.2f GB/s at 28 B/element), "
+           "transfers not overlapped %.3f ms (of %.3f ms copying)\n"
+           "  -> predicted max(%.3f, %.3f + %.3f) = %.3f ms; measured %.3f ms (M/P = %.3f); serial sum %.3f ms "
+           "(M/S = %.3f: host Adam waits for the verdict)\n",
+           m.device_ms, m.host_adam_ms, m.threads, m.host_adam_GBps, m.copies_ms, s->copy_busy_ms, m.device_ms,
+           m.host_adam_ms, m.copies_ms, m.predicted_ms, m.measured_ms, ratio(m.measured_ms, m.predicted_ms),
+           m.serial_ms, ratio(m.measured_ms, m.serial_ms));
+}
+
 /* ---- JSON (cJSON: every string escaped) ------------------------------------------------ */
 
 /* Bump when a key changes meaning or goes; adding keys does not (README "JSON schema"). */
@@ -433,6 +486,29 @@ static cJSON *json_timeline(const rank_summary *s) {
     cJSON_AddNumberToObject(o, "comm_busy_ms_per_step", s->comm_busy_ms);
     cJSON_AddNumberToObject(o, "exposed_comm_ms_per_step", s->exposed_comm_ms);
     cJSON_AddNumberToObject(o, "span_ms_per_step", s->span_ms);
+    cJSON_AddNumberToObject(o, "optimizer_ms_per_step", s->optimizer_ms);
+    cJSON_AddNumberToObject(o, "model_comm_busy_ms_per_step", s->model_comm_busy_ms);
+    cJSON_AddNumberToObject(o, "copy_busy_ms_per_step", s->copy_busy_ms);
+    cJSON_AddNumberToObject(o, "exposed_copy_ms_per_step", s->exposed_copy_ms);
+    return o;
+}
+
+/* The offload model's parts and predictions (--offload only; offload_model above). */
+static cJSON *json_offload_model(const rank_summary *s) {
+    offload_model m = offload_model_of(s);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "device_ms", m.device_ms);
+    cJSON_AddNumberToObject(o, "host_adam_ms", m.host_adam_ms);
+    cJSON_AddNumberToObject(o, "transfers_not_overlapped_ms", m.copies_ms);
+    cJSON_AddNumberToObject(o, "copy_busy_ms", s->copy_busy_ms);
+    cJSON_AddNumberToObject(o, "predicted_ms", m.predicted_ms);
+    cJSON_AddNumberToObject(o, "serial_ms", m.serial_ms);
+    cJSON_AddNumberToObject(o, "measured_ms", m.measured_ms);
+    cJSON_AddNumberToObject(o, "measured_over_predicted", ratio(m.measured_ms, m.predicted_ms));
+    cJSON_AddNumberToObject(o, "measured_over_serial", ratio(m.measured_ms, m.serial_ms));
+    cJSON_AddNumberToObject(o, "host_adam_bytes_per_step", s->host_adam_bytes);
+    cJSON_AddNumberToObject(o, "host_adam_GBps", m.host_adam_GBps);
+    cJSON_AddNumberToObject(o, "host_adam_threads", m.threads);
     return o;
 }
 
@@ -508,6 +584,7 @@ static cJSON *json_rank(const zl_report *r, const rank_summary *s, const rank_id
     cJSON_AddNumberToObject(o, "ms_per_step", s->ms_per_step);
     cJSON_AddItemToObject(o, "step_ms", cJSON_CreateDoubleArray(step_ms, r->steps));
     cJSON_AddItemToObject(o, "timeline", json_timeline(s));
+    if (r->fc.offload) cJSON_AddItemToObject(o, "offload_model", json_offload_model(s));
     return o;
 }
 
@@ -586,6 +663,7 @@ static cJSON *json_report(const zl_report *r, const gathered *g, const check_res
     cJSON_AddNumberToObject(j, "ms_per_step", ms);
     cJSON_AddItemToObject(j, "step_ms", cJSON_CreateDoubleArray(g->step_ms, r->steps));
     cJSON_AddNumberToObject(j, "exposed_comm_ms_per_step", g->all[0].exposed_comm_ms);
+    if (c->offload) cJSON_AddItemToObject(j, "offload_model", json_offload_model(&g->all[0])); /* rank 0's */
     cJSON_AddNumberToObject(j, "samples_per_s", samples_s);
     cJSON_AddNumberToObject(j, "tflops_per_gpu", tflops);
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)r->param_hash);
@@ -728,6 +806,7 @@ static int print_and_write(const zl_report *r) {
                          r->steps_done ? r->loss_scale[r->steps_done - 1] : c->loss_scale, r->n_skipped,
                          c->clip_grad_norm > 0 ? ", gradient norm clipped" : "");
     print_timeline(all, N);
+    if (c->offload) print_offload_model(&all[0]);
     print_who(r, g.ids, mpi_lib);
     printf("\nfinal loss %.6f (first %.6f) | %.3f ms/step | %.1f samples/s | %.4g TFLOP/s per %s (6*Psi*tokens/step) "
            "| param_hash %016llx\n",

@@ -83,6 +83,7 @@ static int g_n_spans, g_open = -1;
 static record *g_step_comm; /* [g_cap comm] collectives of this step */
 static int g_n_comm;
 static zl_interval *g_iv_compute, *g_iv_comm; /* scratch for the fold, same sizes */
+static zl_interval *g_iv_opt, *g_iv_copy, *g_iv_busy, *g_iv_cover; /* more scratch: the optimizer and copy figures */
 static zl_event g_origin;
 static int g_origin_set;
 static record *g_rec; /* recording: [timed steps × all lanes' caps] */
@@ -115,6 +116,11 @@ void zl_trace_reserve(zl_lane lane, int spans_per_step) {
     g_step_comm = grow(g_step_comm, (size_t)g_cap[ZL_LANE_COMM], sizeof *g_step_comm, "collectives");
     g_iv_compute = grow(g_iv_compute, (size_t)most, sizeof *g_iv_compute, "intervals");
     g_iv_comm = grow(g_iv_comm, (size_t)most, sizeof *g_iv_comm, "intervals");
+    size_t all = (size_t)(span_cap() + g_cap[ZL_LANE_COMM]); /* every span of a step, whatever its lane */
+    g_iv_opt = grow(g_iv_opt, all, sizeof *g_iv_opt, "intervals");
+    g_iv_copy = grow(g_iv_copy, all, sizeof *g_iv_copy, "intervals");
+    g_iv_busy = grow(g_iv_busy, all, sizeof *g_iv_busy, "intervals");
+    g_iv_cover = grow(g_iv_cover, all, sizeof *g_iv_cover, "intervals");
     if (!g_recording) return;
     g_rec_cap = (size_t)timed_steps() * (size_t)(span_cap() + g_cap[ZL_LANE_COMM]);
     if (g_rec_cap * sizeof(record) > (size_t)1 << 30)
@@ -130,7 +136,9 @@ void zl_trace_finalize(void) {
     }
     if (g_origin) zl_event_destroy(g_origin);
     free(g_spans), free(g_step_comm), free(g_iv_compute), free(g_iv_comm), free(g_rec), free(g_step_ms);
+    free(g_iv_opt), free(g_iv_copy), free(g_iv_busy), free(g_iv_cover);
     g_spans = NULL, g_step_comm = NULL, g_iv_compute = g_iv_comm = NULL, g_rec = NULL, g_step_ms = NULL;
+    g_iv_opt = g_iv_copy = g_iv_busy = g_iv_cover = NULL;
     g_origin = NULL;
     memset(g_cap, 0, sizeof g_cap);
 }
@@ -184,22 +192,35 @@ static void keep(record r) {
     if (g_recording && g_n_rec < g_rec_cap) g_rec[g_n_rec++] = r;
 }
 
-/* Fold one completed step: its spans become intervals, the intervals per-step figures. */
+/* Fold one completed step: its spans become intervals, the intervals per-step figures.
+ * Lists: compute (every compute-lane span), comm (collectives), opt (the optimizer spans:
+ * with --offload the host's Adam), busy (compute spans but the optimizer's, and the
+ * collectives: the model's work and the network's), copy (the copy lane) and cover
+ * (compute and comm: what a copy can hide behind). */
 void zl_trace_step_end(int timed) {
     if (timed && g_spans && g_origin_set) {
-        int nc = 0, nm = 0;
+        int nc = 0, nm = 0, no = 0, nb = 0, ny = 0, nv = 0;
         double first = INFINITY, last = -INFINITY;
         for (int i = 0; i < g_n_spans; i++) {
             const span_events *e = &g_spans[i];
             record r = {since_origin(e->start), since_origin(e->end), g_step_no, e->unit,
                         (uint8_t)zl_lane_of_phase(e->phase), (uint8_t)e->phase, 0};
-            if (r.lane == ZL_LANE_COMPUTE) g_iv_compute[nc++] = (zl_interval){r.t0, r.t1};
+            zl_interval x = {r.t0, r.t1};
+            if (r.lane == ZL_LANE_COMPUTE) {
+                g_iv_compute[nc++] = x, g_iv_cover[nv++] = x;
+                if (e->phase == ZL_PHASE_OPTIMIZER) g_iv_opt[no++] = x;
+                else g_iv_busy[nb++] = x;
+            } else {
+                g_iv_copy[ny++] = x; /* a copy phase bracketed by zl_trace_begin (offload's copies are logged: below) */
+            }
             first = fmin(first, r.t0), last = fmax(last, r.t1);
             keep(r);
         }
         for (int i = 0; i < g_n_comm; i++) {
+            zl_interval x = {g_step_comm[i].t0, g_step_comm[i].t1};
             if (g_step_comm[i].lane == ZL_LANE_COMM) /* copies are not communication */
-                g_iv_comm[nm++] = (zl_interval){g_step_comm[i].t0, g_step_comm[i].t1};
+                g_iv_comm[nm++] = x, g_iv_busy[nb++] = x, g_iv_cover[nv++] = x;
+            else g_iv_copy[ny++] = x;
             first = fmin(first, g_step_comm[i].t0), last = fmax(last, g_step_comm[i].t1);
             keep(g_step_comm[i]);
         }
@@ -209,6 +230,10 @@ void zl_trace_step_end(int timed) {
         /* zl_union_ms reordered g_iv_comm; zl_exposed_ms sorts again (cheap, and exact). */
         g_sum.exposed_comm_ms += zl_exposed_ms(g_iv_compute, nc, g_iv_comm, nm);
         g_sum.compute_busy_ms += zl_union_ms(g_iv_compute, nc, NULL);
+        g_sum.optimizer_ms += zl_union_ms(g_iv_opt, no, NULL);
+        g_sum.model_comm_busy_ms += zl_union_ms(g_iv_busy, nb, NULL);
+        g_sum.copy_busy_ms += zl_union_ms(g_iv_copy, ny, NULL);
+        g_sum.exposed_copy_ms += zl_exposed_ms(g_iv_cover, nv, g_iv_copy, ny);
     }
     g_step_no++;
     zl_trace_step_begin();
@@ -223,6 +248,8 @@ zl_trace_summary zl_trace_get_summary(void) {
     if (s.steps > 0) {
         s.compute_busy_ms /= s.steps, s.comm_busy_ms /= s.steps;
         s.exposed_comm_ms /= s.steps, s.span_ms /= s.steps;
+        s.optimizer_ms /= s.steps, s.model_comm_busy_ms /= s.steps;
+        s.copy_busy_ms /= s.steps, s.exposed_copy_ms /= s.steps;
     }
     return s;
 }

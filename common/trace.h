@@ -12,7 +12,10 @@
  * figures: compute busy (union of compute spans), communication busy (union of
  * communication spans) and *exposed communication* — the time communication runs while
  * the compute lane is idle, i.e. |∪comm \ ∪compute|. That is the part of the communication
- * the overlap did not hide. The report prints their means; with --trace PATH every span of
+ * the overlap did not hide. The same fold gives the offload model's parts (report.c): the
+ * optimizer spans' union, the model's and the network's busy time without them, the copy
+ * lane's busy time and its *exposed* part — copies that nothing on the other lanes hides.
+ * The report prints their means; with --trace PATH every span of
  * steps 2..S of every rank also goes to PATH as Chrome trace-event JSON (rank 0 gathers
  * them): open it in https://ui.perfetto.dev or chrome://tracing.
  *
@@ -74,6 +77,12 @@ typedef struct {
     double comm_busy_ms;
     double exposed_comm_ms;    /* communication while the compute lane is idle */
     double span_ms;            /* first event to last event of the step */
+    /* The figures of the offload model (report.c; with or without --offload): */
+    double optimizer_ms;       /* union of the optimizer spans (--offload: the host's Adam, wall time) */
+    double model_comm_busy_ms; /* union of the compute lane without the optimizer and the communication lane */
+    double copy_busy_ms;       /* union of the copy lane (--offload's d2h, h2d) */
+    double exposed_copy_ms;    /* copies while neither compute nor communication runs: */
+                               /* |∪copy \ (∪compute ∪ ∪comm)| */
 } zl_trace_summary;
 zl_trace_summary zl_trace_get_summary(void);
 const double *zl_trace_step_times(int *n); /* this rank's wall ms per step, [steps] (0 where not run) */

@@ -3,8 +3,13 @@
  * across skipped steps, clipping and accumulation); device and host memory and the
  * transfer bytes equal their formulas on every rank, N = 1..4, checked here against the
  * formulas written out from Ψ_pad and N alone; checkpoints save and resume through the host
- * buffers; the copies appear on the timeline's copy lane; stage 0 and 1 refuse the flag. */
+ * buffers; the copies appear on the timeline's copy lane; the offload model's fields (device
+ * work, host Adam, copies not overlapped, the predictions) are present and consistent with the
+ * timeline and with Ψ_pad and N; stage 0 and 1 refuse the flag. */
 #include "zl_test_util.h" /* first: it defines _GNU_SOURCE */
+
+#include <math.h>
+#include <sched.h>
 
 
 
@@ -157,6 +162,84 @@ Test(trace, the_copies_are_on_the_copy_lane) {
     cr_expect_eq(d2h, units * timed * ranks, "d2h spans");
     cr_expect_eq(h2d, units * timed * ranks, "h2d spans");
     cJSON_Delete(j), cJSON_Delete(t);
+}
+
+/* ---- the offload model ------------------------------------------------------------------- */
+
+static double finite_nonneg(cJSON *o, const char *key, const char *where) {
+    double v = zl_num(o, key);
+    cr_expect(isfinite(v) && v >= 0, "%s: %s = %g", where, key, v);
+    return v;
+}
+
+/* --steps 4, step 3 skipped: the timed steps 2..4 run host Adam twice. Every rank's model
+ * (and the top level's, rank 0's) is built from its own timeline; the predictions are the
+ * formulas of the parts; host Adam's bytes are 28 per element of the shard on applied steps,
+ * written out here from Ψ_pad and N; its threads are this machine's processors / N. On the
+ * CPU backend every lane runs on the rank's one thread, so the parts do not overlap: their
+ * sum fits within the step's span, and the measured step is at least that sum. */
+static void check_model(int stage, int N) {
+    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    const char *p = zl_progs[stage];
+    cJSON *j = zl_run_json(0, "-n %d {%s} --steps 4 --inject-overflow 3 --offload", N, p);
+    cJSON *plain = zl_run_json(0, "-n %d {%s} --steps 2", N, p);
+    cr_expect(!cJSON_GetObjectItem(plain, "offload_model"), "without --offload: no offload_model");
+    cr_expect(!cJSON_GetObjectItem(cJSON_GetArrayItem(zl_get(plain, "ranks"), 0), "offload_model"));
+    double shard = zl_num(j, "params_padded") / N;
+    cpu_set_t set;
+    int procs = sched_getaffinity(0, sizeof set, &set) ? 1 : CPU_COUNT(&set), threads = procs / N > 0 ? procs / N : 1;
+    int cpu = !strcmp(zl_get(j, "backend")->valuestring, "cpu");
+    for (int r = 0; r < N; r++) {
+        cJSON *rk = cJSON_GetArrayItem(zl_get(j, "ranks"), r), *m = zl_get(rk, "offload_model");
+        char where[64];
+        snprintf(where, sizeof where, "%s N=%d rank %d", p, N, r);
+        double D = finite_nonneg(m, "device_ms", where), A = finite_nonneg(m, "host_adam_ms", where);
+        double T = finite_nonneg(m, "transfers_not_overlapped_ms", where), P = finite_nonneg(m, "predicted_ms", where);
+        double S = finite_nonneg(m, "serial_ms", where), M = finite_nonneg(m, "measured_ms", where);
+        cr_expect_eq(D, zl_num(rk, "timeline.model_comm_busy_ms_per_step"), "%s: device = model + collectives", where);
+        cr_expect_eq(A, zl_num(rk, "timeline.optimizer_ms_per_step"), "%s: host Adam = the optimizer spans", where);
+        cr_expect_eq(T, zl_num(rk, "timeline.exposed_copy_ms_per_step"), "%s", where);
+        cr_expect_eq(zl_num(m, "copy_busy_ms"), zl_num(rk, "timeline.copy_busy_ms_per_step"), "%s", where);
+        cr_expect(D > 0 && A > 0 && zl_num(m, "copy_busy_ms") > 0, "%s: every part ran (D %g, A %g)", where, D, A);
+        cr_expect(T <= zl_num(m, "copy_busy_ms") + 1e-9, "%s: exposed copies %g > copy busy", where, T);
+        cr_expect_eq(P, fmax(D, A + T), "%s: predicted = max(D, A + T)", where);
+        cr_expect(P >= D && P >= A && P >= T, "%s", where);
+        cr_expect(fabs(S - (D + A + T)) <= 1e-9 * S, "%s: serial = D + A + T", where);
+        cr_expect_eq(M, zl_num(rk, "ms_per_step"), "%s: measured = ms_per_step", where);
+        cr_expect(fabs(zl_num(m, "measured_over_predicted") - M / P) <= 1e-12 * M / P, "%s", where);
+        cr_expect(fabs(zl_num(m, "measured_over_serial") - M / S) <= 1e-12 * M / S, "%s", where);
+        cr_expect_eq(zl_num(m, "host_adam_bytes_per_step"), 28 * shard * 2.0 / 3.0, "%s: 28 B x shard, 2 of 3 "
+                     "timed steps applied", where);
+        cr_expect(fabs(zl_num(m, "host_adam_GBps") - 28 * shard * 2.0 / 3.0 / (A * 1e-3) / 1e9) <=
+                  1e-9 * zl_num(m, "host_adam_GBps"), "%s", where);
+        cr_expect_eq(zl_num(m, "host_adam_threads"), threads, "%s: %d processors / %d ranks", where, procs, N);
+        if (cpu) {
+            cr_expect(S <= zl_num(rk, "timeline.span_ms_per_step") + 1e-6, "%s: parts overlap on one thread? S %g, "
+                      "span %g", where, S, zl_num(rk, "timeline.span_ms_per_step"));
+            cr_expect(M >= S, "%s: measured %g < serial %g", where, M, S);
+        }
+    }
+    cJSON *top = zl_get(j, "offload_model"), *m0 = zl_get(cJSON_GetArrayItem(zl_get(j, "ranks"), 0), "offload_model");
+    const char *keys[] = {"device_ms", "host_adam_ms", "transfers_not_overlapped_ms", "predicted_ms", "serial_ms",
+                          "measured_ms", "host_adam_GBps"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        cr_expect_eq(zl_num(top, keys[k]), zl_num(m0, keys[k]), "top-level offload_model.%s is rank 0's", keys[k]);
+    cJSON_Delete(j), cJSON_Delete(plain);
+}
+
+Test(model, stage2_N2) { check_model(2, 2); }
+Test(model, stage3_N2) { check_model(3, 2); }
+Test(model, stage3_N1) { check_model(3, 1); }
+
+/* The report prints the model beside the measurement, only with --offload. */
+Test(model, printed_with_offload_only) {
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage2} --steps 3 --offload");
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "offload model, rank 0, per step: device work") && strstr(r.out, "-> predicted max("),
+              "%s", r.out);
+    zl_run(&r, "-n 2 {stage2} --steps 3");
+    cr_expect(!strstr(r.out, "offload model"), "without --offload");
 }
 
 Test(refuse, stage0_and_stage1_refuse_offload_by_name) {

@@ -3,7 +3,8 @@
  * with a quote, a backslash and a newline comes back exact), the trace holds one event per
  * unit and phase for every rank and timed step, its collectives agree with the report's,
  * and the exposed communication recomputed here from the trace equals the report's and is
- * at most the step time. ZL_BUILD picks build/cpu or build/cuda (zl_test_util.h). */
+ * at most the step time; so do the offload model's timeline figures, with and without
+ * --offload. ZL_BUILD picks build/cpu or build/cuda (zl_test_util.h). */
 #include "zl_test_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <sys/stat.h>
@@ -22,7 +23,9 @@ static const char *const check_keys[] = {"ok", "enforced", "compared", "mismatch
 static const char *const rank_keys[] = {"rank", "hostname", "device", "pci_bus_id", "memory", "comm",
                                         "ms_per_step", "step_ms", "timeline"};
 static const char *const timeline_keys[] = {"steps", "compute_busy_ms_per_step", "comm_busy_ms_per_step",
-                                            "exposed_comm_ms_per_step", "span_ms_per_step"};
+                                            "exposed_comm_ms_per_step", "span_ms_per_step", "optimizer_ms_per_step",
+                                            "model_comm_busy_ms_per_step", "copy_busy_ms_per_step",
+                                            "exposed_copy_ms_per_step"};
 #define N_OF(a) (sizeof a / sizeof a[0])
 
 static void expect_keys(cJSON *obj, const char *const *keys, size_t n, const char *where) {
@@ -228,24 +231,44 @@ Test(trace, stage3_events_per_rank_unit_and_step_N2) {
     unlink(json), unlink(trace);
 }
 
+/* |∪x|: the exposed part of x when nothing covers it. */
+static double union_of(iv *x, int n) {
+    iv none[1];
+    return exposed_of(none, 0, x, n);
+}
+
+/* Mean over steps 2..S of the same rank's figure, and the reported one, agree. */
+static void expect_figure(double here, cJSON *rk, const char *key, const char *where, int pid) {
+    double reported = zl_num(rk, key);
+    cr_expect(fabs(here - reported) <= 1e-6 + 1e-6 * reported, "%s rank %d: %s %g here, %g reported", where, pid, key,
+              here, reported);
+}
+
 /* For every stage: the trace's collectives per step equal the report's calls_per_step; the
  * exposed communication recomputed here from the trace equals the report's, per rank, and
- * lies within [0, communication busy] and below the step's wall time. */
-static void check_trace_against_report(int stage) {
-    enum { N = 2, L = 3, S = 4 };
+ * lies within [0, communication busy] and below the step's wall time. So do the offload
+ * model's parts, recomputed from the same events: the optimizer spans' union, the model's
+ * spans and the collectives' union, the copy lane's union and its part that neither the
+ * compute nor the communication lane covers (the copy lane is empty without --offload). */
+static void check_trace_against_report(int stage, const char *extra) {
+    enum { N = 2, L = 3, S = 4, CAP = 256 };
     char json[128], trace[128];
-    run_traced(stage, N, L, S, "", json, trace);
+    run_traced(stage, N, L, S, extra, json, trace);
     cJSON *j = zl_load_json(json), *t = zl_load_json(trace), *ev = zl_get(t, "traceEvents");
-    iv comp[256], comm[256];
+    int offload = strstr(extra, "--offload") != NULL;
+    iv comp[CAP], comm[CAP], opt[CAP], busy[2 * CAP], copy[CAP], cover[2 * CAP];
     for (int pid = 0; pid < N; pid++) {
         cJSON *rk = cJSON_GetArrayItem(zl_get(j, "ranks"), pid), *c;
         double calls = 0;
-        cJSON_ArrayForEach(c, zl_get(rk, "comm.collectives"))
-            if (strcmp(zl_get(c, "purpose")->valuestring, "param_gather_final")) calls += zl_num(c, "calls_per_step");
-        double exposed = 0, mean_step = 0;
+        cJSON_ArrayForEach(c, zl_get(rk, "comm.collectives")) {
+            const char *op = zl_get(c, "op")->valuestring; /* copies are on the copy lane */
+            if (strcmp(zl_get(c, "purpose")->valuestring, "param_gather_final") && strcmp(op, "d2h") && strcmp(op, "h2d"))
+                calls += zl_num(c, "calls_per_step");
+        }
+        double exposed = 0, mean_step = 0, f_opt = 0, f_busy = 0, f_copy = 0, f_exposed_copy = 0;
         for (int step = 2; step <= S; step++) {
             cr_expect_eq(count_events(ev, pid, 1, step, NULL), calls, "%s rank %d step %d", progs[stage], pid, step);
-            int nc = 0, nm = 0;
+            int nc = 0, nm = 0, no = 0, nb = 0, ny = 0, nv = 0;
             cJSON *e;
             cJSON_ArrayForEach(e, ev) {
                 if (strcmp(zl_get(e, "ph")->valuestring, "X") || zl_num(e, "pid") != pid ||
@@ -253,15 +276,31 @@ static void check_trace_against_report(int stage) {
                     continue;
                 iv x = {zl_num(e, "ts") * 1e-3, (zl_num(e, "ts") + zl_num(e, "dur")) * 1e-3};
                 cr_assert(x.t1 >= x.t0);
-                if (zl_num(e, "tid") == 0 && nc < 256) comp[nc++] = x;
-                if (zl_num(e, "tid") == 1 && nm < 256) comm[nm++] = x;
+                int tid = (int)zl_num(e, "tid");
+                cr_assert(nc < CAP && nm < CAP && ny < CAP, "more than %d spans in a lane", CAP);
+                if (tid == 0) {
+                    comp[nc++] = x, cover[nv++] = x;
+                    if (!strncmp(zl_get(e, "name")->valuestring, "optimizer", 9)) opt[no++] = x;
+                    else busy[nb++] = x;
+                }
+                if (tid == 1) comm[nm++] = x, busy[nb++] = x, cover[nv++] = x;
+                if (tid == 2) copy[ny++] = x;
             }
+            cr_expect_eq(ny > 0, offload, "%s rank %d step %d: %d copies", progs[stage], pid, step, ny);
             exposed += exposed_of(comp, nc, comm, nm) / (S - 1);
+            f_opt += union_of(opt, no) / (S - 1), f_busy += union_of(busy, nb) / (S - 1);
+            f_copy += union_of(copy, ny) / (S - 1), f_exposed_copy += exposed_of(cover, nv, copy, ny) / (S - 1);
             mean_step += cJSON_GetArrayItem(zl_get(rk, "step_ms"), step - 1)->valuedouble / (S - 1);
         }
         double reported = zl_num(rk, "timeline.exposed_comm_ms_per_step");
         cr_expect(fabs(exposed - reported) <= 1e-6 + 1e-6 * reported, "%s rank %d: exposed %g here, %g reported",
                   progs[stage], pid, exposed, reported);
+        expect_figure(f_opt, rk, "timeline.optimizer_ms_per_step", progs[stage], pid);
+        expect_figure(f_busy, rk, "timeline.model_comm_busy_ms_per_step", progs[stage], pid);
+        expect_figure(f_copy, rk, "timeline.copy_busy_ms_per_step", progs[stage], pid);
+        expect_figure(f_exposed_copy, rk, "timeline.exposed_copy_ms_per_step", progs[stage], pid);
+        cr_expect(f_opt > 0 && f_busy > 0, "%s rank %d: optimizer %g, model + comm %g", progs[stage], pid, f_opt,
+                  f_busy);
         cr_expect(reported >= 0 && reported <= zl_num(rk, "timeline.comm_busy_ms_per_step") + 1e-9);
         cr_expect(reported <= mean_step, "%s rank %d: exposed %g ms > step %g ms", progs[stage], pid, reported,
                   mean_step);
@@ -276,7 +315,9 @@ static void check_trace_against_report(int stage) {
     unlink(json), unlink(trace);
 }
 
-Test(trace, agrees_with_report_stage0_N2) { check_trace_against_report(0); }
-Test(trace, agrees_with_report_stage1_N2) { check_trace_against_report(1); }
-Test(trace, agrees_with_report_stage2_N2) { check_trace_against_report(2); }
-Test(trace, agrees_with_report_stage3_N2) { check_trace_against_report(3); }
+Test(trace, agrees_with_report_stage0_N2) { check_trace_against_report(0, ""); }
+Test(trace, agrees_with_report_stage1_N2) { check_trace_against_report(1, ""); }
+Test(trace, agrees_with_report_stage2_N2) { check_trace_against_report(2, ""); }
+Test(trace, agrees_with_report_stage3_N2) { check_trace_against_report(3, ""); }
+Test(trace, agrees_with_report_stage2_offload_N2) { check_trace_against_report(2, " --offload"); }
+Test(trace, agrees_with_report_stage3_offload_N2) { check_trace_against_report(3, " --offload"); }

@@ -1,0 +1,149 @@
+/* pinned_copy.c — pinned host <-> device copy bandwidth, one rank per GPU, the way --offload
+ * copies (cudaMemcpyAsync from and to page-locked host memory): each GPU alone, then every
+ * GPU of the node at once, which is what N ranks of stage2/stage3 --offload do. A host's
+ * PCIe switches, root complexes and memory are shared, so the concurrent figure per GPU can
+ * be well below the one-GPU figure; --offload's copies should be judged against it.
+ *
+ *   mpirun -n 4 build/cuda/bench_pinned_copy [--bytes S] [--reps R]
+ *
+ * Each rank takes a GPU as the programs do (kernels/gpu_select.h), allocates S bytes
+ * (default 256 MiB) of pinned host memory twice (cudaHostAlloc; its pages are on the NUMA
+ * node of the rank's main thread) and two device buffers, and times three directions with
+ * the host clock around the copies (MPI_Barrier before every rep, so in the concurrent phase
+ * all ranks start together): h2d, d2h, and both at once on two streams (each direction moves
+ * S bytes; GB/s is S / the time both took, per direction). Best of R after one warm-up.
+ * Phase "alone": ranks one after another, the others wait; phase "together": all ranks.
+ * Rank 0 prints one row per rank and phase, GB/s = 1e9 bytes/s, and the node's sum. */
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_select.h"
+
+#define CUDA_OK(call)                                                                                         \
+    do {                                                                                                      \
+        cudaError_t e_ = (call);                                                                              \
+        if (e_ != cudaSuccess) {                                                                              \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));            \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                                     \
+        }                                                                                                     \
+    } while (0)
+
+enum { H2D, D2H, BOTH, NDIR };
+
+typedef struct {
+    void *host_in, *host_out, *dev_in, *dev_out; /* h2d: host_in -> dev_in; d2h: dev_out -> host_out */
+    cudaStream_t up, down;
+    size_t bytes;
+} buffers;
+
+/* Seconds for one copy in direction d (both: the two at once, until both are done). */
+static double time_copy(const buffers *b, int d) {
+    MPI_Barrier(MPI_COMM_WORLD); /* together: every rank starts now (alone: the others wait here too) */
+    double t0 = MPI_Wtime();
+    if (d != D2H) CUDA_OK(cudaMemcpyAsync(b->dev_in, b->host_in, b->bytes, cudaMemcpyHostToDevice, b->up));
+    if (d != H2D) CUDA_OK(cudaMemcpyAsync(b->host_out, b->dev_out, b->bytes, cudaMemcpyDeviceToHost, b->down));
+    CUDA_OK(cudaStreamSynchronize(b->up));
+    CUDA_OK(cudaStreamSynchronize(b->down));
+    return MPI_Wtime() - t0;
+}
+
+/* Best GB/s per direction of `reps` timed copies after one warm-up; `active` says whether
+ * this rank copies (alone: only one rank does; the others still join the barriers). */
+static double best_GBps(const buffers *b, int d, int reps, int active) {
+    double best = 1e30;
+    for (int r = 0; r < reps + 1; r++) {
+        double dt = active ? time_copy(b, d) : (MPI_Barrier(MPI_COMM_WORLD), 1e30);
+        if (r > 0 && dt < best) best = dt;
+    }
+    return active ? (double)b->bytes / best / 1e9 : 0;
+}
+
+static int parse(int argc, char **argv, size_t *bytes, int *reps) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--bytes") && i + 1 < argc) *bytes = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) *reps = atoi(argv[++i]);
+        else return 0;
+    }
+    return *bytes > 0 && *reps > 0;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, world, local_rank, local_size, visible = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local_rank);
+    MPI_Comm_size(node, &local_size);
+    size_t bytes = (size_t)256 << 20;
+    int reps = 10;
+    if (!parse(argc, argv, &bytes, &reps)) {
+        if (!rank) fprintf(stderr, "usage: %s [--bytes S] [--reps R]   (under mpirun, one rank per GPU)\n", argv[0]);
+        MPI_Finalize();
+        return 2;
+    }
+    char err[256];
+    CUDA_OK(cudaGetDeviceCount(&visible));
+    int dev = zl_select_device(visible, local_rank, local_size, err, sizeof err);
+    if (dev < 0) {
+        fprintf(stderr, "rank %d: %s\n", rank, err);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    CUDA_OK(cudaSetDevice(dev));
+    char bus[64] = "";
+    CUDA_OK(cudaDeviceGetPCIBusId(bus, sizeof bus, dev));
+    buffers b = {.bytes = bytes};
+    CUDA_OK(cudaHostAlloc(&b.host_in, bytes, cudaHostAllocDefault));
+    CUDA_OK(cudaHostAlloc(&b.host_out, bytes, cudaHostAllocDefault));
+    memset(b.host_in, 1, bytes), memset(b.host_out, 0, bytes); /* touched: no page faults in the timing */
+    CUDA_OK(cudaMalloc(&b.dev_in, bytes));
+    CUDA_OK(cudaMalloc(&b.dev_out, bytes));
+    CUDA_OK(cudaMemset(b.dev_out, 2, bytes));
+    CUDA_OK(cudaStreamCreateWithFlags(&b.up, cudaStreamNonBlocking));
+    CUDA_OK(cudaStreamCreateWithFlags(&b.down, cudaStreamNonBlocking));
+    CUDA_OK(cudaDeviceSynchronize());
+
+    double mine[2][NDIR]; /* [alone, together][direction] */
+    for (int d = 0; d < NDIR; d++)
+        for (int r = 0; r < world; r++) { /* alone: rank r copies, the others wait at the barriers */
+            double g = best_GBps(&b, d, reps, rank == r);
+            if (rank == r) mine[0][d] = g;
+        }
+    for (int d = 0; d < NDIR; d++) mine[1][d] = best_GBps(&b, d, reps, 1);
+
+    double *all = rank ? NULL : malloc(sizeof mine * (size_t)world);
+    char *buses = rank ? NULL : malloc(sizeof bus * (size_t)world);
+    MPI_Gather(mine, 2 * NDIR, MPI_DOUBLE, all, 2 * NDIR, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Gather(bus, sizeof bus, MPI_CHAR, buses, sizeof bus, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (!rank) {
+        printf("pinned copies, %zu bytes each, best of %d, %d rank(s), one GPU each; GB/s per direction\n", bytes, reps,
+               world);
+        printf("%-4s | %-16s | %-8s | %8s | %8s | %15s\n", "rank", "GPU (PCI)", "phase", "h2d", "d2h",
+               "both, each way");
+        double sum[NDIR] = {0};
+        for (int r = 0; r < world; r++)
+            for (int p = 0; p < 2; p++) {
+                const double *g = all + (size_t)r * 2 * NDIR + p * NDIR;
+                printf("%-4d | %-16s | %-8s | %8.2f | %8.2f | %15.2f\n", r, buses + r * sizeof bus,
+                       p ? "together" : "alone", g[H2D], g[D2H], g[BOTH]);
+                for (int d = 0; p && d < NDIR; d++) sum[d] += g[d];
+            }
+        printf("node, together: h2d %.2f, d2h %.2f, both %.2f + %.2f GB/s (sum over ranks)\n", sum[H2D], sum[D2H],
+               sum[BOTH], sum[BOTH]);
+        /* One line per rank for scripts (scripts/gpu-offload.sh). */
+        for (int r = 0; r < world; r++) {
+            const double *g = all + (size_t)r * 2 * NDIR;
+            printf("summary: world=%d rank=%d bytes=%zu alone_h2d=%.2f alone_d2h=%.2f alone_both=%.2f together_h2d=%.2f "
+                   "together_d2h=%.2f together_both=%.2f\n",
+                   world, r, bytes, g[H2D], g[D2H], g[BOTH], g[NDIR + H2D], g[NDIR + D2H], g[NDIR + BOTH]);
+        }
+    }
+    free(all), free(buses);
+    cudaFreeHost(b.host_in), cudaFreeHost(b.host_out), cudaFree(b.dev_in), cudaFree(b.dev_out);
+    MPI_Finalize();
+    return 0;
+}
