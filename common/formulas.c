@@ -36,6 +36,27 @@ void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem
         if (zl_mem_cat_is_device((zl_mem_cat)i)) out->peak_total += b[i];
 }
 
+zl_need zl_formula_need(const zl_partition *p, const zl_formula_config *c, int on_gpu) {
+    zl_mem_formula mf;
+    zl_formula_memory(p, c, &mf);
+    zl_need n = {0};
+    n.states = (double)mf.model_states;
+    n.activations = (double)mf.bytes[ZL_MEM_ACTIVATIONS];
+    n.buffers = (double)mf.peak_total - n.states - n.activations;
+    n.device = on_gpu ? (double)mf.peak_total : 0;
+    double host_buffers = 0; /* staging, and --offload's master, m, v and pinned staging */
+    for (int i = 0; i < ZL_MEM_NCAT; i++)
+        if (zl_mem_cat_is_host((zl_mem_cat)i)) host_buffers += (double)mf.bytes[i];
+    n.host = host_buffers + (on_gpu ? 0 : (double)mf.peak_total);
+    return n;
+}
+
+int zl_need_fits(zl_need n, int local_ranks, size_t dev_free, size_t host_avail) {
+    int dev_ok = dev_free == 0 || n.device <= (double)dev_free;
+    int host_ok = host_avail == 0 || n.host * local_ranks <= (double)host_avail;
+    return dev_ok && host_ok;
+}
+
 double zl_state_bytes(double psi, double world, int stage, zl_precision p, double parts[3]) {
     double local[3];
     if (!parts) parts = local;

@@ -40,6 +40,18 @@ typedef struct {
 
 void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem_formula *out);
 
+/* What one rank allocates before step 1, by where it lives — the preflight's "needed"
+ * (common/preflight.c) and zerocalc --max-layers's, so the two cannot disagree. on_gpu = 0:
+ * the CPU backend, whose device buffers are host memory too. device = peak_total (0 on the
+ * CPU backend); host = the host categories (+ peak_total on the CPU backend). */
+typedef struct {
+    double device, host, states, activations, buffers;
+} zl_need;
+zl_need zl_formula_need(const zl_partition *p, const zl_formula_config *c, int on_gpu);
+/* Does one rank's need fit its share: device <= dev_free (per GPU) and host x local_ranks <=
+ * host_avail (per node, shared by its ranks)? 0 for either = unknown: not checked. */
+int zl_need_fits(zl_need n, int local_ranks, size_t dev_free, size_t host_avail);
+
 /* Host staging for param_hash/dump: one unpadded unit of fp16. */
 size_t zl_formula_host_staging_bytes(const zl_partition *p);
 /* Checkpoint staging (host): ZL_CKPT_CHUNK_ELEMS fp32 elements, or the largest padded unit

@@ -23,40 +23,13 @@ size_t zl_host_mem_available(void) {
     return (size_t)kb * 1024;
 }
 
-/* Bytes one rank allocates: on its device, and on the host (where CPU "device" buffers live too). */
-typedef struct {
-    double device, host, states, activations, buffers;
-} need;
-
-static need need_of(const zl_partition *p, const zl_formula_config *fc, int on_gpu) {
-    zl_mem_formula mf;
-    zl_formula_memory(p, fc, &mf);
-    need n = {0};
-    n.states = (double)mf.model_states;
-    n.activations = (double)mf.bytes[ZL_MEM_ACTIVATIONS];
-    n.buffers = (double)mf.peak_total - n.states - n.activations;
-    n.device = on_gpu ? (double)mf.peak_total : 0;
-    double host_buffers = 0; /* staging, and --offload's master, m, v and pinned staging */
-    for (int c = 0; c < ZL_MEM_NCAT; c++)
-        if (zl_mem_cat_is_host((zl_mem_cat)c)) host_buffers += (double)mf.bytes[c];
-    n.host = host_buffers + (on_gpu ? 0 : (double)mf.peak_total);
-    return n;
-}
-
-/* Does one rank's need fit in its share: the whole GPU, or 1/local_ranks of the node's host memory? */
-static int fits(need n, int local_ranks, size_t dev_free, size_t host_avail) {
-    int dev_ok = dev_free == 0 || n.device <= (double)dev_free;
-    int host_ok = host_avail == 0 || n.host * local_ranks <= (double)host_avail;
-    return dev_ok && host_ok;
-}
-
-static need need_at(const zl_formula_config *fc, int stage, int world, int on_gpu, int *ok) {
+static zl_need need_at(const zl_formula_config *fc, int stage, int world, int on_gpu, int *ok) {
     zl_partition p;
     zl_formula_config c = *fc;
     c.stage = stage;
     if (stage == 3 && fc->stage != 3) c.prefetch = zl_model_n_uses(fc->model) > 1 ? 1 : 0; /* its default */
     *ok = zl_model_partition(&p, fc->model, world) == 0;
-    need n = *ok ? need_of(&p, &c, on_gpu) : (need){0};
+    zl_need n = *ok ? zl_formula_need(&p, &c, on_gpu) : (zl_need){0};
     zl_partition_free(&p);
     return n;
 }
@@ -70,10 +43,10 @@ static int smallest_world(const zl_formula_config *fc, int stage, int world, int
     do {
         if (hi >= (1 << 20)) return 0;
         lo = hi, hi *= 2;
-    } while (!fits(need_at(fc, stage, hi, on_gpu, &ok), local, dev_free, host_avail) || !ok);
+    } while (!zl_need_fits(need_at(fc, stage, hi, on_gpu, &ok), local, dev_free, host_avail) || !ok);
     while (hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
-        if (fits(need_at(fc, stage, mid, on_gpu, &ok), local, dev_free, host_avail) && ok) hi = mid;
+        if (zl_need_fits(need_at(fc, stage, mid, on_gpu, &ok), local, dev_free, host_avail) && ok) hi = mid;
         else lo = mid;
     }
     return hi;
@@ -84,8 +57,8 @@ static double gb(double bytes) { return bytes / 1e9; }
 int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, int on_gpu, int local_ranks,
                          size_t dev_free, size_t host_avail, char *msg, size_t n) {
     msg[0] = '\0';
-    need mine = need_of(part, fc, on_gpu);
-    if (fits(mine, local_ranks, dev_free, host_avail)) return 0;
+    zl_need mine = zl_formula_need(part, fc, on_gpu);
+    if (zl_need_fits(mine, local_ranks, dev_free, host_avail)) return 0;
     const char *prog = prog_of_stage[fc->stage];
     int dev_short = dev_free && mine.device > (double)dev_free;
     size_t len = 0;
@@ -104,8 +77,8 @@ int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, 
     const char *sep = " — ";
     for (int s = fc->stage + 1; s <= 3 && len < n; s++) {
         int ok;
-        need other = need_at(fc, s, part->world, on_gpu, &ok);
-        if (!ok || !fits(other, local_ranks, dev_free, host_avail)) continue;
+        zl_need other = need_at(fc, s, part->world, on_gpu, &ok);
+        if (!ok || !zl_need_fits(other, local_ranks, dev_free, host_avail)) continue;
         len += (size_t)snprintf(msg + len, n - len, "%s%s needs %.1f GB", sep, prog_of_stage[s],
                                 gb(dev_short ? other.device : other.host));
         sep = "; or ";
@@ -123,11 +96,18 @@ int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, 
     return 1;
 }
 
+static zl_preflight_inputs last;
+const zl_preflight_inputs *zl_preflight_last(void) { return &last; }
+
 void zl_preflight(zl_runtime *rt, const zl_partition *part, const zl_formula_config *fc) {
     zl_ckpt_check_resume(rt, fc->model); /* --resume DIR: refused here, before any state exists */
     if (rt->cfg.no_preflight) return;
     size_t dev_free = 0, host_avail = zl_host_mem_available();
     int on_gpu = zl_dev_mem_free(&dev_free);
+    zl_need mine = zl_formula_need(part, fc, on_gpu);
+    last = (zl_preflight_inputs){.checked = 1, .on_gpu = on_gpu, .local_ranks = rt->local_size,
+                                 .dev_free = (double)dev_free, .host_avail = (double)host_avail,
+                                 .need_device = mine.device, .need_host = mine.host};
     char msg[1024];
     int bad = zl_preflight_verdict(part, fc, on_gpu, rt->local_size, dev_free, host_avail, msg, sizeof msg);
     int first_bad = bad ? rt->rank : rt->world;

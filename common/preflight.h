@@ -23,6 +23,15 @@
 /* Collective. Returns if the run fits (or --no-preflight); otherwise every rank exits 2. */
 void zl_preflight(zl_runtime *rt, const zl_partition *part, const zl_formula_config *fc);
 
+/* What this rank's preflight compared (the report's memory.preflight, and what zerocalc
+ * --max-layers takes as --memory and --host-memory): free device bytes (cudaMemGetInfo),
+ * MemAvailable, the ranks sharing the node, and the need. checked = 0 with --no-preflight. */
+typedef struct {
+    int checked, on_gpu, local_ranks;
+    double dev_free, host_avail, need_device, need_host;
+} zl_preflight_inputs;
+const zl_preflight_inputs *zl_preflight_last(void);
+
 /* Host memory available (MemAvailable, bytes); 0 if unknown. */
 size_t zl_host_mem_available(void);
 

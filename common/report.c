@@ -18,6 +18,7 @@
 #include "comm.h"
 #include "offload.h"
 #include "outputs.h"
+#include "preflight.h" /* zl_preflight_last: what the preflight compared */
 #include "trace.h"
 #include "util.h"
 
@@ -35,6 +36,7 @@ typedef struct {
     double transfer_measured, transfer_formula;       /* --offload: d2h + h2d bytes per step */
     double allocations_in_step;
     double dev_baseline, dev_after_alloc, dev_end, dev_total;
+    double pre_checked, pre_dev_free, pre_host_avail, pre_local, pre_need_device, pre_need_host; /* preflight.h */
     double comm[ZL_NOPS][ZL_NPURPOSES][ZL_NDTYPES][C_N];
     double comm_formula[ZL_NPURPOSES];
     double wire_measured, wire_formula; /* per step, excluding control */
@@ -81,6 +83,9 @@ static void summarize(const zl_report *r, rank_summary *s) {
     s->dev_after_alloc = r->device_known ? (double)r->device_after_alloc : -1;
     s->dev_end = r->device_known ? (double)r->device_end : -1;
     s->dev_total = r->device_known ? (double)r->device_total : -1;
+    const zl_preflight_inputs *pi = zl_preflight_last();
+    s->pre_checked = pi->checked, s->pre_dev_free = pi->dev_free, s->pre_host_avail = pi->host_avail;
+    s->pre_local = pi->local_ranks, s->pre_need_device = pi->need_device, s->pre_need_host = pi->need_host;
     double steps = (double)zl_comm_steps();
     for (int o = 0; o < ZL_NOPS; o++)
         for (int p = 0; p < ZL_NPURPOSES; p++)
@@ -577,6 +582,14 @@ static cJSON *json_rank(const zl_report *r, const rank_summary *s, const rank_id
         cJSON_AddNumberToObject(mem, "device_used", s->dev_end);
         cJSON_AddNumberToObject(mem, "device_used_after_alloc", s->dev_after_alloc);
         cJSON_AddNumberToObject(mem, "device_total", s->dev_total);
+    }
+    if (s->pre_checked) { /* what the preflight compared: zerocalc --max-layers --memory/--host-memory */
+        cJSON *pf = add_object(mem, "preflight");
+        cJSON_AddNumberToObject(pf, "device_free", s->pre_dev_free);
+        cJSON_AddNumberToObject(pf, "host_available", s->pre_host_avail);
+        cJSON_AddNumberToObject(pf, "local_ranks", s->pre_local);
+        cJSON_AddNumberToObject(pf, "need_device", s->pre_need_device);
+        cJSON_AddNumberToObject(pf, "need_host", s->pre_need_host);
     }
     cJSON_AddNumberToObject(mem, "allocations_in_step", s->allocations_in_step);
     cJSON_AddItemToObject(o, "comm", json_comm(r, s));

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static volatile int g_ending;
@@ -24,12 +25,16 @@ void zl_fatal_at(const char *file, int line, const char *fmt, ...) {
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
     if (inited && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    fprintf(stderr, "zerolab[rank %d]: %s:%d: ", rank, file, line);
+    /* One write: when every rank fails at once (out of memory), another rank's MPI_Abort can end
+     * this one between two writes and leave half a line. */
+    char msg[2048];
+    int n = snprintf(msg, sizeof msg - 1, "zerolab[rank %d]: %s:%d: ", rank, file, line);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    if (n >= 0 && n < (int)sizeof msg - 1) vsnprintf(msg + n, sizeof msg - 1 - (size_t)n, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    strcat(msg, "\n");
+    fputs(msg, stderr);
     fflush(stderr);
     if (inited && !finalized) MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);

@@ -61,10 +61,12 @@ void zl_memcpy_d2h(void *host, const void *dev, size_t bytes, zl_stream s); /* r
 void zl_memcpy_h2d(void *dev, const void *host, size_t bytes, zl_stream s); /* returns when done */
 void zl_memset_async(void *dev, int value, size_t bytes, zl_stream s);
 /* Device-level memory in use (total - free), from cudaMemGetInfo on CUDA.
- * Returns 0 and sets *used = 0 where the backend cannot tell (CPU). */
+ * Returns 0 and sets *used = 0 where the backend cannot tell (CPU, unless ZL_CPU_DEVICE_BYTES
+ * gives it a pretend device: kernels/cpu/backend_cpu.c). */
 int zl_dev_mem_used(size_t *used, size_t *total);
 /* Device memory free now (cudaMemGetInfo). Returns 0 where device memory is host
- * memory (CPU): the preflight then counts device buffers against the host. */
+ * memory (CPU): the preflight then counts device buffers against the host
+ * (ZL_CPU_DEVICE_BYTES, a test hook, makes the CPU backend report a device of that size). */
 int zl_dev_mem_free(size_t *free_bytes);
 
 /* ---- host memory for offload ---------------------------------------------------------

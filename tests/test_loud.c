@@ -122,6 +122,42 @@ Test(preflight, a_model_that_does_not_fit_is_refused_with_numbers) {
     }
 }
 
+/* zerocalc --max-layers answers the preflight's question: on a pretend device of 2e6 bytes
+ * (ZL_CPU_DEVICE_BYTES, the CPU backend's test hook) the L it predicts trains, L + 1 is refused
+ * by the preflight (exit 2) and, without it, runs out of memory while allocating (exit 1) —
+ * the CPU run of scripts/gpu-table2.sh's three runs. */
+Test(preflight, zerocalc_max_layers_is_the_preflights_answer) {
+    setenv("ZL_CPU_DEVICE_BYTES", "2000000", 1);
+    const char *cases[][2] = {{"stage0_ddp", "0"}, {"stage3", "3"}, {"stage2", "2 --offload"}};
+    for (int i = 0; i < 3; i++) {
+        const char *prog = cases[i][0], *stage = cases[i][1], *off = strstr(stage, "--offload") ? "--offload" : "";
+        zl_run_result r;
+        zl_run_plain(&r, "build/zerocalc --max-layers --dim 32 --batch 8 --ranks 2 --backend cpu --memory 2e6 --json "
+                         "--stage %s", stage);
+        cr_assert_eq(r.exit_code, 0, "%s", r.err);
+        cJSON *calc = cJSON_Parse(r.out);
+        cr_assert(calc, "not JSON: %s", r.out);
+        int L = (int)zl_num(cJSON_GetArrayItem(zl_get(calc, "stages"), 0), "max_layers");
+        cJSON_Delete(calc);
+        cr_assert(L >= 2, "%s: L = %d", prog, L);
+        char json[] = "/tmp/zl_maxl_XXXXXX";
+        close(mkstemp(json));
+        zl_run(&r, "-n 2 {%s} --dim 32 --batch 8 --layers %d --steps 1 --check --quiet --json %s %s", prog, L, json, off);
+        cr_expect_eq(r.exit_code, 0, "%s at L = %d: exit %d (%s)", prog, L, r.exit_code, r.err);
+        cJSON *j = zl_load_json(json);
+        cr_assert(j, "%s: no report", prog);
+        cJSON *pf = zl_get(cJSON_GetArrayItem(zl_get(j, "ranks"), 0), "memory.preflight");
+        cr_expect(pf && zl_num(pf, "device_free") == 2e6, "%s: memory.preflight.device_free", prog);
+        cJSON_Delete(j);
+        unlink(json);
+        zl_run(&r, "-n 2 {%s} --dim 32 --batch 8 --layers %d --steps 1 --quiet %s", prog, L + 1, off);
+        cr_expect_eq(r.exit_code, 2, "%s at L + 1 = %d with the preflight: exit %d (%s)", prog, L + 1, r.exit_code, r.err);
+        zl_run(&r, "-n 2 {%s} --dim 32 --batch 8 --layers %d --steps 1 --quiet --no-preflight %s", prog, L + 1, off);
+        cr_expect_eq(r.exit_code, 1, "%s at L + 1 = %d without: exit %d (%s)", prog, L + 1, r.exit_code, r.err);
+        cr_expect(strstr(r.err, "out of memory allocating"), "%s: %s", prog, r.err);
+    }
+}
+
 /* ---- watchdog ------------------------------------------------------------------- */
 
 /* The pid of the process whose command line holds `tag` and whose environment says it is

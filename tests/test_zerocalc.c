@@ -227,6 +227,78 @@ Test(cli, tables_print) {
     cr_expect(strstr(r.out, "7.6B") && strstr(r.out, "14.4B") && strstr(r.out, "128B"), "%s", r.out);
 }
 
+/* --max-layers: the largest L whose every buffer fits. Checked against the run table (a
+ * different path through zerocalc: --layers L --batch B, peak_total): L fits, L + 1 does not,
+ * and the boundary is "<=" — memory = peak_total(L) still gives L, one byte less gives L - 1. */
+static double run_peak(int layers, int stage, const char *extra) {
+    zl_run_result r;
+    zl_run_plain(&r, ZEROCALC " --layers %d --dim 64 --batch 16 --ranks 4 --stage %d --json %s", layers, stage, extra);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert(j, "not JSON: %s", r.out);
+    double v = zl_num(cJSON_GetArrayItem(zl_get(j, "stages"), 0), "peak_total");
+    cJSON_Delete(j);
+    return v;
+}
+
+static cJSON *max_layers_json(int stage, double memory, const char *extra) {
+    zl_run_result r;
+    zl_run_plain(&r, ZEROCALC " --max-layers --dim 64 --batch 16 --ranks 4 --stage %d --memory %.0f --json %s", stage,
+                 memory, extra);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert(j, "not JSON: %s", r.out);
+    return cJSON_GetArrayItem(zl_get(j, "stages"), 0); /* the tests leak the small tree */
+}
+
+Test(cli, max_layers_is_the_largest_that_fits) {
+    for (int s = 0; s <= 3; s++) {
+        cJSON *st = max_layers_json(s, 40e6, "");
+        int L = (int)zl_num(st, "max_layers");
+        cr_assert(L >= 2, "stage %d: L = %d", s, L);
+        double fit = run_peak(L, s, ""), over = run_peak(L + 1, s, "");
+        cr_expect(fit <= 40e6 && over > 40e6, "stage %d: L = %d needs %.0f, L + 1 needs %.0f", s, L, fit, over);
+        cr_expect_eq(zl_num(st, "need_device"), fit, "stage %d", s);
+        cr_expect_eq(zl_num(st, "next_need_device"), over, "stage %d", s);
+        cr_expect_str_eq(cJSON_GetObjectItem(st, "next_bound")->valuestring, "device");
+        cr_expect_eq(zl_num(max_layers_json(s, fit, ""), "max_layers"), L, "stage %d: memory = need", s);
+        cr_expect_eq(zl_num(max_layers_json(s, fit - 1, ""), "max_layers"), L - 1, "stage %d: one byte less", s);
+    }
+    /* ZeRO-3 shards everything: it fits more layers than DDP in the same memory */
+    cr_expect_gt(zl_num(max_layers_json(3, 40e6, ""), "max_layers"), 2 * zl_num(max_layers_json(0, 40e6, ""), "max_layers"));
+    cr_expect_eq(zl_num(max_layers_json(0, 1000, ""), "max_layers"), 0, "nothing fits in 1000 bytes");
+}
+
+/* With --offload the host (master, m, v: 12Psi_pad/N, plus 2Psi_pad/N pinned staging, per rank,
+ * times the node's ranks) can be the bound: a device of 1e12 bytes, a host just big enough for
+ * 4 ranks of L = 7 -> L = 7, bound "host". */
+Test(cli, max_layers_host_bound_with_offload) {
+    cJSON *st7 = max_layers_json(3, 1e12, "--offload --host-memory 1e15");
+    cr_assert(zl_num(st7, "max_layers") > 8);
+    zl_run_result r;
+    /* need_host at L = 7: from a search whose host budget we then set to 4 x that */
+    double lo = 1e3, hi = 1e12; /* the smallest host budget at which L >= 7, by bisection on bytes */
+    while (hi - lo > 1) {
+        double mid = floor((lo + hi) / 2);
+        char extra[96];
+        snprintf(extra, sizeof extra, "--offload --host-memory %.0f", mid);
+        if (zl_num(max_layers_json(3, 1e12, extra), "max_layers") >= 7) hi = mid;
+        else lo = mid;
+    }
+    char extra[96];
+    snprintf(extra, sizeof extra, "--offload --host-memory %.0f", hi);
+    cJSON *st = max_layers_json(3, 1e12, extra);
+    cr_expect_eq(zl_num(st, "max_layers"), 7);
+    cr_expect_eq(zl_num(st, "need_host") * 4, hi, "the budget is exactly 4 ranks' need");
+    cr_expect_str_eq(cJSON_GetObjectItem(st, "next_bound")->valuestring, "host");
+    /* the host part, by hand: 7 blocks of D = 64 (8*64*64 + 5*64 = 33088 params, divisible by 4) */
+    double psi = 7 * 33088.0;
+    cr_expect_eq(zl_num(st, "params"), psi);
+    cr_expect_geq(zl_num(st, "need_host"), 14 * psi / 4, "master, m, v and staging: 14 Psi/N at least");
+    zl_run_plain(&r, ZEROCALC " --max-layers --dim 64 --batch 16 --ranks 4 --memory 1e9 --stage 1 --offload");
+    cr_expect_eq(r.exit_code, 2, "stage 1 has no --offload");
+}
+
 static void refused(const char *args, const char *expect) {
     zl_run_result r;
     char line[512];
@@ -256,5 +328,8 @@ Test(cli, bad_input_exits_2) {
     refused("--max-model --ranks 8", "--memory: required");
     refused("--max-model --memory -5", "--memory");
     refused("--frob", "unknown flag '--frob'");
+    refused("--max-layers --dim 64 --memory 1e9", "--max-layers: needs --dim, --batch and --memory");
+    refused("--max-layers --dim 64 --batch 8 --memory 1e9 --layers 3", "--max-layers: finds --layers");
+    refused("--params 1e9 --host-memory 1e9", "--host-memory/--local-ranks: only with --max-layers");
     refused("--check-sources --data /nonexistent.tsv", "--data: cannot open");
 }

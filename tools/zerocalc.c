@@ -17,6 +17,9 @@
  *                                                      activations per rank with and without checkpointing)
  *   zerocalc --paper-table1
  *   zerocalc --max-model --memory 32e9 --ranks 64 [--mp 1]
+ *   zerocalc --max-layers --dim 8192 --batch 1024 --ranks 4 --memory B [--host-memory H [--local-ranks R]]
+ *                                                     (the largest MLP a program's preflight lets run: every
+ *                                                      buffer, activations included; scripts/gpu-table2.sh)
  *   ... --offload   (stages 2-3, ZeRO-Offload: the optimizer state on the host; device / host split)
  *   zerocalc --check-sources [--data tests/data/source_examples.tsv] */
 #include <errno.h>
@@ -32,7 +35,7 @@
 #include "model/gpt.h"   /* zl_gpt_activation_terms: the GPT's activations by component */
 #include "model/model.h" /* zl_model_partition: the model's units, padded; activation formulas */
 
-enum { MODE_CALC, MODE_TABLE1, MODE_MAX_MODEL, MODE_CHECK_SOURCES };
+enum { MODE_CALC, MODE_TABLE1, MODE_MAX_MODEL, MODE_MAX_LAYERS, MODE_CHECK_SOURCES };
 
 
 typedef struct {
@@ -50,7 +53,9 @@ typedef struct {
     zl_precision prec;
     char prec_name[16];
     int custom_given;   /* bit 1: --param-bytes, 2: --grad-bytes, 4: --k */
-    double memory, mp;  /* --max-model */
+    double memory, mp;  /* --max-model, --max-layers (device bytes free per rank) */
+    double host_memory; /* --max-layers: host bytes available on the node (MemAvailable); 0: not checked */
+    int local_ranks;    /* --max-layers: ranks sharing that host memory (default N) */
     const char *data;   /* --check-sources */
     int json;
 } opts;
@@ -73,6 +78,11 @@ static void usage(void) {
            "                [--precision mixed|fp32|custom [--param-bytes P --grad-bytes G --k K]]\n"
            "       zerocalc --paper-table1\n"
            "       zerocalc --max-model --memory BYTES --ranks N [--mp K] [--precision ...]\n"
+           "       zerocalc --max-layers --dim D --batch B --ranks N --memory BYTES [--host-memory BYTES\n"
+           "                [--local-ranks R]] [--accum K] [--checkpoint-activations] [--prefetch P]\n"
+           "                [--backend cuda|cpu] [--stage 0-3] [--offload] [--json]\n"
+           "                (the largest L whose every buffer fits: BYTES free per device, as the\n"
+           "                 programs' preflight sees it; host BYTES shared by R ranks)\n"
            "       zerocalc --check-sources [--data tests/data/source_examples.tsv]\n"
            "       --offload with any of the above but --paper-table1: stages 2-3 with the optimizer state\n"
            "                (K Psi/N) on the host (ZeRO-Offload): device and host bytes apart\n"
@@ -113,13 +123,14 @@ static void parse(opts *o, int argc, char **argv) {
         if (!strcmp(f, "--json")) { o->json = 1; continue; }
         if (!strcmp(f, "--paper-table1")) { o->mode = MODE_TABLE1; continue; }
         if (!strcmp(f, "--max-model")) { o->mode = MODE_MAX_MODEL; continue; }
+        if (!strcmp(f, "--max-layers")) { o->mode = MODE_MAX_LAYERS; continue; }
         if (!strcmp(f, "--check-sources")) { o->mode = MODE_CHECK_SOURCES; continue; }
         if (!strcmp(f, "--checkpoint-activations")) { o->checkpoint = 1; continue; }
         if (!strcmp(f, "--offload")) { o->offload = 1; continue; }
         static const char *const valued[] = {"--params", "--layers", "--dim", "--ranks", "--stage", "--precision",
                                              "--param-bytes", "--grad-bytes", "--k", "--memory", "--mp", "--data",
                                              "--batch", "--accum", "--prefetch", "--backend", "--model", "--heads",
-                                             "--seq", "--vocab"};
+                                             "--seq", "--vocab", "--host-memory", "--local-ranks"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(f, valued[k]);
         if (!known) bad("unknown flag '%s' (see --help)", f);
@@ -132,6 +143,8 @@ static void parse(opts *o, int argc, char **argv) {
         else if (!strcmp(f, "--stage")) o->stage = (int)number(f, v, 0, 3, 1);
         else if (!strcmp(f, "--memory")) o->memory = number(f, v, 1, 1e18, 0);
         else if (!strcmp(f, "--mp")) o->mp = number(f, v, 1, 1e6, 1);
+        else if (!strcmp(f, "--host-memory")) o->host_memory = number(f, v, 1, 1e18, 0);
+        else if (!strcmp(f, "--local-ranks")) o->local_ranks = (int)number(f, v, 1, 1e6, 1);
         else if (!strcmp(f, "--data")) o->data = v;
         else if (!strcmp(f, "--batch")) o->batch = (int)number(f, v, 1, 1 << 20, 1);
         else if (!strcmp(f, "--accum")) o->accum = (int)number(f, v, 1, 1024, 1);
@@ -174,15 +187,23 @@ static void parse(opts *o, int argc, char **argv) {
         else if (by_shape) o->psi = (double)o->layers * (8.0 * o->dim * o->dim + 5.0 * o->dim);
     }
     int run_flags = o->accum > 1 || o->checkpoint || o->prefetch >= 0 || o->backend_cpu;
-    if ((o->batch || run_flags) && !(o->mode == MODE_CALC && o->layers && o->batch))
+    if (o->mode == MODE_MAX_LAYERS) {
+        if (!o->dim || !o->batch || !o->memory) bad("--max-layers: needs --dim, --batch and --memory (bytes per device)");
+        if (o->layers || o->psi) bad("--max-layers: finds --layers; give --dim, not --layers or --params");
+        if (o->gpt || o->heads || o->seq || o->vocab) bad("--max-layers: the MLP only");
+        if (o->mp > 1) bad("--mp: only with --max-model");
+        if (o->ranks > 1e6) bad("--ranks: at most 1e6 with --max-layers");
+        if (!o->local_ranks) o->local_ranks = (int)o->ranks; /* one node */
+    } else if (o->host_memory || o->local_ranks) bad("--host-memory/--local-ranks: only with --max-layers");
+    if ((o->batch || run_flags) && !(o->mode == MODE_MAX_LAYERS || (o->mode == MODE_CALC && o->layers && o->batch)))
         bad("--batch/--accum/--checkpoint-activations/--prefetch/--backend: a run's bytes need --layers, --dim "
             "and --batch");
     if (o->batch && strcmp(o->prec_name, "mixed")) bad("--batch: the programs train in mixed precision only");
-    if (o->prefetch > o->layers - 1 && o->prefetch > 0)
+    if (o->mode != MODE_MAX_LAYERS && o->prefetch > o->layers - 1 && o->prefetch > 0)
         bad("--prefetch: expected an integer in [0, %d] (layers - 1), got %d", o->layers - 1, o->prefetch);
     if (o->mode == MODE_MAX_MODEL && !o->memory) bad("--memory: required with --max-model (bytes per device)");
     if (o->offload && (o->stage == 0 || o->stage == 1 || o->mode == MODE_TABLE1 || o->mode == MODE_CHECK_SOURCES))
-        bad("--offload: stages 2 and 3 only (with --params, --layers/--dim or --max-model)");
+        bad("--offload: stages 2 and 3 only (with --params, --layers/--dim, --max-model or --max-layers)");
 }
 
 /* Stages --offload applies to: 2 and 3 (ZeRO-Offload shards the state it moves). */
@@ -297,14 +318,19 @@ static const char *const run_columns[] = {"model states", "grad buckets", "param
                                           "host states", "host staging", "PCIe B/step"}; /* the last 3: --offload */
 enum { RUN_COLUMNS = 8, RUN_COLUMNS_OFFLOAD = 11 };
 
-static void run_numbers(const opts *o, const zl_partition *part, int stage, double out[RUN_COLUMNS_OFFLOAD]) {
-    zl_model_shape shape = {.kind = ZL_MODEL_MLP, .layers = o->layers, .dim = o->dim, .rows = o->batch,
+/* The configuration a stage program builds for its preflight and report, for L layers. */
+static zl_formula_config run_config(const opts *o, int stage, int layers) {
+    zl_model_shape shape = {.kind = ZL_MODEL_MLP, .layers = layers, .dim = o->dim, .rows = o->batch,
                             .micro_batches = o->accum, .checkpoint = o->checkpoint};
-    int prefetch = o->prefetch >= 0 ? o->prefetch : o->layers > 1 ? 1 : 0; /* the program's default */
-    zl_formula_config fc = {.stage = stage, .model = shape, .prefetch = stage == 3 ? prefetch : 0,
-                            .offload = offloads(o, stage),
-                            .workspace_bytes = o->backend_cpu ? zl_workspace_bytes_cpu(o->batch, o->dim)
-                                                              : zl_workspace_bytes_cuda(o->batch, o->dim)};
+    int prefetch = o->prefetch >= 0 ? o->prefetch : layers > 1 ? 1 : 0; /* the program's default */
+    return (zl_formula_config){.stage = stage, .model = shape, .prefetch = stage == 3 ? prefetch : 0,
+                               .offload = offloads(o, stage),
+                               .workspace_bytes = o->backend_cpu ? zl_workspace_bytes_cpu(o->batch, o->dim)
+                                                                 : zl_workspace_bytes_cuda(o->batch, o->dim)};
+}
+
+static void run_numbers(const opts *o, const zl_partition *part, int stage, double out[RUN_COLUMNS_OFFLOAD]) {
+    zl_formula_config fc = run_config(o, stage, o->layers);
     zl_mem_formula mf;
     zl_comm_formula cf;
     zl_formula_memory(part, &fc, &mf);
@@ -424,6 +450,99 @@ static void max_model(const opts *o) {
         size_digits(psi_off, c, sizeof c);
         printf("%-16s | %22.0f | %8s | host needs %.4g GB per rank for it\n", "  --offload", psi_off, c, host / 1e9);
     }
+}
+
+/* ---- the largest model a program runs: the preflight's answer, searched over L --------- */
+
+typedef struct {
+    int layers; /* 0: not even one layer fits */
+    zl_need need;
+    size_t psi, psi_pad;
+} layer_fit;
+
+/* The need at L layers, as the program's preflight computes it (zl_formula_need); *ok = 0 if
+ * the model's byte counts overflow or stage 3's --prefetch needs more layers. */
+static layer_fit need_at_layers(const opts *o, int stage, int layers, int *ok) {
+    layer_fit f = {.layers = layers};
+    zl_partition part = {0};
+    zl_formula_config fc = run_config(o, stage, layers);
+    *ok = !(stage == 3 && fc.prefetch > layers - 1) &&
+          zl_model_partition(&part, fc.model, (int)o->ranks) == 0;
+    if (!*ok) return f;
+    /* on_gpu = 1: --memory is the device's, the host's apart (the CPU backend's pretend device too) */
+    f.need = zl_formula_need(&part, &fc, 1);
+    f.psi = part.psi, f.psi_pad = part.psi_pad;
+    zl_partition_free(&part);
+    return f;
+}
+
+static int layers_fit(const opts *o, int stage, int layers, layer_fit *f) {
+    int ok;
+    *f = need_at_layers(o, stage, layers, &ok);
+    return ok && zl_need_fits(f->need, o->local_ranks, (size_t)o->memory, (size_t)o->host_memory);
+}
+
+/* Largest L that fits (the need grows with L): doubling, then bisection. *next gets L + 1's. */
+static layer_fit max_layers_of(const opts *o, int stage, layer_fit *next) {
+    layer_fit lo_f = {0}, f;
+    int lo = 0, hi = 1;
+    while (layers_fit(o, stage, hi, &f)) {
+        lo = hi, lo_f = f;
+        if (hi >= 1000000) break;
+        hi = hi * 2 > 1000000 ? 1000000 : hi * 2;
+    }
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        if (layers_fit(o, stage, mid, &f)) lo = mid, lo_f = f;
+        else hi = mid;
+    }
+    int ok;
+    *next = need_at_layers(o, stage, lo + 1, &ok);
+    return lo_f;
+}
+
+/* What stops L + 1: the device, the host (shared by the node's ranks), or neither (overflow). */
+static const char *bound_of(const opts *o, const layer_fit *next) {
+    if (next->need.device > o->memory) return "device";
+    if (o->host_memory && next->need.host * o->local_ranks > o->host_memory) return "host";
+    return "size";
+}
+
+static void max_layers(const opts *o) {
+    int s0 = o->stage < 0 ? 0 : o->stage, s1 = o->stage < 0 ? 3 : o->stage;
+    if (o->json)
+        printf("{\"dim\": %d, \"batch\": %d, \"accum\": %d, \"ranks\": %.0f, \"memory\": %.17g, "
+               "\"host_memory\": %.17g, \"local_ranks\": %d, \"backend\": \"%s\",\n \"stages\": [",
+               o->dim, o->batch, o->accum, o->ranks, o->memory, o->host_memory, o->local_ranks,
+               o->backend_cpu ? "cpu" : "cuda");
+    else
+        printf("largest L at D = %d, B = %d rows x K = %d per rank, N = %.0f: every buffer the program allocates "
+               "(model states, activations, buffers)\nwithin %.0f device bytes free per rank%s", o->dim, o->batch,
+               o->accum, o->ranks, o->memory, o->host_memory ? "" : " (host not checked)\n");
+    if (!o->json && o->host_memory)
+        printf(" and %.0f host bytes shared by %d rank(s)\n", o->host_memory, o->local_ranks);
+    if (!o->json)
+        printf("%-16s | %8s | %7s | %14s | %14s | %14s | %14s | %s\n", "stage", "offload", "max L", "Psi",
+               "device need B", "host need B", "L+1 device B", "L+1 bound");
+    for (int s = s0; s <= s1; s++) {
+        layer_fit next, f = max_layers_of(o, s, &next);
+        const char *bound = bound_of(o, &next);
+        if (o->json)
+            printf("%s\n  {\"stage\": %d, \"offload\": %s, \"max_layers\": %d, \"params\": %zu, "
+                   "\"params_padded\": %zu, \"need_device\": %.17g, \"need_host\": %.17g, "
+                   "\"next_params\": %zu, \"next_need_device\": %.17g, \"next_need_host\": %.17g, "
+                   "\"next_bound\": \"%s\"}",
+                   s > s0 ? "," : "", s, offloads(o, s) ? "true" : "false", f.layers, f.psi, f.psi_pad, f.need.device,
+                   f.need.host, next.psi, next.need.device, next.need.host, bound);
+        else
+            printf("%-16s | %8s | %7d | %14zu | %14.0f | %14.0f | %14.0f | %s\n", stage_names[s],
+                   offloads(o, s) ? "yes" : "no", f.layers, f.psi, f.need.device, f.need.host, next.need.device,
+                   bound);
+    }
+    if (o->json) printf("\n]}\n");
+    else
+        printf("host need is per rank (x %d ranks against the host bytes); the programs' preflight asks the same "
+               "question (common/preflight.c)\n", o->local_ranks);
 }
 
 /* ---- the sources' worked examples --------------------------------------------------- */
@@ -559,6 +678,7 @@ int main(int argc, char **argv) {
     switch (o.mode) {
     case MODE_TABLE1: table1(); break;
     case MODE_MAX_MODEL: max_model(&o); break;
+    case MODE_MAX_LAYERS: max_layers(&o); break;
     case MODE_CHECK_SOURCES: return check_sources(&o);
     default: o.batch && !o.gpt ? calc_run(&o) : calc(&o);
     }

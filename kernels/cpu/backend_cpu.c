@@ -68,8 +68,43 @@ int zl_backend_async_error(char *msg, size_t n) {
     return 0;
 }
 
-void *zl_dev_alloc(size_t bytes) { return malloc(bytes); }
-void zl_dev_free(void *p) { free(p); }
+/* TEST ONLY: ZL_CPU_DEVICE_BYTES=B makes this backend act as a device of B bytes: device
+ * buffers count against B (one past it fails, as cudaMalloc does: out of memory, exit 1), and
+ * zl_dev_mem_free / zl_dev_mem_used report it, so the preflight checks it as it checks a GPU.
+ * The fits / refused / out-of-memory paths of scripts/gpu-table2.sh then run on CI. */
+enum { FAKE_HEADER = 16 }; /* keeps malloc's 16-byte alignment */
+static size_t fake_used;
+static size_t fake_device_bytes(void) {
+    static int read;
+    static size_t limit;
+    if (!read) {
+        const char *e = getenv("ZL_CPU_DEVICE_BYTES");
+        limit = e && *e ? (size_t)strtod(e, NULL) : 0;
+        read = 1;
+    }
+    return limit;
+}
+
+void *zl_dev_alloc(size_t bytes) {
+    size_t limit = fake_device_bytes();
+    if (!limit) return malloc(bytes);
+    if (bytes > limit - fake_used) return NULL;
+    char *p = malloc(bytes + FAKE_HEADER);
+    if (!p) return NULL;
+    memcpy(p, &bytes, sizeof bytes);
+    fake_used += bytes;
+    return p + FAKE_HEADER;
+}
+void zl_dev_free(void *p) {
+    if (!fake_device_bytes() || !p) {
+        free(p);
+        return;
+    }
+    size_t bytes;
+    memcpy(&bytes, (char *)p - FAKE_HEADER, sizeof bytes);
+    fake_used -= bytes;
+    free((char *)p - FAKE_HEADER);
+}
 void zl_memcpy_d2h(void *host, const void *dev, size_t bytes, zl_stream s) { (void)s, memcpy(host, dev, bytes); }
 void zl_memcpy_h2d(void *dev, const void *host, size_t bytes, zl_stream s) { (void)s, memcpy(dev, host, bytes); }
 void zl_memset_async(void *dev, int value, size_t bytes, zl_stream s) { (void)s, memset(dev, value, bytes); }
@@ -78,12 +113,12 @@ void zl_host_free_pinned(void *p) { free(p); }
 void zl_memcpy_d2h_async(void *host, const void *dev, size_t bytes, zl_stream s) { (void)s, memcpy(host, dev, bytes); }
 void zl_memcpy_h2d_async(void *dev, const void *host, size_t bytes, zl_stream s) { (void)s, memcpy(dev, host, bytes); }
 int zl_dev_mem_used(size_t *used, size_t *total) {
-    *used = 0, *total = 0;
-    return 0;
+    *used = fake_used, *total = fake_device_bytes();
+    return *total > 0; /* a device only under ZL_CPU_DEVICE_BYTES */
 }
 int zl_dev_mem_free(size_t *free_bytes) {
-    *free_bytes = 0;
-    return 0;
+    *free_bytes = fake_device_bytes() - fake_used;
+    return fake_device_bytes() > 0;
 }
 
 zl_stream zl_stream_create(void) {
