@@ -4,6 +4,7 @@
 #   make test       install deps if missing, unit tests (plain and ASan+UBSan) + integration tests (CPU)
 #   make test-gpu   GPU kernel comparison + integration tests against build/cuda (on a GPU machine)
 #   build/cuda/bench_attention   attention: strided-batched cuBLASLt vs a fused kernel (docs/performance.md)
+#   make test-gpt-reference  --model gpt vs PyTorch, on build/cpu (PYTHON= a python with torch)
 #   make clean
 # MPI comes from the mpicc wrapper (MPICC=... to override), so MPICH and Open MPI both work.
 
@@ -39,7 +40,8 @@ CFLAGS_COMMON += -DZL_GIT_COMMIT='"$(ZL_COMMIT)"'
 STAGES   := stage0_ddp stage1 stage2 stage3
 COMMON   := common/util.c common/alloc.c common/events.c common/partition.c common/formulas.c common/comm.c \
             common/args.c common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c \
-            common/scaler.c common/numerics.c common/ckpt.c common/trace.c common/offload.c model/layout.c \
+            common/scaler.c common/numerics.c common/ckpt.c common/trace.c common/offload.c common/throughput.c \
+            model/layout.c \
             model/gpt_layout.c model/model.c model/mlp.c model/gpt.c model/gpt_data.c
 CPU_SRC  := kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/adam_host.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c \
             kernels/gpu_select.c kernels/cpu/gpt_cpu.c kernels/cpu/gpt_dispatch_cpu.c
@@ -61,9 +63,9 @@ CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/tes
                                  build/cuda/bench_attention build/cuda/bench_pinned_copy)
 
 .SECONDARY:
-.PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-scripts test-words test-gpu deps deps-run clean
+.PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-scripts test-words test-gpu test-gpt-reference deps deps-run clean
 all: cpu $(if $(HAVE_NVCC),cuda)
-cpu: $(CPU_BINS) build/zerocalc build/zlckpt build/bench_host_adam
+cpu: $(CPU_BINS) build/zerocalc build/zlckpt build/zlbatch build/bench_host_adam
 cuda: $(CUDA_BINS)
 
 # ---- CPU backend ----
@@ -85,6 +87,10 @@ build/zerocalc: tools/zerocalc.c $(CALC_SRC) $(HEADERS)
 
 # zlckpt: inspect, verify, export a checkpoint (common/ckpt.c; the CPU backend for its host copies).
 build/zlckpt: build/cpu/obj/tools/zlckpt.o $(CPU_OBJ)
+	$(MPICC) $(CFLAGS) $^ $(LIBS) -o $@
+
+# zlbatch: the tokens of a GPT run's step 1 (tests/gpu/torch_gpt_reference.py reads them).
+build/zlbatch: build/cpu/obj/tools/zlbatch.o $(CPU_OBJ)
 	$(MPICC) $(CFLAGS) $^ $(LIBS) -o $@
 
 # bench_host_adam: the host Adam's throughput on this CPU, scalar reference vs vectorised (README).
@@ -225,6 +231,11 @@ test-words:
 
 test-gpu: cpu cuda build/tests/test_gpt_integration
 	scripts/test-gpu.sh
+
+# --model gpt against a PyTorch rebuild of it (tests/gpu/torch_gpt_reference.py): step 1's loss
+# and gradient norm; needs a Python with PyTorch (PYTHON=..., default python3). Not in `make test`.
+test-gpt-reference: cpu
+	ZL_MPIEXEC="$(MPIEXEC)" tests/gpu/gpt-reference.sh build/cpu 2
 
 # Execute every notebook (installs Jupyter from Debian's packages if missing); figures -> docs/img/.
 notebooks: cpu

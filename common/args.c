@@ -201,7 +201,7 @@ static const char *const valued_flags[] = {"--layers", "--dim", "--batch", "--st
                                            "--dump-params", "--trace", "--preset", "--prefetch", "--grad-sync", "--timeout",
                                            "--loss-scale-init", "--loss-scale-window", "--clip-grad-norm", "--dtype",
                                            "--inject-overflow", "--accum", "--model", "--seq", "--heads",
-                                           "--vocab", "--data"};
+                                           "--vocab", "--data", "--peak-tflops"};
 static const char *const switch_flags[] = {"--quiet", "--no-preflight", "--check", "--checkpoint-activations",
                                            "--offload"};
 
@@ -300,6 +300,7 @@ static int apply_value(zl_config *c, const char *f, const char *v, char *err, in
     }
     if (!strcmp(f, "--prefetch")) return parse_int(f, v, 0, 64, &c->prefetch, err, len);
     if (!strcmp(f, "--timeout")) return parse_int(f, v, 0, 7 * 86400, &c->timeout_s, err, len);
+    if (!strcmp(f, "--peak-tflops")) return parse_float(f, v, 0, 1, 1e6, 0, &c->peak_tflops, err, len);
     if (!strcmp(f, "--grad-sync")) {
         if (!strcmp(v, "reducescatter")) c->grad_sync_allreduce = 0;
         else if (!strcmp(v, "allreduce")) c->grad_sync_allreduce = 1;
@@ -341,7 +342,8 @@ static int finish_config(zl_config *c, int stage, char *err, int len) {
     if (c->model == 1) return check_gpt(c, err, len) ? ZL_ARGS_ERROR : check_sizes(c, err, len);
     if (c->model_flag_seen)
         return fail(err, len, "%s: only --model gpt takes this flag", c->model_flag_seen == 1 ? "--seq" :
-                    c->model_flag_seen == 2 ? "--heads" : c->model_flag_seen == 3 ? "--vocab" : "--data");
+                    c->model_flag_seen == 2 ? "--heads" : c->model_flag_seen == 3 ? "--vocab" :
+                    c->model_flag_seen == 4 ? "--data" : "--peak-tflops");
     return check_sizes(c, err, len);
 }
 
@@ -377,7 +379,7 @@ static int parse(zl_config *c, int stage, int argc, char **argv, char *err, int 
         }
         if (apply_value(c, f, v, err, len)) return ZL_ARGS_ERROR;
         int gpt_flag = !strcmp(f, "--seq") ? 1 : !strcmp(f, "--heads") ? 2 : !strcmp(f, "--vocab") ? 3 :
-                       !strcmp(f, "--data") ? 4 : 0;
+                       !strcmp(f, "--data") ? 4 : !strcmp(f, "--peak-tflops") ? 5 : 0;
         if (gpt_flag && !c->model_flag_seen) c->model_flag_seen = gpt_flag;
     }
     return finish_config(c, stage, err, len);
@@ -424,7 +426,8 @@ void zl_args_usage(const char *prog, int stage) {
            "                  gpt2-124m: L=12 D=768 H=12 T=1024 V=50257; gpt2-1.5b: L=48 D=1600 H=25 T=1024)\n"
            "  --seq T --heads H --vocab V   GPT sequence length, heads (divide D), vocabulary (default 32, 2,\n"
            "                  256 byte-level; padded to a multiple of 64, the padding counted in Psi)\n"
-           "  --data FILE     GPT: train on the bytes of FILE (e.g. data/persuasion.txt); default: synthetic tokens\n",
+           "  --data FILE     GPT: train on the bytes of FILE (e.g. data/persuasion.txt); default: synthetic tokens\n"
+           "  --peak-tflops P GPT: the device's peak TFLOP/s, for MFU (default: 989 on H100/H200 SXM, else no MFU)\n",
            prog);
     if (stage == 1) printf("  --grad-sync reducescatter|allreduce  ZeRO-1 gradient sync variant\n");
     if (stage == 3) printf("  --prefetch K    units gathered ahead, 0..layers-1 (default min(1, layers-1))\n");
@@ -440,7 +443,7 @@ uint64_t zl_args_hash(const zl_config *c) {
     H(stage), H(layers), H(dim), H(batch), H(steps), H(seed), H(loss_scale), H(lr), H(beta1), H(beta2), H(eps),
         H(weight_decay), H(prefetch), H(grad_sync_allreduce), H(timeout_s), H(no_preflight), H(check),
         H(loss_scale_dynamic), H(loss_scale_window), H(clip_grad_norm), H(dtype), H(n_inject), H(inject_steps),
-        H(accum), H(checkpoint_activations), H(model), H(seq), H(heads), H(vocab), H(offload);
+        H(accum), H(checkpoint_activations), H(model), H(seq), H(heads), H(vocab), H(offload), H(peak_tflops);
 #undef H
     h = zl_fnv1a(h, c->json_path, strlen(c->json_path));
     h = zl_fnv1a(h, c->dump_path, strlen(c->dump_path));

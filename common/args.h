@@ -44,11 +44,13 @@ typedef struct {
     int timeout_s;    /* watchdog: seconds without progress before the job is ended (0 = off) */
     int no_preflight; /* skip the fits-in-memory check before allocation */
     int check;        /* exit 4 if any measured number differs from its formula */
+    float peak_tflops; /* --peak-tflops: the device's peak for MFU (common/throughput.h); 0 = by device name */
     /* the model (model/model.h): --model mlp|gpt; the GPT's sequence length, heads, vocabulary
      * and training text (empty: the synthetic token stream) */
     int model; /* ZL_MODEL_MLP = 0, ZL_MODEL_GPT = 1 */
     int seq, heads, vocab;
-    int model_flag_seen; /* a GPT-only flag given (1 --seq, 2 --heads, 3 --vocab, 4 --data): refused for the MLP */
+    int model_flag_seen; /* a GPT-only flag given (1 --seq, 2 --heads, 3 --vocab, 4 --data, 5 --peak-tflops):
+                          refused for the MLP */
     char data_path[ZL_PATH_MAX];
     char preset[16];
     char json_path[ZL_PATH_MAX];

@@ -19,6 +19,7 @@
 #include "offload.h"
 #include "outputs.h"
 #include "preflight.h" /* zl_preflight_last: what the preflight compared */
+#include "throughput.h"
 #include "trace.h"
 #include "util.h"
 
@@ -632,8 +633,24 @@ typedef struct {
     const char *mpi_lib;
 } gathered;
 
+/* --model gpt: tokens/s per GPU, model FLOPs per token and MFU (throughput.h); MFU and the
+ * peak are null when the peak is unknown. */
+static cJSON *json_throughput(const zl_throughput *t) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "tokens_per_step_per_gpu", t->tokens_per_step);
+    cJSON_AddNumberToObject(o, "tokens_per_s_per_gpu", t->tokens_per_s);
+    cJSON_AddNumberToObject(o, "flops_per_token", t->flops_per_token);
+    cJSON_AddNumberToObject(o, "attention_flops_per_token", t->attention_flops_per_token);
+    cJSON_AddStringToObject(o, "flops_per_token_formula", "6*Psi + 12*L*T*D (PaLM appendix B; full T^2, no recompute)");
+    cJSON_AddNumberToObject(o, "model_tflops_per_gpu", t->tflops);
+    cJSON_AddItemToObject(o, "peak_tflops", t->peak_tflops > 0 ? cJSON_CreateNumber(t->peak_tflops) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "peak_source", string_or_null(t->peak_source));
+    cJSON_AddItemToObject(o, "mfu", isfinite(t->mfu) ? cJSON_CreateNumber(t->mfu) : cJSON_CreateNull());
+    return o;
+}
+
 static cJSON *json_report(const zl_report *r, const gathered *g, const check_result *chk, double ms, double samples_s,
-                          double tflops) {
+                          double tflops, const zl_throughput *gpt) {
     const zl_config *c = &r->rt->cfg;
     char when[32] = "unknown", hash[20];
     time_t now = time(NULL);
@@ -652,6 +669,13 @@ static cJSON *json_report(const zl_report *r, const gathered *g, const check_res
     cJSON_AddNumberToObject(j, "units", r->part->n_units);
     cJSON *cf = add_object(j, "config");
     cJSON_AddStringToObject(cf, "preset", c->preset);
+    cJSON_AddStringToObject(cf, "model", c->model == 1 ? "gpt" : "mlp");
+    if (c->model == 1) { /* the transformer's shape and data (model/gpt.h) */
+        cJSON_AddNumberToObject(cf, "seq", c->seq);
+        cJSON_AddNumberToObject(cf, "heads", c->heads);
+        cJSON_AddNumberToObject(cf, "vocab", c->vocab);
+        cJSON_AddItemToObject(cf, "data", string_or_null(c->data_path[0] ? c->data_path : NULL));
+    }
     cJSON_AddNumberToObject(cf, "layers", c->layers);
     cJSON_AddNumberToObject(cf, "dim", c->dim);
     cJSON_AddNumberToObject(cf, "batch", c->batch);
@@ -679,6 +703,7 @@ static cJSON *json_report(const zl_report *r, const gathered *g, const check_res
     if (c->offload) cJSON_AddItemToObject(j, "offload_model", json_offload_model(&g->all[0])); /* rank 0's */
     cJSON_AddNumberToObject(j, "samples_per_s", samples_s);
     cJSON_AddNumberToObject(j, "tflops_per_gpu", tflops);
+    if (gpt) cJSON_AddItemToObject(j, "throughput", json_throughput(gpt));
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)r->param_hash);
     cJSON_AddStringToObject(j, "param_hash", hash);
     cJSON *ck = add_object(j, "check");
@@ -694,10 +719,10 @@ static cJSON *json_report(const zl_report *r, const gathered *g, const check_res
 }
 
 static void write_json(const zl_report *r, const gathered *g, const check_result *chk, double ms, double samples_s,
-                       double tflops) {
+                       double tflops, const zl_throughput *gpt) {
     FILE *f = zl_output_begin(ZL_OUT_JSON); /* opened at start-up (outputs.h) */
     if (!f) return;
-    cJSON *j = json_report(r, g, chk, ms, samples_s, tflops);
+    cJSON *j = json_report(r, g, chk, ms, samples_s, tflops, gpt);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     if (!text) zl_fatal("out of host memory printing the JSON report");
@@ -765,6 +790,16 @@ static void write_trace(const zl_report *r, const gathered *g) {
     free(labels), free(names);
 }
 
+/* --model gpt: one line of tokens/s, model FLOPs and MFU, each with its formula (throughput.h). */
+static void print_throughput(const zl_throughput *t, const zl_config *c, const char *per) {
+    printf("throughput: %.0f tokens/s per %s (K*B*T = %.0f tokens/step) | model FLOPs/token 6*Psi + 12*L*T*D = "
+           "%.4g (PaLM; attention %.4g, full T^2%s) | %.4g TFLOP/s per %s | ",
+           t->tokens_per_s, per, t->tokens_per_step, t->flops_per_token, t->attention_flops_per_token,
+           c->checkpoint_activations ? ", recompute not counted" : "", t->tflops, per);
+    if (isfinite(t->mfu)) printf("MFU %.1f%% of %.4g TFLOP/s (%s)\n", 100 * t->mfu, t->peak_tflops, t->peak_source);
+    else printf("MFU: peak unknown (--peak-tflops P)\n");
+}
+
 /* Rank 0 prints and writes; returns ZL_EXIT_CHECK on a --check mismatch, else 0. */
 static int print_and_write(const zl_report *r) {
     rank_summary mine;
@@ -787,6 +822,9 @@ static int print_and_write(const zl_report *r) {
      * is a sequence of T tokens, an MLP row one sample. */
     double tokens = rows * (c->model == 1 ? (double)c->seq : 1.0);
     double tflops = ms > 0 ? 6.0 * (double)r->part->psi * tokens / (ms * 1e-3) / 1e12 : 0;
+    const char *per = zl_backend_name()[1] == 'u' ? "GPU" : "rank";
+    zl_throughput gpt_t = zl_throughput_of(c, (double)r->part->psi, ms, zl_backend_device_name());
+    const zl_throughput *gpt = c->model == 1 ? &gpt_t : NULL;
 
     printf("\n== %s | backend %s (%s) | N = %d | Psi = %zu | Psi_pad = %zu | %d units ==\n", stage_names[c->stage],
            zl_backend_name(), zl_backend_device_name(), N, r->part->psi, r->part->psi_pad, r->part->n_units);
@@ -823,17 +861,19 @@ static int print_and_write(const zl_report *r) {
     print_who(r, g.ids, mpi_lib);
     printf("\nfinal loss %.6f (first %.6f) | %.3f ms/step | %.1f samples/s | %.4g TFLOP/s per %s (6*Psi*tokens/step) "
            "| param_hash %016llx\n",
-           r->losses[r->steps - 1], r->losses[0], ms, samples_s, tflops, zl_backend_name()[1] == 'u' ? "GPU" : "rank",
-           (unsigned long long)r->param_hash);
+           r->losses[r->steps - 1], r->losses[0], ms, samples_s, tflops, per, (unsigned long long)r->param_hash);
+    if (gpt) print_throughput(gpt, c, per);
     /* One machine-readable line for scripts (make demo's comparison table). */
     double paper_states = zl_paper_model_states((double)r->part->psi, N, c->stage, NULL);
     printf("summary: stage=%d world=%d states_measured=%.0f states_formula=%.0f states_paper=%.0f peak=%.0f "
-           "wire=%.0f ms=%.3f tflops=%.4g loss=%.6f hash=%016llx\n",
+           "wire=%.0f ms=%.3f tflops=%.4g loss=%.6f hash=%016llx",
            c->stage, N, all[0].states_measured, all[0].states_formula, paper_states, all[0].peak_measured,
            all[0].wire_measured, ms, tflops, r->losses[r->steps - 1], (unsigned long long)r->param_hash);
+    if (gpt) printf(" tokens_s=%.0f model_tflops=%.4g mfu=%.4f", gpt->tokens_per_s, gpt->tflops, gpt->mfu);
+    printf("\n");
     print_check(&chk, c->check);
     zl_stdout_flush();
-    write_json(r, &g, &chk, ms, samples_s, tflops);
+    write_json(r, &g, &chk, ms, samples_s, tflops, gpt);
     free((void *)g.all), free((void *)g.ids), free((void *)g.step_ms);
     if (r->status && !strcmp(r->status, "diverged")) return ZL_EXIT_DIVERGED;
     return c->check && !chk.ok ? ZL_EXIT_CHECK : ZL_EXIT_OK;

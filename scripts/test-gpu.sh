@@ -4,6 +4,8 @@
 #   2. the integration tests (MLP and GPT) against build/cuda for N = 1 .. min(2, GPUs)
 #   3. CUDA vs CPU stage0 on the tiny preset for 10 steps (inside the integration tests)
 #   4. compute-sanitizer (memcheck, racecheck-free synccheck) over short runs of every stage
+#   5. --model gpt against PyTorch (tests/gpu/gpt-reference.sh: step 1's loss and gradient norm
+#      within 1e-3), when PYTHON (default python3) has torch; else a SKIPPED line
 # The integration-test binary needs Criterion and cJSON; where the machine has neither,
 # build it elsewhere with `make build/gpu-tests/test_integration build/gpu-tests/test_report`
 # (they carry their libraries).
@@ -59,6 +61,14 @@ for prog in stage0_ddp stage1 stage2 stage3; do
         [ $rc -eq 0 ] || { echo "$out" | tail -30; fail=1; }
     done
 done
+
+py=${PYTHON:-python3}
+if "$py" -c 'import torch' 2>/dev/null; then
+    step "--model gpt vs PyTorch on build/cuda, N <= $maxw (tests/gpu/gpt-reference.sh)"
+    PYTHON=$py ZL_MPIEXEC="$MPIEXEC" tests/gpu/gpt-reference.sh build/cuda "$maxw" || fail=1
+else
+    step "--model gpt vs PyTorch: SKIPPED — $py has no torch (PYTHON=/path/to/python with torch to run it)"
+fi
 
 echo
 [ $fail -eq 0 ] && echo "test-gpu: ALL PASSED" || echo "test-gpu: FAILURES"

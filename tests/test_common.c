@@ -12,6 +12,7 @@
 #include "common/args.h"
 #include "common/formulas.h"
 #include "common/preflight.h"
+#include "common/throughput.h"
 #include "common/trace.h"
 #include "model/model.h"
 
@@ -390,6 +391,9 @@ Test(args, every_bad_value_names_its_flag) {
         {1, "--checkpoint-activations=1", "--checkpoint-activations takes no value"},
         {0, "--dim 65536 --batch 8192", "--batch: rows*4*dim must be below 2^31"},
         {0, "--dim 16777216 --layers 100000 --batch 1", "--layers/--dim"},
+        {0, "--peak-tflops 989", "--peak-tflops: only --model gpt takes this flag"},
+        {0, "--preset gpt-tiny --peak-tflops 0", "--peak-tflops: expected a number in (0, 1e+06]"},
+        {2, "--preset gpt-tiny --peak-tflops -3", "--peak-tflops"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         zl_config c;
@@ -529,4 +533,45 @@ Test(trace, exposed_communication_hand_cases) {
     cr_expect_float_eq(exposed((double[]){0, 5, 3, 7}, 2, (double[]){8, 12, 6, 9}, 2), 5, 1e-12);
     /* a compute span inside a comm gap touches neither */
     cr_expect_float_eq(exposed((double[]){3, 4}, 1, (double[]){0, 1, 6, 8}, 2), 3, 1e-12);
+}
+
+/* ---- throughput: model FLOPs per token and MFU (PaLM's convention) ---------------- */
+
+/* GPT-2 small by hand: wte 50304·768 (50257 padded to a multiple of 64) + wpe 1024·768 +
+ * 12 blocks of 12·768² + 13·768 + the final LayerNorm 2·768 = 124,475,904 parameters;
+ * per token 6Ψ = 746,855,424 plus attention 12·L·T·D = 12·12·1024·768 = 113,246,208. */
+Test(throughput, gpt2_124m_flops_per_token_by_hand) {
+    zl_config c;
+    char err[256];
+    cr_assert_eq(parse(0, err, &c, "--preset gpt2-124m --batch 4 --accum 2"), ZL_ARGS_OK, "%s", err);
+    zl_model_shape s = zl_model_shape_of(&c);
+    double psi = (double)zl_model_unit_offset(s, zl_model_n_units(s));
+    cr_assert_eq(psi, 124475904.0);
+    zl_throughput t = zl_throughput_of(&c, psi, 500.0, "host"); /* 0.5 s per step */
+    cr_expect_eq(t.attention_flops_per_token, 113246208.0);
+    cr_expect_eq(t.flops_per_token, 746855424.0 + 113246208.0);
+    cr_expect_eq(t.tokens_per_step, 2 * 4 * 1024.0); /* K·B·T per rank */
+    cr_expect_float_eq(t.tokens_per_s, 16384.0, 1e-9);
+    cr_expect_float_eq(t.tflops, 860101632.0 * 16384.0 / 1e12, 1e-9);
+    cr_expect(isnan(t.mfu) && t.peak_tflops == 0 && t.peak_source == NULL, "the CPU has no known peak");
+    cr_assert_eq(parse(0, err, &c, "--preset gpt2-124m --batch 4 --accum 2 --peak-tflops 100"), ZL_ARGS_OK, "%s", err);
+    t = zl_throughput_of(&c, psi, 500.0, "NVIDIA H100 80GB HBM3"); /* the flag wins over the name */
+    cr_expect_float_eq(t.mfu, 860101632.0 * 16384.0 / 1e12 / 100.0, 1e-12);
+    cr_expect_str_eq(t.peak_source, "--peak-tflops");
+}
+
+/* Only the SXM parts, by the names cudaGetDeviceProperties gives; anything else is unknown. */
+Test(throughput, peak_known_only_for_h100_and_h200_sxm) {
+    const struct {
+        const char *name;
+        double peak;
+    } cases[] = {{"NVIDIA H100 80GB HBM3", 989}, {"NVIDIA H200", 989},    {"NVIDIA H100 PCIe", 0},
+                 {"NVIDIA H100 NVL", 0},         {"NVIDIA H200 NVL", 0}, {"NVIDIA A100-SXM4-80GB", 0},
+                 {"host", 0},                    {"", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *family;
+        double p = zl_known_peak_tflops(cases[i].name, &family);
+        cr_expect_eq(p, cases[i].peak, "'%s': %g, expected %g", cases[i].name, p, cases[i].peak);
+        cr_expect_eq(family != NULL, cases[i].peak > 0, "'%s': family %s", cases[i].name, family ? family : "NULL");
+    }
 }

@@ -16,7 +16,7 @@ static const char *const top_keys[] = {
     "schema_version", "stage", "world", "backend", "device", "date", "params", "params_padded", "units", "config",
     "run", "steps", "loss", "ms_per_step", "step_ms", "exposed_comm_ms_per_step", "samples_per_s", "tflops_per_gpu",
     "param_hash", "check", "ranks"};
-static const char *const config_keys[] = {"preset", "layers", "dim", "batch", "seed", "loss_scale", "lr",
+static const char *const config_keys[] = {"preset", "model", "layers", "dim", "batch", "seed", "loss_scale", "lr",
                                           "beta1", "beta2", "eps", "weight_decay", "prefetch"};
 static const char *const run_keys[] = {"git_commit", "mpi_library", "nccl_version", "command_line", "argv", "trace"};
 static const char *const check_keys[] = {"ok", "enforced", "compared", "mismatches"};
@@ -86,6 +86,43 @@ static void check_schema(int stage) {
     }
     cJSON_Delete(j);
     unlink(json);
+}
+
+/* --model gpt adds "throughput" (common/throughput.h): recomputed here from the report's own
+ * ms_per_step, params and config with PaLM's 6Ψ + 12·L·T·D; MFU against --peak-tflops, and
+ * null without one on a device of unknown peak. The MLP's report has no such object. */
+static void check_gpt_throughput(const char *peak_flag, double peak) {
+    cJSON *j = zl_run_json(0, "-n 2 {stage3} --preset gpt-tiny --batch 2 --accum 2 --steps 3%s", peak_flag);
+    cJSON *t = zl_get(j, "throughput");
+    cr_expect_str_eq(zl_get(j, "config.model")->valuestring, "gpt");
+    double L = zl_num(j, "config.layers"), D = zl_num(j, "config.dim"), T = zl_num(j, "config.seq");
+    double tokens = zl_num(j, "config.accum") * zl_num(j, "config.batch") * T, s = zl_num(j, "ms_per_step") / 1e3;
+    double flops = 6 * zl_num(j, "params") + 12 * L * T * D;
+    cr_expect_eq(zl_num(t, "tokens_per_step_per_gpu"), 2 * 2 * 32);
+    cr_expect_eq(zl_num(t, "flops_per_token"), flops);
+    cr_expect_eq(zl_num(t, "attention_flops_per_token"), 12 * L * T * D);
+    cr_expect_float_eq(zl_num(t, "tokens_per_s_per_gpu"), tokens / s, 1e-9 * tokens / s);
+    double tflops = flops * tokens / s / 1e12;
+    cr_expect_float_eq(zl_num(t, "model_tflops_per_gpu"), tflops, 1e-9 * tflops);
+    cJSON *mfu = zl_get(t, "mfu"), *pk = zl_get(t, "peak_tflops");
+    const char *device = zl_get(j, "device")->valuestring;
+    if (peak > 0) {
+        cr_expect_eq(pk->valuedouble, peak);
+        cr_expect_float_eq(mfu->valuedouble, tflops / peak, 1e-9 * tflops / peak);
+        cr_expect_str_eq(zl_get(t, "peak_source")->valuestring, "--peak-tflops");
+    } else if (!strstr(device, "H100") && !strstr(device, "H200")) {
+        cr_expect(cJSON_IsNull(mfu) && cJSON_IsNull(pk) && cJSON_IsNull(zl_get(t, "peak_source")),
+                  "device '%s': no peak is known, so no MFU", device);
+    }
+    cJSON_Delete(j);
+}
+Test(schema, gpt_throughput_without_a_peak) { check_gpt_throughput("", 0); }
+Test(schema, gpt_throughput_mfu_against_peak_tflops) { check_gpt_throughput(" --peak-tflops 123.5", 123.5); }
+Test(schema, mlp_report_has_no_gpt_throughput) {
+    cJSON *j = zl_run_json(0, "-n 2 {stage1} --steps 2");
+    cr_expect(!cJSON_GetObjectItemCaseSensitive(j, "throughput"), "the MLP has no token throughput");
+    cr_expect_str_eq(zl_get(j, "config.model")->valuestring, "mlp");
+    cJSON_Delete(j);
 }
 
 Test(schema, every_documented_key_stage0) { check_schema(0); }

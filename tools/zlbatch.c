@@ -1,0 +1,105 @@
+/* zlbatch.c — write the tokens a GPT run trains on in one step, for a reference outside
+ * zerolab (tests/gpu/torch_gpt_reference.py rebuilds the model in PyTorch and needs the batch).
+ *
+ *   zlbatch --out FILE [--ranks N] [--step S] PROGRAM-FLAGS...
+ *
+ * PROGRAM-FLAGS are the stage program's own (--preset gpt-tiny --seed 7 --batch 2 --accum 2
+ * --data FILE ...), parsed by the same code (common/args.c). FILE receives the global rows of
+ * step S (default 1) at N ranks (default 1): rows [(S-1)·N·K·B, S·N·K·B) of the sample stream,
+ * each a window of T+1 tokens (model/gpt.h "Data": inputs = the first T, targets = the last
+ * T), as int32 little-endian, N·K·B × (T+1). Row order is the stages': rank r, micro-batch j
+ * holds the block's rows [(r·K + j)·B, (r·K + j + 1)·B). The rows come from the very function
+ * the programs call (zl_gpt_sample_row, on the host in every backend), so the file is what any
+ * build trains on. (A --resume'd run continues the stream where the checkpoint left it: not
+ * covered.)
+ *
+ * No MPI job, no device. Exit 0, or 2 and one line for bad flags. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/args.h" /* zl_args_parse: the programs' flags; ZL_EXIT_* */
+#include "model/gpt.h"   /* zl_gpt_sample_row: row g of the token stream */
+
+static int usage(const char *why) {
+    fprintf(stderr, "zlbatch: %s\nusage: zlbatch --out FILE [--ranks N] [--step S] PROGRAM-FLAGS... (--model gpt or a GPT preset)\n",
+            why);
+    return ZL_EXIT_INPUT;
+}
+
+/* --data: the whole file in memory (the programs map it; the bytes are the same). */
+static unsigned char *read_text(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char *buf = NULL;
+    size_t cap = 0, n = 0, got;
+    do {
+        if (n == cap) {
+            unsigned char *grown = realloc(buf, cap = cap ? 2 * cap : 1 << 20);
+            if (!grown) break;
+            buf = grown;
+        }
+        got = fread(buf + n, 1, cap - n, f);
+        n += got;
+    } while (got > 0);
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+int main(int argc, char **argv) {
+    const char *out = NULL;
+    int ranks = 1, step = 1;
+    char **flags = calloc((size_t)argc + 1, sizeof *flags);
+    if (!flags) return usage("out of memory");
+    int nf = 0;
+    flags[nf++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) ranks = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--step") && i + 1 < argc) step = atoi(argv[++i]);
+        else flags[nf++] = argv[i];
+    }
+    if (!out) return usage("--out FILE is required");
+    if (ranks < 1 || ranks > 1 << 20) return usage("--ranks: expected an integer in [1, 1048576]");
+    if (step < 1 || step > 1000000) return usage("--step: expected an integer in [1, 1000000]");
+    zl_config c;
+    char err[1024];
+    int rc = zl_args_parse(&c, 0, nf, flags, err, sizeof err);
+    if (rc == ZL_ARGS_HELP) return usage("the program flags are the stages' (build/cpu/stage0_ddp --help)");
+    if (rc != ZL_ARGS_OK) return usage(err);
+    if (c.model != 1) return usage("only --model gpt has a token stream");
+
+    size_t text_len = 0;
+    unsigned char *text = NULL;
+    if (c.data_path[0]) {
+        text = read_text(c.data_path, &text_len);
+        if (!text) return usage("--data: cannot read the file");
+        if (text_len <= (size_t)c.seq) return usage("--data: needs more than --seq bytes");
+    }
+    const int T = c.seq;
+    const uint64_t rows = (uint64_t)ranks * (uint64_t)c.accum * (uint64_t)c.batch, row0 = (uint64_t)(step - 1) * rows;
+    int32_t *window = malloc(sizeof *window * ((size_t)T + 1));
+    FILE *f = fopen(out, "wb");
+    if (!window || !f) {
+        fprintf(stderr, "zlbatch: %s: %s\n", out, strerror(errno));
+        return ZL_EXIT_RUNTIME;
+    }
+    for (uint64_t g = row0; g < row0 + rows; g++) {
+        zl_gpt_sample_row(text, text_len, c.seed, g, T, c.vocab, window);
+        for (int t = 0; t <= T; t++) { /* little-endian, whatever the host */
+            uint32_t v = (uint32_t)window[t];
+            unsigned char b[4] = {v & 0xff, (v >> 8) & 0xff, (v >> 16) & 0xff, v >> 24};
+            if (fwrite(b, 1, 4, f) != 4) break;
+        }
+    }
+    if (ferror(f) | fclose(f)) { /* both: the file is closed either way */
+        fprintf(stderr, "zlbatch: writing %s: %s\n", out, strerror(errno));
+        return ZL_EXIT_RUNTIME;
+    }
+    free(window), free(text), free(flags);
+    return ZL_EXIT_OK;
+}
