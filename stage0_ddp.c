@@ -271,7 +271,7 @@ int main(int argc, char **argv) {
     rep.losses = losses;
     zl_numerics_report(&t.num, &rep); /* dtype, status, scales, norms, skipped steps */
     rep.ms_per_step = timed_ms / (rep.steps > 1 ? rep.steps - 1 : 1);
-    rep.param_hash = param_hash(&t);
+    if (!c->no_param_hash) rep.param_hash = param_hash(&t); /* else: JSON null (--no-param-hash) */
     int status = zl_report_final(&rep); /* 0, or 1 (an output was lost), 4 (--check) */
 
     /* tear down */

@@ -203,7 +203,7 @@ static const char *const valued_flags[] = {"--layers", "--dim", "--batch", "--st
                                            "--inject-overflow", "--accum", "--model", "--seq", "--heads",
                                            "--vocab", "--data", "--peak-tflops"};
 static const char *const switch_flags[] = {"--quiet", "--no-preflight", "--check", "--checkpoint-activations",
-                                           "--offload"};
+                                           "--offload", "--no-param-hash"};
 
 /* ---- checkpoint flags (common/ckpt.h): --save DIR, --save-every K, --resume DIR ---- */
 static const char *const ckpt_flags[] = {"--save", "--save-every", "--resume"};
@@ -245,6 +245,7 @@ static int apply_switch(zl_config *c, const char *f) {
     else if (!strcmp(f, "--check")) c->check = 1;
     else if (!strcmp(f, "--checkpoint-activations")) c->checkpoint_activations = 1;
     else if (!strcmp(f, "--offload")) c->offload = 1;
+    else if (!strcmp(f, "--no-param-hash")) c->no_param_hash = 1;
     return ZL_ARGS_OK;
 }
 
@@ -335,6 +336,8 @@ static int finish_config(zl_config *c, int stage, char *err, int len) {
                     c->prefetch);
     if (c->json_path[0] && !strcmp(c->json_path, c->dump_path))
         return fail(err, len, "--json and --dump-params name the same path '%s'", c->json_path);
+    if (c->no_param_hash && c->dump_path[0]) /* the dump is written by the same pass as the hash */
+        return fail(err, len, "--no-param-hash: --dump-params needs the final parameters copied out; drop one");
     if (check_ckpt_flags(c, err, len)) return ZL_ARGS_ERROR;
     if (c->trace_path[0] && (!strcmp(c->trace_path, c->json_path) || !strcmp(c->trace_path, c->dump_path)))
         return fail(err, len, "--trace and %s name the same path '%s'",
@@ -420,6 +423,8 @@ void zl_args_usage(const char *prog, int stage) {
            "  --timeout S     end the job if a rank makes no progress for S seconds (default 300, 0 = off)\n"
            "  --check         exit 4 if any measured memory or traffic number differs from its formula\n"
            "  --no-preflight  skip the check that the run fits in memory (to watch a real out-of-memory)\n"
+           "  --no-param-hash skip param_hash (the final parameters' FNV-1a, ~1 GB/s on the host: a minute\n"
+           "                  or more for tens of billions of parameters)\n"
            "  --flag=value works as well as --flag value\n"
            "  --model mlp|gpt  the residual MLP (default) or the GPT-2-like transformer (model/gpt.h)\n"
            "  --preset gpt-tiny|gpt2-124m|gpt2-1.5b   GPT shorthand (gpt-tiny: L=2 D=32 H=2 T=32 V=256 B=4;\n"
@@ -441,7 +446,7 @@ uint64_t zl_args_hash(const zl_config *c) {
     uint64_t h = ZL_FNV_OFFSET;
 #define H(field) h = zl_fnv1a(h, &c->field, sizeof c->field)
     H(stage), H(layers), H(dim), H(batch), H(steps), H(seed), H(loss_scale), H(lr), H(beta1), H(beta2), H(eps),
-        H(weight_decay), H(prefetch), H(grad_sync_allreduce), H(timeout_s), H(no_preflight), H(check),
+        H(weight_decay), H(prefetch), H(grad_sync_allreduce), H(timeout_s), H(no_preflight), H(no_param_hash), H(check),
         H(loss_scale_dynamic), H(loss_scale_window), H(clip_grad_norm), H(dtype), H(n_inject), H(inject_steps),
         H(accum), H(checkpoint_activations), H(model), H(seq), H(heads), H(vocab), H(offload), H(peak_tflops);
 #undef H

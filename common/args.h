@@ -43,6 +43,7 @@ typedef struct {
     int quiet;
     int timeout_s;    /* watchdog: seconds without progress before the job is ended (0 = off) */
     int no_preflight; /* skip the fits-in-memory check before allocation */
+    int no_param_hash; /* skip param_hash: the final fp16 parameters are not copied out and hashed */
     int check;        /* exit 4 if any measured number differs from its formula */
     float peak_tflops; /* --peak-tflops: the device's peak for MFU (common/throughput.h); 0 = by device name */
     /* the model (model/model.h): --model mlp|gpt; the GPT's sequence length, heads, vocabulary

@@ -144,7 +144,8 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
             break;
         default:
             out->bytes[ZL_P_GRAD_SYNC] += K * ring, out->calls[ZL_P_GRAD_SYNC] += K;
-            out->bytes[ZL_P_GATHER_FINAL] += ring, out->calls[ZL_P_GATHER_FINAL] += 1; /* once, for the hash */
+            if (!c->no_param_hash) /* once, for the hash */
+                out->bytes[ZL_P_GATHER_FINAL] += ring, out->calls[ZL_P_GATHER_FINAL] += 1;
         }
     }
     for (int k = 0; c->stage == 3 && k < zl_model_n_uses(c->model); k++) {

@@ -24,6 +24,7 @@ typedef struct {
     size_t workspace_bytes; /* what the backend's kernels declare they need */
     int steps, skipped_steps; /* steps run, and how many skipped their update (no gather after Adam) */
     int offload;              /* stages 2-3 --offload: master, m, v on the host (common/offload.h) */
+    int no_param_hash;        /* --no-param-hash: no final gather for the hash (stage 3) */
 } zl_formula_config;
 
 /* Exact per-category bytes for one rank; model_states = first five (on the device);

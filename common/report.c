@@ -104,7 +104,9 @@ static void summarize(const zl_report *r, rank_summary *s) {
         s->wire_by_purpose[p] = n > 0 ? w / n : 0;
     }
     zl_comm_formula cf;
-    zl_formula_comm(r->part, &r->fc, &cf);
+    zl_formula_config fc = r->fc;
+    fc.no_param_hash = r->rt->cfg.no_param_hash; /* the stage skipped param_hash, and its gathers */
+    zl_formula_comm(r->part, &fc, &cf);
     memcpy(s->comm_formula, cf.bytes, sizeof cf.bytes);
     s->wire_formula = cf.total;
     s->transfer_measured = s->wire_by_purpose[ZL_P_OFFLOAD_GRADS] + s->wire_by_purpose[ZL_P_OFFLOAD_PARAMS];
@@ -705,7 +707,8 @@ static cJSON *json_report(const zl_report *r, const gathered *g, const check_res
     cJSON_AddNumberToObject(j, "tflops_per_gpu", tflops);
     if (gpt) cJSON_AddItemToObject(j, "throughput", json_throughput(gpt));
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)r->param_hash);
-    cJSON_AddStringToObject(j, "param_hash", hash);
+    if (c->no_param_hash) cJSON_AddNullToObject(j, "param_hash"); /* --no-param-hash: not computed */
+    else cJSON_AddStringToObject(j, "param_hash", hash);
     cJSON *ck = add_object(j, "check");
     cJSON_AddBoolToObject(ck, "ok", chk->ok);
     cJSON_AddBoolToObject(ck, "enforced", c->check);
@@ -859,16 +862,18 @@ static int print_and_write(const zl_report *r) {
     print_timeline(all, N);
     if (c->offload) print_offload_model(&all[0]);
     print_who(r, g.ids, mpi_lib);
+    char hash[24] = "not computed";
+    if (!c->no_param_hash) snprintf(hash, sizeof hash, "%016llx", (unsigned long long)r->param_hash);
     printf("\nfinal loss %.6f (first %.6f) | %.3f ms/step | %.1f samples/s | %.4g TFLOP/s per %s (6*Psi*tokens/step) "
-           "| param_hash %016llx\n",
-           r->losses[r->steps - 1], r->losses[0], ms, samples_s, tflops, per, (unsigned long long)r->param_hash);
+           "| param_hash %s\n",
+           r->losses[r->steps - 1], r->losses[0], ms, samples_s, tflops, per, hash);
     if (gpt) print_throughput(gpt, c, per);
     /* One machine-readable line for scripts (make demo's comparison table). */
     double paper_states = zl_paper_model_states((double)r->part->psi, N, c->stage, NULL);
     printf("summary: stage=%d world=%d states_measured=%.0f states_formula=%.0f states_paper=%.0f peak=%.0f "
-           "wire=%.0f ms=%.3f tflops=%.4g loss=%.6f hash=%016llx",
+           "wire=%.0f ms=%.3f tflops=%.4g loss=%.6f hash=%s",
            c->stage, N, all[0].states_measured, all[0].states_formula, paper_states, all[0].peak_measured,
-           all[0].wire_measured, ms, tflops, r->losses[r->steps - 1], (unsigned long long)r->param_hash);
+           all[0].wire_measured, ms, tflops, r->losses[r->steps - 1], c->no_param_hash ? "none" : hash);
     if (gpt) printf(" tokens_s=%.0f model_tflops=%.4g mfu=%.4f", gpt->tokens_per_s, gpt->tflops, gpt->mfu);
     printf("\n");
     print_check(&chk, c->check);

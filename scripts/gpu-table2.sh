@@ -9,7 +9,9 @@
 # start), MemAvailable, the ranks of the node — and `zerocalc --max-layers` finds the largest L
 # whose every buffer (model states, activations, buffers) fits those, from the same formulas
 # (zl_formula_need). Then, per configuration:
-#   L       --steps 2 --check (--steps 1 with --offload: host Adam bound)   must train, exit 0;
+#   L       --steps 2 --check --no-param-hash (--steps 1 with --offload: host Adam bound)   must
+#           train, exit 0 (no final hash: byte-wise FNV-1a runs at ~0.6-1 GB/s on one host core,
+#           about a minute per 30 B parameters, likely most of the 33-81 s each measured run took);
 #           if it does not (a CUDA out-of-memory the preflight let through), L - 1, L - 2 are tried
 #   L + 1   --no-preflight     expected: out of memory while allocating, exit 1 (proves the bound)
 #   L + 1   with the preflight expected: refused before any allocation, exit 2
@@ -124,7 +126,7 @@ for cfg in $CONFIGS; do
     if [ "$L" -ge 1 ]; then
         for l in "$L" $((L - 1)) $((L - 2)); do
             [ "$l" -ge 1 ] || break
-            run "${cfg}_L$l" "$limit" "$prog" --layers "$l" --steps "$steps" --check "${off[@]}" --json "$out/${cfg}_L$l.json"
+            run "${cfg}_L$l" "$limit" "$prog" --layers "$l" --steps "$steps" --check --no-param-hash "${off[@]}" --json "$out/${cfg}_L$l.json"
             [ "$l" = "$L" ] && fit_rc=$rc && fit_s=$secs
             if [ "$rc" -eq 0 ]; then
                 fit_l=$l

@@ -162,6 +162,22 @@ Test(schema, strings_escaped_quote_backslash_newline_in_paths) {
     unlink(json), unlink(trace), rmdir(dir);
 }
 
+/* --no-param-hash: no final copy-out and hash (nor, in ZeRO-3, its gathers): the JSON says null,
+ * the formulas drop the final gather, so --check still holds; with --dump-params it is refused. */
+Test(schema, no_param_hash_is_null_and_checked) {
+    cJSON *j = zl_run_json(0, "-n 2 {stage3} --steps 2 --check --no-param-hash");
+    cr_expect(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "param_hash")), "param_hash should be null");
+    cr_expect(cJSON_IsTrue(zl_get(j, "check.ok")), "the final gather: measured 0 == formula 0");
+    cJSON_Delete(j);
+    j = zl_run_json(0, "-n 2 {stage3} --steps 2 --check");
+    cr_expect(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "param_hash")), "param_hash should be a string");
+    cJSON_Delete(j);
+    zl_run_result r;
+    zl_run(&r, "-n 1 {stage1} --quiet --no-param-hash --dump-params /tmp/zl_nph.bin");
+    cr_expect_eq(r.exit_code, 2, "exit %d", r.exit_code);
+    cr_expect(strstr(r.err, "--no-param-hash"), "stderr: %s", r.err);
+}
+
 Test(schema, trace_path_checked_at_start_up) {
     zl_run_result r;
     zl_run(&r, "-n 2 {stage3} --steps 100000 --quiet --trace /nonexistent-dir/t.json");
