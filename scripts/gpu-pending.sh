@@ -1,0 +1,42 @@
+#!/bin/bash
+# gpu-pending.sh OUTDIR — the GPU measurements the open issues still lack, one section each, so a
+# lease can run what its device time allows: SECTIONS="table2 offload gpt reference attention gemm
+# peer" (default: all, in that order), each under its own time limit (seconds, estimated on
+# 4 × H200 with 64 host cores; the limits are the estimates with a margin). Each section writes
+# OUTDIR/<section>/ and its log OUTDIR/<section>.log; one status line per section on stdout.
+#   table2     ZeRO-3 and the --offload rows of the measured Table 2 (issue 14, 12)     ~300 s
+#   offload    lab-1b with and without --offload at 32768 and 131072 rows (issue 12)    ~240 s
+#   gpt        gpt2-124m every stage at N = 1, 2, 4; gpt2-1.5b at N = 4 (issue 11)       ~300 s
+#   reference  the PyTorch GPT reference on build/cuda, N = 1, 2 (issue 11)              ~150 s
+#   attention  fused vs strided-batched attention (issue 11)                            ~60 s
+#   gemm       cuBLASLt: the heuristic's first algorithm vs its timed best (issue 15)    ~60 s
+#   peer       zerolab vs its PyTorch peer per stage at N = 2, 4 (issue 15)             ~300 s
+# Needs `make cpu cuda` first (build/zlbatch, build/bench_host_adam, build/cuda/*).
+set -u
+out=${1:?usage: gpu-pending.sh OUTDIR}
+nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
+    { echo "gpu-pending: needs an NVIDIA GPU and nvidia-smi -L lists none" >&2; exit 1; }
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export MPIEXEC=${MPIEXEC:-mpirun}
+SECTIONS=${SECTIONS:-table2 offload gpt reference attention gemm peer}
+section() { # name limit command...
+    local name=$1 limit=$2 t0=$SECONDS
+    shift 2
+    mkdir -p "$out/$name"
+    timeout "$limit" "$@" > "$out/$name.log" 2>&1
+    local rc=$?
+    echo "$name rc=$rc in $((SECONDS - t0)) s (limit $limit s)"
+}
+for s in $SECTIONS; do
+    case $s in
+    table2) CONFIGS="stage3 stage3+offload stage2+offload" section table2 300 scripts/gpu-table2.sh "$out/table2" ;;
+    offload) ROWS="32768 131072" section offload 240 scripts/gpu-offload.sh "$out/offload" ;;
+    gpt) section gpt 300 scripts/gpu-gpt.sh "$out/gpt" ;;
+    reference) ZL_MPIEXEC="$MPIEXEC --oversubscribe" section reference 150 tests/gpu/gpt-reference.sh build/cuda 2 ;;
+    attention) section attention 60 build/cuda/bench_attention ;;
+    gemm) section gemm 60 build/cuda/bench_gemm_tune ;;
+    peer) OUT="$out/peer" section peer 300 scripts/bench-gpu.sh lab-1b ;;
+    *) echo "gpu-pending: unknown section '$s'" >&2 ;;
+    esac
+done
