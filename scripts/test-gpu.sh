@@ -6,6 +6,9 @@
 #   4. compute-sanitizer (memcheck, racecheck-free synccheck) over short runs of every stage
 #   5. --model gpt against PyTorch (tests/gpu/gpt-reference.sh: step 1's loss and gradient norm
 #      within 1e-3), when PYTHON (default python3) has torch; else a SKIPPED line
+#   6. the benchmarks' own checks on small shapes (they exit 4 before timing on a mismatch):
+#      fused attention forward and backward vs the trainer's (bench_attention, T not a multiple
+#      of 64 included), cuBLASLt's candidate algorithms vs the trainer's GEMM (bench_gemm_tune)
 # The integration-test binary needs Criterion and cJSON; where the machine has neither,
 # build it elsewhere with `make build/gpu-tests/test_integration build/gpu-tests/test_report`
 # (they carry their libraries).
@@ -69,6 +72,18 @@ if "$py" -c 'import torch' 2>/dev/null; then
 else
     step "--model gpt vs PyTorch: SKIPPED — $py has no torch (PYTHON=/path/to/python with torch to run it)"
 fi
+
+step "benchmarks' checks on small shapes (bench_attention, bench_gemm_tune)"
+for shape in 2,256,128,2 3,130,128,2 1,1000,768,12; do
+    build/cuda/bench_attention --shape "$shape" --iters 1 > /tmp/zl_bench_attention.txt 2>&1
+    rc=$?
+    echo "bench_attention --shape $shape: rc=$rc"
+    [ $rc -eq 0 ] || { tail -20 /tmp/zl_bench_attention.txt; fail=1; }
+done
+build/cuda/bench_gemm_tune --dim 256 --rows 512 --layers 2 --algos 4 > /tmp/zl_bench_gemm.txt 2>&1
+rc=$?
+echo "bench_gemm_tune --dim 256 --rows 512: rc=$rc"
+[ $rc -eq 0 ] || { tail -20 /tmp/zl_bench_gemm.txt; fail=1; }
 
 echo
 [ $fail -eq 0 ] && echo "test-gpu: ALL PASSED" || echo "test-gpu: FAILURES"
