@@ -555,8 +555,7 @@ struct zl_ckpt {
 };
 
 zl_ckpt *zl_ckpt_create(const zl_runtime *rt, const zl_partition *part, zl_model_shape shape, int stage) {
-    zl_ckpt *ck = calloc(1, sizeof *ck);
-    if (!ck) zl_fatal("out of host memory");
+    zl_ckpt *ck = zl_host_calloc(1, sizeof *ck);
     *ck = (zl_ckpt){rt, part, shape, stage, NULL, 0, {0}};
     size_t elems = part->max_unit_pad < ZL_CKPT_CHUNK_ELEMS ? part->max_unit_pad : ZL_CKPT_CHUNK_ELEMS;
     ck->staging_bytes = 4 * elems;

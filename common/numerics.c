@@ -23,10 +23,9 @@ void zl_numerics_init(zl_numerics *n, const zl_runtime *rt) {
     n->consensus = !(off && !strcmp(off, "1"));
     if (zl_scaler_init(&n->scaler, c->loss_scale_dynamic, c->loss_scale, c->loss_scale_window))
         zl_fatal("loss scaler: bad settings (scale %g, window %d)", c->loss_scale, c->loss_scale_window);
-    n->scales = calloc((size_t)c->steps, sizeof(float));
-    n->norms = calloc((size_t)c->steps, sizeof(float));
-    n->skipped = calloc((size_t)c->steps, sizeof(int));
-    if (!n->scales || !n->norms || !n->skipped) zl_fatal("out of host memory");
+    n->scales = zl_host_calloc((size_t)c->steps, sizeof(float));
+    n->norms = zl_host_calloc((size_t)c->steps, sizeof(float));
+    n->skipped = zl_host_calloc((size_t)c->steps, sizeof(int));
 }
 
 void zl_numerics_adam(const zl_numerics *n, int unit, float *master, float *m, float *v, zl_half *params,

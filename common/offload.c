@@ -12,8 +12,7 @@
 #include "util.h"
 
 zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ranks) {
-    zl_offload *o = calloc(1, sizeof *o);
-    if (!o) zl_fatal("out of host memory");
+    zl_offload *o = zl_host_calloc(1, sizeof *o);
     size_t shard = p->shard_len;
     o->part = p, o->half = half;
     zl_mem_init_pinned(zl_host_alloc_pinned, zl_host_free_pinned);

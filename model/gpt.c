@@ -112,8 +112,7 @@ void zl_gpt_create(zl_gpt *m, int layers, zl_gpt_dims d, int micro_batches, int 
     m->head = zl_mem_alloc(ZL_MEM_SCRATCH, h2 * Vp * d.D, "LM head part of the wte gradient");
     m->row_loss = zl_mem_alloc(ZL_MEM_SCRATCH, f4 * R, "row losses");
     m->loss = zl_mem_alloc(ZL_MEM_SCRATCH, f4 * (size_t)micro_batches, "loss (one per micro-batch)");
-    m->loss_host = malloc(f4 * (size_t)micro_batches);
-    if (!m->loss_host) zl_fatal("out of host memory");
+    m->loss_host = zl_host_calloc((size_t)micro_batches, f4);
     size_t ws = zl_gpt_workspace_bytes(d);
     m->workspace = zl_mem_alloc(ZL_MEM_WORKSPACE, ws, "kernel workspace");
     zl_gpt_set_workspace(m->workspace, ws, d);

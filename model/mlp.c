@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "../common/alloc.h"
-#include "../common/util.h" /* zl_fatal */
+#include "../common/util.h" /* zl_host_calloc */
 #include "../kernels/kernels.h"
 
 /* ---- init: a function of the seed and the global parameter index only ---------------- */
@@ -57,8 +57,7 @@ void zl_mlp_create(zl_mlp *m, int layers, int dim, int rows, int micro_batches, 
     m->dx[1] = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "activation grad 1");
     m->dh = m->a; /* backward's dh once dW2 has read a (kernels.h): one B·4D buffer, not two */
     m->loss = zl_mem_alloc(ZL_MEM_SCRATCH, K * sizeof(float), "loss (one per micro-batch)");
-    m->loss_host = malloc(K * sizeof(float));
-    if (!m->loss_host) zl_fatal("out of host memory");
+    m->loss_host = zl_host_calloc(K, sizeof(float));
     size_t ws = zl_kernels_workspace_bytes(rows, dim);
     m->workspace = zl_mem_alloc(ZL_MEM_WORKSPACE, ws, "kernel workspace");
     zl_kernels_set_workspace(m->workspace, ws);

@@ -16,8 +16,7 @@ struct zl_model {
 };
 
 zl_model *zl_model_create(zl_model_shape s) {
-    zl_model *m = calloc(1, sizeof *m);
-    if (!m) zl_fatal("out of host memory");
+    zl_model *m = zl_host_calloc(1, sizeof *m);
     m->shape = s;
     /* The timeline's compute lane, per step: per micro-batch the batch, a forward and a
      * backward span per use, the loss; then the stage's optimizer (at most one Adam call per
