@@ -70,17 +70,7 @@ static void check_exact_with(int stage, int N, const char *extra) {
                      zl_num(rk, "memory.measured.activations"), act);
         cr_expect_eq(zl_num(rk, "memory.formula.scratch"), scratch);
         cr_expect_eq(zl_num(rk, "memory.allocations_in_step"), 0, "the step loop allocated");
-        cr_expect_float_eq(zl_num(rk, "comm.formula.by_purpose.control"),
-                           2.0 * (N - 1) / N * (4 * K + (stage >= 1 ? 16 : 0)), 1e-9);
-        static const char *const purposes[] = {"grad_sync", "param_gather_fwd", "param_gather_bwd",
-                                               "param_gather_step", "control", "param_gather_final"};
-        for (size_t p = 0; p < sizeof purposes / sizeof purposes[0]; p++) {
-            char m[96], f[96];
-            snprintf(m, sizeof m, "comm.measured.by_purpose.%s", purposes[p]);
-            snprintf(f, sizeof f, "comm.formula.by_purpose.%s", purposes[p]);
-            cr_expect_float_eq(zl_num(rk, m), zl_num(rk, f), 1e-9 * (1 + zl_num(rk, f)), "%s N=%d %s: %.0f vs %.0f",
-                               zl_progs[stage], N, purposes[p], zl_num(rk, m), zl_num(rk, f));
-        }
+        zl_expect_traffic_by_purpose(rk, zl_progs[stage], stage, N, K);
         /* gradients: DDP all-reduces, ZeRO-1 reduce-scatters once per step, ZeRO-2/3 once per micro-batch */
         double sync = (stage == 0 ? 2.0 : stage == 1 ? 1.0 : K) * (N - 1) * 2.0 * psi_pad / N;
         cr_expect_float_eq(zl_num(rk, "comm.measured.by_purpose.grad_sync"), sync, 1e-9 * (1 + sync));

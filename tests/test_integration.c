@@ -95,17 +95,7 @@ static void check_memory_and_traffic_with(int stage, int N, int L, int D, int B,
         double BD = (double)B * D;
         cr_expect_eq(zl_num(rk, "memory.formula.activations"), 2 * BD * ((L + 1) + 4 * (ckpt ? 1 : L) + 4));
         cr_expect_eq(zl_num(rk, "memory.formula.scratch"), 2 * 3 * BD + 4 * K + 16);
-        cr_expect_float_eq(zl_num(rk, "comm.formula.by_purpose.control"),
-                           2.0 * (N - 1) / N * (4 * K + (stage >= 1 ? 16 : 0)), 1e-9);
-        static const char *const purposes[] = {"grad_sync", "param_gather_fwd", "param_gather_bwd",
-                                               "param_gather_step", "control", "param_gather_final"};
-        for (size_t p = 0; p < sizeof purposes / sizeof purposes[0]; p++) {
-            char m[96], f[96];
-            snprintf(m, sizeof m, "comm.measured.by_purpose.%s", purposes[p]);
-            snprintf(f, sizeof f, "comm.formula.by_purpose.%s", purposes[p]);
-            cr_expect_float_eq(zl_num(rk, m), zl_num(rk, f), 1e-9 * (1 + zl_num(rk, f)), "%s N=%d %s: %.0f vs %.0f",
-                               prog, N, purposes[p], zl_num(rk, m), zl_num(rk, f));
-        }
+        zl_expect_traffic_by_purpose(rk, prog, stage, N, K);
     }
     cJSON_Delete(j);
     unlink(json);

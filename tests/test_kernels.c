@@ -988,24 +988,35 @@ Test(init, split_ranges_seeds_and_range) {
 }
 
 /* dx = NULL (block 0) skips the input gradient and changes nothing else. */
-Test(block, null_dx_gives_same_weight_gradients) {
-    const int R = 7, D = 12;
-    block16 b1, b2;
-    block16_init(&b1, R, D, 401);
-    block16_init(&b2, R, D, 401);
+/* Two blocks with the same inputs (seed), workspace set: b1 through forward and the plain
+ * backward (the reference), b2 through forward only, for a variant backward. Returns the workspace. */
+static void *twin_blocks(block16 *b1, block16 *b2, int R, int D, uint64_t seed) {
+    block16_init(b1, R, D, seed);
+    block16_init(b2, R, D, seed);
     size_t bytes = zl_cpu_workspace_bytes(R, D);
     void *ws = malloc(bytes);
     cr_assert(ws);
     zl_cpu_set_workspace(ws, bytes);
-    block16_forward(&b1);
-    block16_backward(&b1);
-    block16_forward(&b2);
+    block16_forward(b1);
+    block16_backward(b1);
+    block16_forward(b2);
+    return ws;
+}
+
+static void expect_same_weight_gradients(const block16 *b1, const block16 *b2, int D) {
+    cr_assert(halves_equal(b1->dW1, b2->dW1, (size_t)D * 4 * D));
+    cr_assert(halves_equal(b1->dW2, b2->dW2, (size_t)D * 4 * D));
+    cr_assert(halves_equal(b1->db1, b2->db1, (size_t)4 * D));
+    cr_assert(halves_equal(b1->db2, b2->db2, (size_t)D));
+}
+
+Test(block, null_dx_gives_same_weight_gradients) {
+    const int R = 7, D = 12;
+    block16 b1, b2;
+    void *ws = twin_blocks(&b1, &b2, R, D, 401);
     zl_cpu_block_backward(b2.x, b2.h, b2.a, b2.W1, b2.W2, b2.dy, b2.dh, b2.dW1, b2.db1, b2.dW2, b2.db2, NULL,
                           ZL_GRADS_WRITE, R, D);
-    cr_assert(halves_equal(b1.dW1, b2.dW1, (size_t)D * 4 * D));
-    cr_assert(halves_equal(b1.dW2, b2.dW2, (size_t)D * 4 * D));
-    cr_assert(halves_equal(b1.db1, b2.db1, (size_t)4 * D));
-    cr_assert(halves_equal(b1.db2, b2.db2, (size_t)D));
+    expect_same_weight_gradients(&b1, &b2, D);
     free(ws);
     block16_free(&b1);
     block16_free(&b2);
@@ -1015,21 +1026,10 @@ Test(block, null_dx_gives_same_weight_gradients) {
 Test(block, dh_may_alias_a) {
     const int R = 7, D = 12;
     block16 b1, b2;
-    block16_init(&b1, R, D, 402);
-    block16_init(&b2, R, D, 402);
-    size_t bytes = zl_cpu_workspace_bytes(R, D);
-    void *ws = malloc(bytes);
-    cr_assert(ws);
-    zl_cpu_set_workspace(ws, bytes);
-    block16_forward(&b1);
-    block16_backward(&b1);
-    block16_forward(&b2);
+    void *ws = twin_blocks(&b1, &b2, R, D, 402);
     zl_cpu_block_backward(b2.x, b2.h, b2.a, b2.W1, b2.W2, b2.dy, b2.a, b2.dW1, b2.db1, b2.dW2, b2.db2, b2.dx,
                           ZL_GRADS_WRITE, R, D);
-    cr_assert(halves_equal(b1.dW1, b2.dW1, (size_t)D * 4 * D));
-    cr_assert(halves_equal(b1.dW2, b2.dW2, (size_t)D * 4 * D));
-    cr_assert(halves_equal(b1.db1, b2.db1, (size_t)4 * D));
-    cr_assert(halves_equal(b1.db2, b2.db2, (size_t)D));
+    expect_same_weight_gradients(&b1, &b2, D);
     cr_assert(halves_equal(b1.dx, b2.dx, (size_t)R * D));
     cr_assert(halves_equal(b1.dh, b2.a, (size_t)R * 4 * D)); /* a's buffer now holds dh */
     free(ws);

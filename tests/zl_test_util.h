@@ -200,6 +200,22 @@ static inline cJSON *zl_run_json(int expect_exit, const char *fmt, ...) {
     return j;
 }
 
+/* One rank's JSON report (rk): the control traffic's formula (K fp32 losses, and from ZeRO-1 on
+ * the 16-byte gradient statistics) and, for every purpose, measured wire bytes == formula. */
+static inline void zl_expect_traffic_by_purpose(cJSON *rk, const char *prog, int stage, int N, int K) {
+    cr_expect_float_eq(zl_num(rk, "comm.formula.by_purpose.control"),
+                       2.0 * (N - 1) / N * (4 * K + (stage >= 1 ? 16 : 0)), 1e-9);
+    static const char *const purposes[] = {"grad_sync", "param_gather_fwd", "param_gather_bwd",
+                                           "param_gather_step", "control", "param_gather_final"};
+    for (size_t p = 0; p < sizeof purposes / sizeof purposes[0]; p++) {
+        char m[96], f[96];
+        snprintf(m, sizeof m, "comm.measured.by_purpose.%s", purposes[p]);
+        snprintf(f, sizeof f, "comm.formula.by_purpose.%s", purposes[p]);
+        cr_expect_float_eq(zl_num(rk, m), zl_num(rk, f), 1e-9 * (1 + zl_num(rk, f)), "%s N=%d %s: %.0f vs %.0f", prog,
+                           N, purposes[p], zl_num(rk, m), zl_num(rk, f));
+    }
+}
+
 static inline const char *zl_hash_of(cJSON *j) { return zl_get(j, "param_hash")->valuestring; }
 
 /* ‖p − p_ref‖ / ‖p_ref‖ between two raw fp16 dumps (--dump-params) of the same length; the
