@@ -2,7 +2,9 @@
 #include "offload.h"
 
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "../kernels/cpu/adam_host.h"
@@ -28,8 +30,16 @@ zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ra
     return o;
 }
 
+/* The rank's share of the cores its CPU affinity allows. A launcher that pins each rank to one
+ * core (Open MPI does at -n <= 2) leaves host Adam one thread — several times slower, silently —
+ * so that case is named on stderr. */
 int zl_offload_threads(int local_ranks) {
-    int threads = omp_get_num_procs() / (local_ranks > 0 ? local_ranks : 1); /* ranks on one node share its cores */
+    int ranks = local_ranks > 0 ? local_ranks : 1, allowed = omp_get_num_procs();
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = allowed / ranks; /* ranks on one node share its cores */
+    if (online > 0 && allowed < online / ranks)
+        fprintf(stderr, "zerolab: warning: host Adam gets %d thread(s): this rank may use %d of the node's %ld cores "
+                        "(its CPU affinity; e.g. mpirun --bind-to none)\n", threads > 0 ? threads : 1, allowed, online);
     return threads > 0 ? threads : 1;
 }
 

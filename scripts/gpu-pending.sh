@@ -5,7 +5,9 @@
 # 4 × H200 with 64 host cores; the limits are the estimates with a margin). Each section writes
 # OUTDIR/<section>/ and its log OUTDIR/<section>.log; one status line per section on stdout.
 #   table2     ZeRO-3 and the --offload rows of the measured Table 2 (issue 14, 12)     ~300 s
-#   offload    lab-1b with and without --offload at 65536 and 131072 rows (issue 12)    ~300 s
+#   offload    lab-1b with and without --offload at 32768 and 65536 rows (issue 12)     ~300 s
+#              (under `mpirun --bind-to none`: Open MPI pins each rank to one core at -n <= 2,
+#              which leaves host Adam one thread)
 #   gpt        gpt2-124m every stage at N = 1, 2, 4; gpt2-1.5b at N = 4 (issue 11)       ~300 s
 #   reference  the PyTorch GPT reference on build/cuda, N = 1, 2 (issue 11)              ~150 s
 #   attention  fused vs strided-batched attention (issue 11)                            ~60 s
@@ -31,12 +33,12 @@ section() { # name limit command...
 for s in $SECTIONS; do
     case $s in
     table2) CONFIGS="stage3 stage3+offload stage2+offload" section table2 300 scripts/gpu-table2.sh "$out/table2" ;;
-    offload) ROWS="65536 131072" section offload 300 scripts/gpu-offload.sh "$out/offload" ;;
-    gpt) section gpt 300 scripts/gpu-gpt.sh "$out/gpt" ;;
+    offload) MPIEXEC="${OFFLOAD_MPIEXEC:-mpirun --bind-to none}" ROWS="32768 65536" section offload 300 scripts/gpu-offload.sh "$out/offload" ;;
+    gpt) section gpt 280 scripts/gpu-gpt.sh "$out/gpt" ;;
     reference) ZL_MPIEXEC="$MPIEXEC --oversubscribe" section reference 150 tests/gpu/gpt-reference.sh build/cuda 2 ;;
     attention) section attention 60 build/cuda/bench_attention ;;
     gemm) section gemm 60 build/cuda/bench_gemm_tune ;;
-    peer) OUT="$out/peer" section peer 300 scripts/bench-gpu.sh lab-1b ;;
+    peer) OUT="$out/peer" section peer 290 scripts/bench-gpu.sh lab-1b ;;
     *) echo "gpu-pending: unknown section '$s'" >&2 ;;
     esac
 done
