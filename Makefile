@@ -51,7 +51,8 @@ HEADERS  := $(wildcard common/*.h model/*.h kernels/*.h kernels/cpu/*.h kernels/
 CPU_OBJ  := $(patsubst %.c,build/cpu/obj/%.o,$(COMMON) $(CPU_SRC))
 CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/adam_host.c kernels/gpu_select.c \
                                               kernels/cpu/gpt_cpu.c kernels/cuda/backend_cuda.c) \
-            build/cuda/obj/kernels/cuda/kernels_cuda.o build/cuda/obj/kernels/cuda/gpt_cuda.o
+            build/cuda/obj/kernels/cuda/kernels_cuda.o build/cuda/obj/kernels/cuda/gpt_cuda.o \
+            build/cuda/obj/kernels/cuda/gpt_flash.o
 # cJSON writes the report and the checkpoint manifests; a GPU machine may have no cJSON, so the
 # CUDA programs carry theirs in build/cuda/lib/ (found through an rpath of $ORIGIN/lib), as
 # build/gpu-tests does.

@@ -164,6 +164,9 @@ static int check_gpt(const zl_config *c, char *err, int len) {
         return fail(err, len, "--batch/--seq/--dim/--vocab: batch*seq*max(4*dim, vocab) must be below 2^31");
     if (__builtin_mul_overflow(R * (size_t)c->heads, (size_t)c->seq, &scores) || scores > 2147483647u)
         return fail(err, len, "--batch/--heads/--seq: batch*heads*seq^2 must be below 2^31");
+    if (c->attention == 2 && (c->dtype != ZL_F16 || c->dim / c->heads != 64))
+        return fail(err, len, "--attention fused: needs head dimension 64 (--dim / --heads, got %d) and --dtype fp16",
+                    c->dim / c->heads);
     return ZL_ARGS_OK;
 }
 
@@ -200,7 +203,7 @@ static const char *const valued_flags[] = {"--layers", "--dim", "--batch", "--st
                                            "--lr", "--beta1", "--beta2", "--eps", "--weight-decay", "--json",
                                            "--dump-params", "--trace", "--preset", "--prefetch", "--grad-sync", "--timeout",
                                            "--loss-scale-init", "--loss-scale-window", "--clip-grad-norm", "--dtype",
-                                           "--inject-overflow", "--accum", "--model", "--seq", "--heads",
+                                           "--inject-overflow", "--accum", "--model", "--seq", "--heads", "--attention",
                                            "--vocab", "--data", "--peak-tflops"};
 static const char *const switch_flags[] = {"--quiet", "--no-preflight", "--check", "--checkpoint-activations",
                                            "--offload", "--no-param-hash"};
@@ -292,6 +295,12 @@ static int apply_value(zl_config *c, const char *f, const char *v, char *err, in
     }
     if (!strcmp(f, "--seq")) return parse_int(f, v, 1, 1 << 16, &c->seq, err, len);
     if (!strcmp(f, "--heads")) return parse_int(f, v, 1, 1 << 12, &c->heads, err, len);
+    if (!strcmp(f, "--attention")) {
+        if (!strcmp(v, "strided")) c->attention = 1;
+        else if (!strcmp(v, "fused")) c->attention = 2;
+        else return fail(err, len, "--attention: expected strided or fused, got '%s'", v);
+        return ZL_ARGS_OK;
+    }
     if (!strcmp(f, "--vocab")) return parse_int(f, v, 2, 1 << 20, &c->vocab, err, len);
     if (!strcmp(f, "--data")) {
         if (!*v || strlen(v) >= ZL_PATH_MAX)
@@ -342,11 +351,14 @@ static int finish_config(zl_config *c, int stage, char *err, int len) {
     if (c->trace_path[0] && (!strcmp(c->trace_path, c->json_path) || !strcmp(c->trace_path, c->dump_path)))
         return fail(err, len, "--trace and %s name the same path '%s'",
                     !strcmp(c->trace_path, c->json_path) ? "--json" : "--dump-params", c->trace_path);
+    if (c->model == 1 && c->attention == 0) /* by shape: fused where its kernels run (head dim 64, fp16) */
+        c->attention = c->dtype == ZL_F16 && c->dim % c->heads == 0 && c->dim / c->heads == 64 ? 2 : 1;
     if (c->model == 1) return check_gpt(c, err, len) ? ZL_ARGS_ERROR : check_sizes(c, err, len);
     if (c->model_flag_seen)
         return fail(err, len, "%s: only --model gpt takes this flag", c->model_flag_seen == 1 ? "--seq" :
                     c->model_flag_seen == 2 ? "--heads" : c->model_flag_seen == 3 ? "--vocab" :
-                    c->model_flag_seen == 4 ? "--data" : "--peak-tflops");
+                    c->model_flag_seen == 4 ? "--data" : c->model_flag_seen == 5 ? "--peak-tflops" :
+                    "--attention");
     return check_sizes(c, err, len);
 }
 
@@ -382,7 +394,8 @@ static int parse(zl_config *c, int stage, int argc, char **argv, char *err, int 
         }
         if (apply_value(c, f, v, err, len)) return ZL_ARGS_ERROR;
         int gpt_flag = !strcmp(f, "--seq") ? 1 : !strcmp(f, "--heads") ? 2 : !strcmp(f, "--vocab") ? 3 :
-                       !strcmp(f, "--data") ? 4 : !strcmp(f, "--peak-tflops") ? 5 : 0;
+                       !strcmp(f, "--data") ? 4 : !strcmp(f, "--peak-tflops") ? 5 :
+                       !strcmp(f, "--attention") ? 6 : 0;
         if (gpt_flag && !c->model_flag_seen) c->model_flag_seen = gpt_flag;
     }
     return finish_config(c, stage, err, len);
@@ -431,6 +444,9 @@ void zl_args_usage(const char *prog, int stage) {
            "                  gpt2-124m: L=12 D=768 H=12 T=1024 V=50257; gpt2-1.5b: L=48 D=1600 H=25 T=1024)\n"
            "  --seq T --heads H --vocab V   GPT sequence length, heads (divide D), vocabulary (default 32, 2,\n"
            "                  256 byte-level; padded to a multiple of 64, the padding counted in Psi)\n"
+           "  --attention strided|fused  GPT attention: cuBLASLt strided-batched GEMMs keeping P (B*H*T^2), or\n"
+           "                  the fused FlashAttention-2-style kernels keeping one log-sum-exp a row (default:\n"
+           "                  fused where they run: head dimension 64 and fp16; else strided)\n"
            "  --data FILE     GPT: train on the bytes of FILE (e.g. data/persuasion.txt); default: synthetic tokens\n"
            "  --peak-tflops P GPT: the device's peak TFLOP/s, for MFU (default: 989 on H100/H200 SXM, else no MFU)\n",
            prog);
@@ -448,7 +464,8 @@ uint64_t zl_args_hash(const zl_config *c) {
     H(stage), H(layers), H(dim), H(batch), H(steps), H(seed), H(loss_scale), H(lr), H(beta1), H(beta2), H(eps),
         H(weight_decay), H(prefetch), H(grad_sync_allreduce), H(timeout_s), H(no_preflight), H(no_param_hash), H(check),
         H(loss_scale_dynamic), H(loss_scale_window), H(clip_grad_norm), H(dtype), H(n_inject), H(inject_steps),
-        H(accum), H(checkpoint_activations), H(model), H(seq), H(heads), H(vocab), H(offload), H(peak_tflops);
+        H(accum), H(checkpoint_activations), H(model), H(seq), H(heads), H(vocab), H(offload), H(peak_tflops),
+        H(attention);
 #undef H
     h = zl_fnv1a(h, c->json_path, strlen(c->json_path));
     h = zl_fnv1a(h, c->dump_path, strlen(c->dump_path));

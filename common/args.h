@@ -50,8 +50,9 @@ typedef struct {
      * and training text (empty: the synthetic token stream) */
     int model; /* ZL_MODEL_MLP = 0, ZL_MODEL_GPT = 1 */
     int seq, heads, vocab;
-    int model_flag_seen; /* a GPT-only flag given (1 --seq, 2 --heads, 3 --vocab, 4 --data, 5 --peak-tflops):
-                          refused for the MLP */
+    int attention; /* --attention: 0 until resolved by shape (fused at head dimension 64 and fp16), 1 strided, 2 fused */
+    int model_flag_seen; /* a GPT-only flag given (1 --seq, 2 --heads, 3 --vocab, 4 --data, 5 --peak-tflops,
+                          6 --attention): refused for the MLP */
     char data_path[ZL_PATH_MAX];
     char preset[16];
     char json_path[ZL_PATH_MAX];

@@ -30,6 +30,7 @@ extern "C" {
 /* Shape of one call (what the kernels need to know of the model). */
 typedef struct {
     int B, T, D, H, V, Vp;
+    int flash; /* 1: attention by zl_gpt_flash_* (lse kept); 0: strided-batched (P kept) */
 } zl_gpt_dims;
 
 /* Scratch the GPT kernels use (CUDA: kernels.h's workspace for (R, D) plus LayerNorm
@@ -85,6 +86,21 @@ void zl_gpt_attention_forward(const zl_half *qkv, zl_half *qkvr, zl_half *P, zl_
 void zl_gpt_attention_backward(const zl_half *qkvr, const zl_half *P, const zl_half *dout, zl_half *dout_r,
                                zl_half *dP, zl_half *dqkvr, zl_half *dqkv, zl_gpt_dims d, zl_stream s);
 
+/* The same attention, fused (FlashAttention-2's algorithm; CUDA: kernels/cuda/gpt_flash.cu):
+ * straight from qkv (R×3D) to out (R×D), keeping only lse (B·H·T floats, [B][H][T]: each query
+ * row's log-sum-exp of scale·q·kᵀ) — no T×T matrix is stored. Backward recomputes
+ * P = exp(scale·q·kᵀ - lse) tile by tile: Dl (B·H·T floats of scratch) = rowsum(dout ⊙ out),
+ * dS = P ⊙ (dout·vᵀ - Dl), dq = scale·dS·k, dk = scale·dSᵀ·q, dv = Pᵀ·dout, into dqkv (R×3D,
+ * qkv's layout). P and dS are rounded to 16 bits before their products (the tensor cores'
+ * operands); S, dP and the sums stay fp32. Deterministic (no float atomics). CUDA needs head
+ * dimension 64 and fp16 (zl_gpt_flash_supported); the CPU reference takes any shape. */
+static inline int zl_gpt_flash_supported(zl_gpt_dims d, int bf16) {
+    return !bf16 && d.H > 0 && d.D % d.H == 0 && d.D / d.H == 64;
+}
+void zl_gpt_flash_forward(const zl_half *qkv, zl_half *out, float *lse, zl_gpt_dims d, zl_stream s);
+void zl_gpt_flash_backward(const zl_half *qkv, const zl_half *out, const float *lse, const zl_half *dout, float *Dl,
+                           zl_half *dqkv, zl_gpt_dims d, zl_stream s);
+
 /* logits = x·wteᵀ (R×Vp): the LM head, tied to the token embedding. */
 void zl_gpt_logits_forward(const zl_half *x, const zl_half *wte, zl_half *logits, zl_gpt_dims d, zl_stream s);
 /* Cross-entropy fused with the softmax of the logits, over the V real entries of each row:
@@ -121,6 +137,9 @@ void zl_cpu_gpt_attention_forward(const zl_half *qkv, zl_half *qkvr, zl_half *P,
                                   zl_gpt_dims d);
 void zl_cpu_gpt_attention_backward(const zl_half *qkvr, const zl_half *P, const zl_half *dout, zl_half *dout_r,
                                    zl_half *dP, zl_half *dqkvr, zl_half *dqkv, zl_gpt_dims d);
+void zl_cpu_gpt_flash_forward(const zl_half *qkv, zl_half *out, float *lse, zl_gpt_dims d);
+void zl_cpu_gpt_flash_backward(const zl_half *qkv, const zl_half *out, const float *lse, const zl_half *dout,
+                               float *Dl, zl_half *dqkv, zl_gpt_dims d);
 void zl_cpu_gpt_logits_forward(const zl_half *x, const zl_half *wte, zl_half *logits, zl_gpt_dims d);
 void zl_cpu_gpt_crossentropy(zl_half *logits, const int32_t *targets, float *row_loss, float *loss, float loss_scale,
                              zl_gpt_dims d);

@@ -81,15 +81,16 @@ static void map_text(zl_gpt *m, const char *path) {
  * Checkpointing: the per-block activations hold one block (nb = 1), recomputed in backward. */
 void zl_gpt_create(zl_gpt *m, int layers, zl_gpt_dims d, int micro_batches, int checkpoint, const char *data_path) {
     *m = (zl_gpt){.L = layers, .K = micro_batches, .checkpoint = checkpoint, .d = d};
-    size_t L = (size_t)layers, R = (size_t)d.B * d.T, RD = R * d.D, BHTT = (size_t)d.B * d.H * d.T * d.T;
+    size_t L = (size_t)layers, R = (size_t)d.B * d.T, RD = R * d.D, BHT = (size_t)d.B * d.H * d.T, BHTT = BHT * d.T;
     size_t Vp = (size_t)d.Vp, h2 = sizeof(zl_half), f4 = sizeof(float), i4 = sizeof(int32_t);
     size_t nb = checkpoint ? 1 : L; /* blocks whose activations are kept at once */
     if (data_path && data_path[0]) map_text(m, data_path);
     m->x = zl_mem_alloc(ZL_MEM_ACTIVATIONS, h2 * (L + 1) * RD, "block inputs x");
     m->ln1 = zl_mem_alloc(ZL_MEM_ACTIVATIONS, h2 * nb * RD, "LN1 outputs");
     m->ln1_stat = zl_mem_alloc(ZL_MEM_ACTIVATIONS, f4 * nb * 2 * R, "LN1 mean, rstd");
-    m->qkvr = zl_mem_alloc(ZL_MEM_ACTIVATIONS, h2 * nb * 3 * RD, "q, k, v per head");
-    m->P = zl_mem_alloc(ZL_MEM_ACTIVATIONS, h2 * nb * BHTT, "attention probabilities");
+    m->qkvr = zl_mem_alloc(ZL_MEM_ACTIVATIONS, h2 * nb * 3 * RD, d.flash ? "q, k, v" : "q, k, v per head");
+    if (d.flash) m->lse = zl_mem_alloc(ZL_MEM_ACTIVATIONS, f4 * nb * BHT, "attention row log-sum-exps");
+    else m->P = zl_mem_alloc(ZL_MEM_ACTIVATIONS, h2 * nb * BHTT, "attention probabilities");
     m->atty = zl_mem_alloc(ZL_MEM_ACTIVATIONS, h2 * nb * RD, "attention outputs");
     m->xmid = zl_mem_alloc(ZL_MEM_ACTIVATIONS, h2 * nb * RD, "residual x_mid");
     m->ln2 = zl_mem_alloc(ZL_MEM_ACTIVATIONS, h2 * nb * RD, "LN2 outputs");
@@ -107,8 +108,11 @@ void zl_gpt_create(zl_gpt *m, int layers, zl_gpt_dims d, int micro_batches, int 
     m->dln = zl_mem_alloc(ZL_MEM_SCRATCH, h2 * RD, "LayerNorm output gradient");
     m->dh = zl_mem_alloc(ZL_MEM_SCRATCH, h2 * 4 * RD, "MLP gradient dh");
     m->buf3 = zl_mem_alloc(ZL_MEM_SCRATCH, h2 * 3 * RD, "qkv / dqkv");
-    m->buf3r = zl_mem_alloc(ZL_MEM_SCRATCH, h2 * 3 * RD, "per-head attention out / dqkv");
-    m->dP = zl_mem_alloc(ZL_MEM_SCRATCH, h2 * BHTT, "attention gradient dP");
+    if (d.flash) m->Dl = zl_mem_alloc(ZL_MEM_SCRATCH, f4 * BHT, "attention row dout·out");
+    else {
+        m->buf3r = zl_mem_alloc(ZL_MEM_SCRATCH, h2 * 3 * RD, "per-head attention out / dqkv");
+        m->dP = zl_mem_alloc(ZL_MEM_SCRATCH, h2 * BHTT, "attention gradient dP");
+    }
     m->head = zl_mem_alloc(ZL_MEM_SCRATCH, h2 * Vp * d.D, "LM head part of the wte gradient");
     m->row_loss = zl_mem_alloc(ZL_MEM_SCRATCH, f4 * R, "row losses");
     m->loss = zl_mem_alloc(ZL_MEM_SCRATCH, f4 * (size_t)micro_batches, "loss (one per micro-batch)");
@@ -120,10 +124,10 @@ void zl_gpt_create(zl_gpt *m, int layers, zl_gpt_dims d, int micro_batches, int 
 }
 
 void zl_gpt_free(zl_gpt *m) {
-    void *bufs[] = {m->x,      m->ln1,    m->ln1_stat, m->qkvr,    m->P,     m->atty,     m->xmid,
+    void *bufs[] = {m->x,      m->ln1,    m->ln1_stat, m->qkvr,    m->P,     m->lse,      m->atty,     m->xmid,
                     m->ln2,    m->ln2_stat, m->h,      m->a,       m->lnf,   m->lnf_stat, m->logits,
                     m->tokens, m->targets, m->order,   m->bucket,  m->dres,  m->dln,      m->dh,
-                    m->buf3,   m->buf3r,  m->dP,       m->head,    m->row_loss, m->loss,  m->workspace,
+                    m->buf3,   m->buf3r,  m->dP,       m->Dl,      m->head,    m->row_loss, m->loss,  m->workspace,
                     m->host};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zl_mem_free(bufs[i]);
     free(m->loss_host);
@@ -153,7 +157,8 @@ void zl_gpt_load_batch(zl_gpt *m, uint64_t seed, uint64_t row0, zl_stream s) {
 /* ---- compute ---------------------------------------------------------------------------- */
 
 static size_t RD(const zl_gpt *m) { return (size_t)m->d.B * m->d.T * m->d.D; }
-static size_t BHTT(const zl_gpt *m) { return (size_t)m->d.B * m->d.H * m->d.T * m->d.T; }
+static size_t BHT(const zl_gpt *m) { return (size_t)m->d.B * m->d.H * m->d.T; }
+static size_t BHTT(const zl_gpt *m) { return BHT(m) * m->d.T; }
 static int rows(const zl_gpt *m) { return m->d.B * m->d.T; }
 /* Where block b's activations live: their own place, or the one-block buffers when checkpointing. */
 static size_t slot(const zl_gpt *m, int b) { return m->checkpoint ? 0 : (size_t)b; }
@@ -166,8 +171,15 @@ static void block_forward(zl_gpt *m, int b, const zl_half *p, zl_half *y, zl_str
     zl_half *x = m->x + b * rd, *ln1 = m->ln1 + i * rd, *xmid = m->xmid + i * rd, *ln2 = m->ln2 + i * rd;
     float *st1 = m->ln1_stat + i * 2 * R, *st2 = m->ln2_stat + i * 2 * R;
     zl_gpt_layernorm_forward(x, p + zl_gpt_off_ln1_g(Dz), p + zl_gpt_off_ln1_b(Dz), ln1, st1, st1 + R, R, D, s);
-    zl_gpt_linear_forward(ln1, p + zl_gpt_off_Wqkv(Dz), p + zl_gpt_off_bqkv(Dz), NULL, m->buf3, R, D, 3 * D, s);
-    zl_gpt_attention_forward(m->buf3, m->qkvr + i * 3 * rd, m->P + i * BHTT(m), m->buf3r, m->atty + i * rd, m->d, s);
+    if (m->d.flash) { /* qkv straight into its saved place; the kernel reads it there */
+        zl_gpt_linear_forward(ln1, p + zl_gpt_off_Wqkv(Dz), p + zl_gpt_off_bqkv(Dz), NULL, m->qkvr + i * 3 * rd, R, D,
+                              3 * D, s);
+        zl_gpt_flash_forward(m->qkvr + i * 3 * rd, m->atty + i * rd, m->lse + i * BHT(m), m->d, s);
+    } else {
+        zl_gpt_linear_forward(ln1, p + zl_gpt_off_Wqkv(Dz), p + zl_gpt_off_bqkv(Dz), NULL, m->buf3, R, D, 3 * D, s);
+        zl_gpt_attention_forward(m->buf3, m->qkvr + i * 3 * rd, m->P + i * BHTT(m), m->buf3r, m->atty + i * rd, m->d,
+                                 s);
+    }
     zl_gpt_linear_forward(m->atty + i * rd, p + zl_gpt_off_Wo(Dz), p + zl_gpt_off_bo(Dz), x, xmid, R, D, D, s);
     zl_gpt_layernorm_forward(xmid, p + zl_gpt_off_ln2_g(Dz), p + zl_gpt_off_ln2_b(Dz), ln2, st2, st2 + R, R, D, s);
     zl_gpt_linear_gelu_forward(ln2, p + zl_gpt_off_Wfc(Dz), p + zl_gpt_off_bfc(Dz), m->h + i * 4 * rd,
@@ -220,8 +232,12 @@ static void block_backward(zl_gpt *m, int b, const zl_half *p, zl_half *g, zl_gr
     /* attention branch: projection, attention (dh and buf3r as scratch), QKV, LN1 */
     zl_gpt_linear_backward(m->atty + i * rd, p + zl_gpt_off_Wo(Dz), m->dres, NULL, m->dln, g + zl_gpt_off_Wo(Dz),
                            g + zl_gpt_off_bo(Dz), mode, R, D, D, s);
-    zl_gpt_attention_backward(m->qkvr + i * 3 * rd, m->P + i * BHTT(m), m->dln, m->dh, m->dP, m->buf3r, m->buf3,
+    if (m->d.flash)
+        zl_gpt_flash_backward(m->qkvr + i * 3 * rd, m->atty + i * rd, m->lse + i * BHT(m), m->dln, m->Dl, m->buf3,
                               m->d, s);
+    else
+        zl_gpt_attention_backward(m->qkvr + i * 3 * rd, m->P + i * BHTT(m), m->dln, m->dh, m->dP, m->buf3r, m->buf3,
+                                  m->d, s);
     zl_gpt_linear_backward(m->ln1 + i * rd, p + zl_gpt_off_Wqkv(Dz), m->buf3, NULL, m->dln, g + zl_gpt_off_Wqkv(Dz),
                            g + zl_gpt_off_bqkv(Dz), mode, R, D, 3 * D, s);
     zl_gpt_layernorm_backward(m->x + b * rd, p + zl_gpt_off_ln1_g(Dz), st1, st1 + R, m->dln, m->dres,

@@ -107,8 +107,9 @@ typedef struct {
     zl_half *x;          /* (L+1)·R·D: block inputs; x[L] is the final LN's input */
     zl_half *ln1, *ln2;  /* L·R·D each: LayerNorm outputs */
     float *ln1_stat, *ln2_stat; /* L·2R each: mean (R) then rstd (R) */
-    zl_half *qkvr;       /* L·3·R·D: q, k, v per head, [3][B][H][T][hd] */
-    zl_half *P;          /* L·B·H·T·T: attention probabilities */
+    zl_half *qkvr;       /* L·3·R·D: q, k, v — per head, [3][B][H][T][hd] (strided); qkv's R×3D (fused) */
+    zl_half *P;          /* L·B·H·T·T: attention probabilities (strided attention; else NULL) */
+    float *lse;          /* L·B·H·T: each query row's log-sum-exp (fused attention; else NULL) */
     zl_half *atty;       /* L·R·D: attention output, before the projection */
     zl_half *xmid;       /* L·R·D: x + attention branch */
     zl_half *h, *a;      /* L·R·4D each: MLP pre-activation and gelu(h) */
@@ -120,8 +121,9 @@ typedef struct {
     zl_half *dres, *dln; /* R·D each: residual-stream gradient, a LayerNorm's output gradient */
     zl_half *dh;         /* R·4D */
     zl_half *buf3;       /* R·3D: qkv (forward), dqkv (backward) */
-    zl_half *buf3r;      /* 3·R·D: attention output per head (forward), dqkvr (backward) */
-    zl_half *dP;         /* B·H·T·T */
+    zl_half *buf3r;      /* 3·R·D: attention output per head (forward), dqkvr (backward); strided only */
+    zl_half *dP;         /* B·H·T·T; strided only */
+    float *Dl;           /* B·H·T: backward's rowsum(dout ⊙ out); fused only */
     zl_half *head;       /* Vp·D: the LM head's part of wte's gradient, until use 0's backward */
     float *row_loss;     /* R */
     float *loss;         /* K: one per micro-batch of the step (device) */

@@ -12,7 +12,7 @@ zl_model_shape zl_model_shape_of(const zl_config *c) {
                         .micro_batches = c->accum, .checkpoint = c->checkpoint_activations};
     if (c->model == ZL_MODEL_GPT) {
         s.kind = ZL_MODEL_GPT;
-        s.seq = c->seq, s.heads = c->heads, s.vocab = c->vocab;
+        s.seq = c->seq, s.heads = c->heads, s.vocab = c->vocab, s.flash_attention = c->attention == 2;
         s.data = c->data_path[0] ? c->data_path : NULL;
     }
     return s;
@@ -21,7 +21,7 @@ zl_model_shape zl_model_shape_of(const zl_config *c) {
 /* The transformer's call shape. */
 zl_gpt_dims zl_model_gpt_dims(zl_model_shape s) {
     return (zl_gpt_dims){.B = s.rows, .T = s.seq, .D = s.dim, .H = s.heads, .V = s.vocab,
-                         .Vp = zl_gpt_padded_vocab(s.vocab)};
+                         .Vp = zl_gpt_padded_vocab(s.vocab), .flash = s.flash_attention};
 }
 
 int zl_model_n_units(zl_model_shape s) {

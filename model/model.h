@@ -50,6 +50,7 @@ typedef struct {
     int micro_batches;     /* K: micro-batches per step (--accum); 0 counts as 1 */
     int checkpoint;        /* 1: keep each unit's input only, recompute in backward (--checkpoint-activations) */
     int seq, heads, vocab; /* GPT only: T, H, V (unpadded; gpt.h pads it) */
+    int flash_attention;   /* GPT only: 1 fused attention (lse kept), 0 strided (P kept): --attention */
     const char *data;      /* GPT only: a text file to train on, or NULL: the synthetic stream */
 } zl_model_shape;
 

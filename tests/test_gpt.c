@@ -119,6 +119,9 @@ typedef struct {
     float loss_sum;          /* zl_model_loss_sum over the K micro-batches */
 } run;
 
+/* 1: the model runs the fused attention (zl_gpt_flash_*) instead of the strided one. */
+static int g_flash;
+
 /* K micro-batches of the same rows, the first backward writing the gradients, the others
  * adding to them (a stage's accumulation); checkpoint: --checkpoint-activations. */
 static void run_model_k(run *r, dims d, uint64_t seed, float loss_scale, int K, int checkpoint) {
@@ -126,7 +129,8 @@ static void run_model_k(run *r, dims d, uint64_t seed, float loss_scale, int K, 
     zl_mem_init(malloc, free);
     r->d = d;
     r->s = (zl_model_shape){.kind = ZL_MODEL_GPT, .layers = d.L, .dim = d.D, .rows = d.B, .seq = d.T,
-                            .heads = d.H, .vocab = d.V, .micro_batches = K, .checkpoint = checkpoint};
+                            .heads = d.H, .vocab = d.V, .micro_batches = K, .checkpoint = checkpoint,
+                            .flash_attention = g_flash};
     r->n_units = zl_model_n_units(r->s);
     r->psi = zl_model_unit_offset(r->s, r->n_units);
     r->params = calloc(r->psi, 2), r->grads = calloc(r->psi, 2);
@@ -214,6 +218,13 @@ static void check_gradients(dims d, uint64_t seed, double tol) {
 
 Test(gpt_model, gradient_vs_finite_differences_one_block) { check_gradients((dims){1, 8, 2, 4, 16, 64, 2}, 11, 5e-3); }
 Test(gpt_model, gradient_vs_finite_differences_two_blocks) { check_gradients((dims){2, 8, 4, 5, 20, 64, 1}, 12, 5e-3); }
+/* Fused attention: P recomputed from the saved log-sum-exps (the CPU reference of the CUDA
+ * kernels; any head dimension on the CPU). The double reference does not know which. */
+Test(gpt_model, gradient_vs_finite_differences_fused_attention) {
+    g_flash = 1;
+    check_gradients((dims){2, 8, 4, 5, 20, 64, 1}, 12, 5e-3);
+    check_gradients((dims){1, 8, 2, 4, 16, 64, 2}, 11, 5e-3);
+}
 /* bf16 storage: 8x coarser rounding, 8x the tolerance */
 Test(gpt_model, gradient_vs_finite_differences_bf16) {
     cr_assert_eq(zl_kernels_set_dtype(ZL_BF16), 0);
@@ -243,6 +254,16 @@ Test(gpt_model, accumulate_two_micro_batches_doubles_the_gradient) {
 Test(gpt_model, checkpointing_gives_bitwise_the_same_gradient) {
     dims d = {3, 8, 2, 4, 16, 64, 2};
     run plain, ckpt;
+    run_model_k(&plain, d, 22, 256.0f, 2, 0);
+    run_model_k(&ckpt, d, 22, 256.0f, 2, 1);
+    cr_expect_eq(ckpt.loss_sum, plain.loss_sum);
+    cr_expect_eq(memcmp(plain.grads, ckpt.grads, 2 * plain.psi), 0, "gradients differ with checkpointing");
+    free(plain.params), free(plain.grads), free(ckpt.params), free(ckpt.grads);
+}
+Test(gpt_model, checkpointing_gives_bitwise_the_same_gradient_fused_attention) {
+    dims d = {3, 8, 2, 4, 16, 64, 2};
+    run plain, ckpt;
+    g_flash = 1;
     run_model_k(&plain, d, 22, 256.0f, 2, 0);
     run_model_k(&ckpt, d, 22, 256.0f, 2, 1);
     cr_expect_eq(ckpt.loss_sum, plain.loss_sum);

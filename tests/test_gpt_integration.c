@@ -13,8 +13,23 @@ static const char *const categories[] = {"params_fp16", "grads_fp16", "master_fp
                                          "grad_bucket", "param_gather", "activations", "scratch", "workspace",
                                          "host_staging", "model_states", "peak_total"};
 
-/* gpt-tiny: L = 2, D = 32, H = 2, T = 32, V = 256 (no padding), B = 4 */
-enum { L = 2, D = 32, H = 2, T = 32, V = 256, B = 4 };
+/* The shape under test: gpt-tiny (L = 2, D = 32, H = 2, T = 32, V = 256: no padding, B = 4;
+ * head dimension 16, so the strided attention) unless a test switches to the fused one (head
+ * dimension 64, --attention fused: P is not kept, one log-sum-exp a row is). */
+typedef struct {
+    int L, D, H, T, V, B, flash;
+    const char *flags;
+} gpt_shape;
+static const gpt_shape tiny = {2, 32, 2, 32, 256, 4, 0, "--preset gpt-tiny"};
+static const gpt_shape fused = {2, 128, 2, 24, 256, 2, 1,
+                                "--model gpt --layers 2 --dim 128 --heads 2 --seq 24 --vocab 256 --batch 2 --attention fused"};
+static gpt_shape sh = tiny;
+#define L sh.L
+#define D sh.D
+#define H sh.H
+#define T sh.T
+#define V sh.V
+#define B sh.B
 #define TEXT "data/persuasion.txt"
 
 /* Unit sizes, counted here: embedding (V+T)·D, blocks 12D² + 13D, final LN 2D. */
@@ -39,8 +54,7 @@ static void check_exact_with(int stage, int N, const char *extra) {
     char json[128];
     snprintf(json, sizeof json, "/tmp/zl_gpt_%d_%d_%d.json", stage, N, getpid());
     zl_run_result r;
-    zl_run(&r, "-n %d {%s} --preset gpt-tiny --steps 3 --quiet --data " TEXT " --json %s%s", N, zl_progs[stage], json,
-           extra);
+    zl_run(&r, "-n %d {%s} %s --steps 3 --quiet --data " TEXT " --json %s%s", N, zl_progs[stage], sh.flags, json, extra);
     cr_assert_eq(r.exit_code, 0, "%s N=%d failed (exit %d):\n%s\n%s", zl_progs[stage], N, r.exit_code, r.out, r.err);
     cJSON *j = zl_load_json(json);
     double psi = 0, psi_pad = 0, gathers = 0;
@@ -50,11 +64,15 @@ static void check_exact_with(int stage, int N, const char *extra) {
     cr_assert_eq(zl_num(j, "params"), psi);
     cr_assert_eq(zl_num(j, "params_padded"), psi_pad);
     double R = B * T, RD = R * D;
-    double nb = ckpt ? 1 : L, BHTT = (double)B * H * T * T; /* blocks whose activations are kept */
-    double act = 2 * ((L + 1) * RD + 15 * nb * RD + nb * BHTT + RD + R * V) + 4 * (4 * nb * R + 2 * R);
-    /* scratch: dres, dln, dh (4), two 3·R·D buffers, dP, the LM head's wte part; tokens,
-     * targets, order, bucket (int32); row losses, K losses; the 16-byte gradient statistics */
-    double scratch = 2 * (12 * RD + BHTT + (double)V * D) + 4 * (3 * R + V + 1) + 4 * (R + K) + 16;
+    double nb = ckpt ? 1 : L, BHT = (double)B * H * T, BHTT = BHT * T; /* nb: blocks whose activations are kept */
+    /* per block, strided: P (B·H·T² 16-bit); fused: the row log-sum-exps (B·H·T fp32) */
+    double per_block_attention = sh.flash ? 4 * nb * BHT : 2 * nb * BHTT;
+    double act = 2 * ((L + 1) * RD + 15 * nb * RD + RD + R * V) + per_block_attention + 4 * (4 * nb * R + 2 * R);
+    /* scratch: dres, dln, dh (4), qkv|dqkv (3), the LM head's wte part; strided: a second 3·R·D
+     * buffer and dP (B·H·T²), fused: Dl (B·H·T fp32); tokens, targets, order, bucket (int32);
+     * row losses, K losses; the 16-byte gradient statistics */
+    double attention_scratch = sh.flash ? 4 * BHT : 2 * (3 * RD + BHTT);
+    double scratch = 2 * (9 * RD + (double)V * D) + attention_scratch + 4 * (3 * R + V + 1) + 4 * (R + K) + 16;
     cJSON *ranks = zl_get(j, "ranks");
     for (int rank = 0; rank < N; rank++) {
         cJSON *rk = cJSON_GetArrayItem(ranks, rank);
@@ -98,6 +116,21 @@ EXACT_TESTS(1)
 EXACT_TESTS(2)
 EXACT_TESTS(3)
 
+/* The fused attention's buffers, every stage (N = 2; ZeRO-3 also N = 3, checkpointed). */
+#define FUSED_EXACT_TESTS(stage)                                                                                 \
+    Test(gpt_exact_fused_attention, stage##stage##_N2) {                                                       \
+        sh = fused;                                                                                            \
+        check_exact(stage, 2);                                                                                 \
+    }
+FUSED_EXACT_TESTS(0)
+FUSED_EXACT_TESTS(1)
+FUSED_EXACT_TESTS(2)
+FUSED_EXACT_TESTS(3)
+Test(gpt_exact_fused_attention, stage3_N3_checkpoint) {
+    sh = fused;
+    check_exact_with(3, 3, " --checkpoint-activations");
+}
+
 /* ---- the four stages are one training run -------------------------------------------- */
 
 typedef struct {
@@ -112,7 +145,7 @@ static void run_all_stages(stage_runs *sr, int N, const char *extra) {
         snprintf(json, sizeof json, "/tmp/zl_gst%d_%d_%d.json", s, N, getpid());
         snprintf(dump, sizeof dump, "/tmp/zl_gst%d_%d_%d.bin", s, N, getpid());
         zl_run_result r;
-        zl_run(&r, "-n %d {%s} --preset gpt-tiny --steps 5 --quiet --json %s --dump-params %s%s", N, zl_progs[s], json,
+        zl_run(&r, "-n %d {%s} %s --steps 5 --quiet --json %s --dump-params %s%s", N, zl_progs[s], sh.flags, json,
                dump, extra);
         cr_assert_eq(r.exit_code, 0, "%s N=%d: %s", zl_progs[s], N, r.err);
         sr->json[s] = zl_load_json(json);
@@ -143,6 +176,10 @@ static void check_stages(int N, int bitwise) {
 }
 Test(gpt_equivalence, all_stages_bitwise_equal_N1) { check_stages(1, 1); }
 Test(gpt_equivalence, all_stages_bitwise_equal_N2) { check_stages(2, 1); }
+Test(gpt_equivalence, all_stages_bitwise_equal_N2_fused_attention) {
+    sh = fused;
+    check_stages(2, 1);
+}
 Test(gpt_equivalence, all_stages_close_N3) { check_stages(3, 0); }
 
 /* --checkpoint-activations recomputes each block in backward from the same inputs with the
@@ -234,6 +271,10 @@ Test(gpt_bad_input, flags_exit_2) {
     expect_refused("-n 1 {stage1} --seq 16", "--seq: only --model gpt takes this flag");
     expect_refused("-n 1 {stage2} --model gpt2", "--model: expected mlp or gpt, got 'gpt2'");
     expect_refused("-n 1 {stage3} --model gpt --vocab 1", "--vocab: expected an integer in [2, 1048576]");
+    expect_refused("-n 1 {stage3} --preset gpt-tiny --attention fused", "--attention fused: needs head dimension 64");
+    expect_refused("-n 1 {stage3} --preset gpt2-124m --dtype bf16 --attention fused", "and --dtype fp16");
+    expect_refused("-n 1 {stage1} --attention strided", "--attention: only --model gpt takes this flag");
+    expect_refused("-n 1 {stage2} --preset gpt-tiny --attention flash", "--attention: expected strided or fused");
 }
 
 /* ---- zerocalc --model gpt is the answer key: the program's measured numbers ---------------- */
@@ -243,12 +284,13 @@ static void check_zerocalc(int K, int ckpt) {
     char json[128];
     snprintf(json, sizeof json, "/tmp/zl_gcalc_%d.json", getpid());
     zl_run_result r;
-    zl_run(&r, "-n 2 {stage3} --preset gpt-tiny --steps 2 --quiet --accum %d --json %s%s", K, json,
+    zl_run(&r, "-n 2 {stage3} %s --steps 2 --quiet --accum %d --json %s%s", sh.flags, K, json,
            ckpt ? " --checkpoint-activations" : "");
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
     cJSON *run = zl_load_json(json), *rk = cJSON_GetArrayItem(zl_get(run, "ranks"), 0);
     zl_run_plain(&r, "build/zerocalc --model gpt --layers %d --dim %d --heads %d --seq %d --vocab %d --batch %d "
-                     "--accum %d --ranks 2 --stage 3 --json", L, D, H, T, V, B, K);
+                     "--accum %d --attention %s --ranks 2 --stage 3 --json", L, D, H, T, V, B, K,
+                 sh.flash ? "fused" : "strided");
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
     cJSON *calc = cJSON_Parse(r.out);
     cr_assert(calc, "zerocalc printed no JSON: %s", r.out);
@@ -263,3 +305,8 @@ static void check_zerocalc(int K, int ckpt) {
 }
 Test(gpt_zerocalc, activations_and_zero3_traffic_match_the_program_N2) { check_zerocalc(1, 0); }
 Test(gpt_zerocalc, accum2_checkpointed_match_the_program_N2) { check_zerocalc(2, 1); }
+Test(gpt_zerocalc, fused_attention_matches_the_program_N2) {
+    sh = fused;
+    check_zerocalc(1, 0);
+    check_zerocalc(2, 1);
+}

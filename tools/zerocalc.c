@@ -48,6 +48,7 @@ typedef struct {
     int prefetch;       /* stage 3's --prefetch; -1: the program's default */
     int backend_cpu;    /* --backend cpu: the CPU kernels' workspace (default cuda) */
     int gpt, heads, seq, vocab; /* --model gpt: the transformer's shape (model/gpt.h); B = --batch */
+    int attention;      /* --attention: 0 by shape (as the programs: fused at head dimension 64), 1 strided, 2 fused */
     double ranks;       /* N */
     int stage;          /* -1: all four */
     zl_precision prec;
@@ -63,7 +64,8 @@ typedef struct {
 static zl_model_shape shape_of(const opts *o) {
     if (o->gpt)
         return (zl_model_shape){.kind = ZL_MODEL_GPT, .layers = o->layers, .dim = o->dim, .rows = o->batch,
-                                .micro_batches = o->accum, .seq = o->seq, .heads = o->heads, .vocab = o->vocab};
+                                .micro_batches = o->accum, .seq = o->seq, .heads = o->heads, .vocab = o->vocab,
+                                .flash_attention = o->attention == 2};
     return (zl_model_shape){.kind = ZL_MODEL_MLP, .layers = o->layers, .dim = o->dim, .rows = 1};
 }
 
@@ -74,6 +76,7 @@ static void usage(void) {
            "       zerocalc --layers L --dim D --batch B [--accum K] [--checkpoint-activations] [--prefetch P]\n"
            "                [--backend cuda|cpu] --ranks N [--stage 0-3] [--json]   (a run's exact bytes per rank)\n"
            "       zerocalc --model gpt --layers L --dim D --heads H --seq T [--vocab V] [--batch B] [--accum K]\n"
+           "                [--attention strided|fused]   (default as the programs': fused at head dimension 64)\n"
            "                --ranks N [--stage 0-3] [--json]   (the GPT: B sequences per rank per micro-batch)\n"
            "                [--precision mixed|fp32|custom [--param-bytes P --grad-bytes G --k K]]\n"
            "       zerocalc --paper-table1\n"
@@ -130,7 +133,7 @@ static void parse(opts *o, int argc, char **argv) {
         static const char *const valued[] = {"--params", "--layers", "--dim", "--ranks", "--stage", "--precision",
                                              "--param-bytes", "--grad-bytes", "--k", "--memory", "--mp", "--data",
                                              "--batch", "--accum", "--prefetch", "--backend", "--model", "--heads",
-                                             "--seq", "--vocab", "--host-memory", "--local-ranks"};
+                                             "--seq", "--vocab", "--host-memory", "--local-ranks", "--attention"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(f, valued[k]);
         if (!known) bad("unknown flag '%s' (see --help)", f);
@@ -159,6 +162,10 @@ static void parse(opts *o, int argc, char **argv) {
         } else if (!strcmp(f, "--heads")) o->heads = (int)number(f, v, 1, 1 << 12, 1);
         else if (!strcmp(f, "--seq")) o->seq = (int)number(f, v, 1, 1 << 16, 1);
         else if (!strcmp(f, "--vocab")) o->vocab = (int)number(f, v, 2, 1 << 20, 1);
+        else if (!strcmp(f, "--attention")) {
+            if (strcmp(v, "strided") && strcmp(v, "fused")) bad("--attention: expected strided or fused, got '%s'", v);
+            o->attention = !strcmp(v, "fused") ? 2 : 1;
+        }
         else if (!strcmp(f, "--param-bytes")) o->prec.param_bytes = number(f, v, 0, 64, 0), o->custom_given |= 1;
         else if (!strcmp(f, "--grad-bytes")) o->prec.grad_bytes = number(f, v, 0, 64, 0), o->custom_given |= 2;
         else if (!strcmp(f, "--k")) o->prec.k = number(f, v, 0, 64, 0), o->custom_given |= 4;
@@ -179,7 +186,11 @@ static void parse(opts *o, int argc, char **argv) {
         if (!by_shape && !o->psi) bad("--params: required (or --layers and --dim); see --help");
         if (o->gpt && !(by_shape && o->heads && o->seq)) bad("--model gpt: needs --layers, --dim, --heads and --seq");
         if (o->gpt && o->dim % o->heads) bad("--heads: must divide --dim");
-        if (!o->gpt && (o->heads || o->seq || o->vocab)) bad("--heads/--seq/--vocab: only with --model gpt");
+        if (!o->gpt && (o->heads || o->seq || o->vocab || o->attention))
+            bad("--heads/--seq/--vocab/--attention: only with --model gpt");
+        if (o->gpt && o->attention == 2 && o->dim / o->heads != 64)
+            bad("--attention fused: needs head dimension 64 (--dim / --heads)");
+        if (o->gpt && !o->attention) o->attention = o->dim / o->heads == 64 ? 2 : 1; /* the programs' default (fp16) */
         if (o->gpt && (o->prefetch >= 0 || o->backend_cpu)) bad("--prefetch/--backend: the MLP's run table only");
         if (o->gpt && !o->vocab) o->vocab = 256;
         if (o->gpt && !o->batch) o->batch = 1;
@@ -253,9 +264,9 @@ static void calc(const opts *o) {
                            o->gpt ? "GPT" : "MLP", part.n_units, part.psi_pad);
         if (o->gpt)
             printf("GPT: L = %d, D = %d, H = %d, T = %d, V = %d padded to %d; largest unit (the embedding) %zu; "
-                   "K = %d micro-batches per step\n",
+                   "K = %d micro-batches per step; attention %s\n",
                    o->layers, o->dim, o->heads, o->seq, o->vocab, zl_gpt_padded_vocab(o->vocab), part.max_unit,
-                   o->accum);
+                   o->accum, o->attention == 2 ? "fused (lse kept)" : "strided (P kept)");
         printf("%-16s | %16s | %16s | %16s | %18s | %10s | %18s\n", "stage", "params B/rank", "grads B/rank",
                "optimizer B/rank", "model states B/rank", "GB (1e9)", "wire B/step/rank");
     }

@@ -348,6 +348,98 @@ void zl_cpu_gpt_attention_backward(const zl_half *qkvr, const zl_half *P, const 
     permute(dqkvr, dqkv, d, 3, 1);
 }
 
+/* ---- fused attention (zl_gpt_flash_*): what the CUDA kernels compute, in plain loops ------
+ * Element (b, t, part, h, c) of qkv (R×3D) and of the R×D tensors (part 0). */
+static size_t qkv_at(zl_gpt_dims d, int parts, int b, int t, int part, int h) {
+    return ((size_t)b * d.T + t) * (size_t)parts * d.D + (size_t)part * d.D + (size_t)h * (d.D / d.H);
+}
+
+/* s_j = q_i·k_j (fp32, j ≤ i), e_j = exp(scale·(s_j - max s)), out_i = Σ_j e_j·v_j / Σ_j e_j with
+ * each e_j rounded to 16 bits as the P·v product's operand (the tensor cores' fp16 input), the
+ * sum of e_j unrounded; lse_i = log Σ e_j + scale·max s. */
+void zl_cpu_gpt_flash_forward(const zl_half *qkv, zl_half *out, float *lse, zl_gpt_dims d) {
+    panels p = ws_panels("zl_cpu_gpt_flash_forward");
+    const int bf = bf16(), T = d.T, hd = d.D / d.H;
+    need(&p, (size_t)T + (size_t)hd, "zl_cpu_gpt_flash_forward");
+    const float scale = attn_scale(d);
+    float *e = p.a, *acc = p.a + T;
+    for (int b = 0; b < d.B; b++)
+        for (int h = 0; h < d.H; h++)
+            for (int i = 0; i < T; i++) {
+                const zl_half *q = qkv + qkv_at(d, 3, b, i, 0, h);
+                float mx = -INFINITY, sum = 0.0f;
+                for (int j = 0; j <= i; j++) {
+                    const zl_half *k = qkv + qkv_at(d, 3, b, j, 1, h);
+                    float s = 0.0f;
+                    for (int c = 0; c < hd; c++) s += zl_widen_storage(q[c], bf) * zl_widen_storage(k[c], bf);
+                    e[j] = s, mx = s > mx ? s : mx;
+                }
+                for (int c = 0; c < hd; c++) acc[c] = 0.0f;
+                for (int j = 0; j <= i; j++) {
+                    float ej = expf(scale * (e[j] - mx)), e16 = zl_widen_storage(zl_round_storage(ej, bf), bf);
+                    const zl_half *v = qkv + qkv_at(d, 3, b, j, 2, h);
+                    sum += ej;
+                    for (int c = 0; c < hd; c++) acc[c] += e16 * zl_widen_storage(v[c], bf);
+                }
+                zl_half *o = out + qkv_at(d, 1, b, i, 0, h);
+                for (int c = 0; c < hd; c++) o[c] = zl_round_storage(acc[c] / sum, bf);
+                lse[((size_t)b * d.H + h) * T + i] = logf(sum) + scale * mx;
+            }
+}
+
+/* Dl_i = dout_i·out_i; P_ij = exp(scale·q_i·k_j - lse_i); dS_ij = P_ij·(dout_i·v_j - Dl_i);
+ * dq_i = scale·Σ_j dS_ij·k_j, dk_j = scale·Σ_i dS_ij·q_i, dv_j = Σ_i P_ij·dout_i, with P and dS
+ * rounded to 16 bits as product operands and every sum fp32 in index order. */
+void zl_cpu_gpt_flash_backward(const zl_half *qkv, const zl_half *out, const float *lse, const zl_half *dout,
+                               float *Dl, zl_half *dqkv, zl_gpt_dims d) {
+    panels p = ws_panels("zl_cpu_gpt_flash_backward");
+    const int bf = bf16(), T = d.T, hd = d.D / d.H;
+    need(&p, (size_t)T * hd, "zl_cpu_gpt_flash_backward");
+    need(&p, 2 * (size_t)T + hd, "zl_cpu_gpt_flash_backward");
+    const float scale = attn_scale(d);
+    float *dk = p.a, *dv = p.b, *P = p.c, *dS = p.c + T, *dq = p.c + 2 * T;
+#define W16(p, i) zl_widen_storage((p)[i], bf)
+    for (int b = 0; b < d.B; b++)
+        for (int h = 0; h < d.H; h++) {
+            for (size_t n = 0; n < (size_t)T * hd; n++) dk[n] = dv[n] = 0.0f;
+            for (int i = 0; i < T; i++) {
+                const zl_half *q = qkv + qkv_at(d, 3, b, i, 0, h), *dO = dout + qkv_at(d, 1, b, i, 0, h),
+                              *o = out + qkv_at(d, 1, b, i, 0, h);
+                const size_t row = ((size_t)b * d.H + h) * T + i;
+                float dl = 0.0f;
+                for (int c = 0; c < hd; c++) dl += W16(dO, c) * W16(o, c);
+                Dl[row] = dl;
+                for (int j = 0; j <= i; j++) {
+                    const zl_half *k = qkv + qkv_at(d, 3, b, j, 1, h), *v = qkv + qkv_at(d, 3, b, j, 2, h);
+                    float s = 0.0f, dp = 0.0f;
+                    for (int c = 0; c < hd; c++) s += W16(q, c) * W16(k, c), dp += W16(dO, c) * W16(v, c);
+                    P[j] = expf(scale * s - lse[row]);
+                    dS[j] = zl_widen_storage(zl_round_storage(P[j] * (dp - dl), bf), bf);
+                    P[j] = zl_widen_storage(zl_round_storage(P[j], bf), bf);
+                }
+                for (int c = 0; c < hd; c++) dq[c] = 0.0f;
+                for (int j = 0; j <= i; j++) {
+                    const zl_half *k = qkv + qkv_at(d, 3, b, j, 1, h);
+                    for (int c = 0; c < hd; c++) {
+                        dq[c] += dS[j] * W16(k, c);
+                        dk[(size_t)j * hd + c] += dS[j] * W16(q, c);
+                        dv[(size_t)j * hd + c] += P[j] * W16(dO, c);
+                    }
+                }
+                zl_half *dqi = dqkv + qkv_at(d, 3, b, i, 0, h);
+                for (int c = 0; c < hd; c++) dqi[c] = zl_round_storage(scale * dq[c], bf);
+            }
+            for (int j = 0; j < T; j++) {
+                zl_half *dkj = dqkv + qkv_at(d, 3, b, j, 1, h), *dvj = dqkv + qkv_at(d, 3, b, j, 2, h);
+                for (int c = 0; c < hd; c++) {
+                    dkj[c] = zl_round_storage(scale * dk[(size_t)j * hd + c], bf);
+                    dvj[c] = zl_round_storage(dv[(size_t)j * hd + c], bf);
+                }
+            }
+        }
+#undef W16
+}
+
 /* ---- LM head and loss ------------------------------------------------------------------ */
 void zl_cpu_gpt_logits_forward(const zl_half *x, const zl_half *wte, zl_half *logits, zl_gpt_dims d) {
     panels p = ws_panels("zl_cpu_gpt_logits_forward");

@@ -59,6 +59,15 @@ void zl_gpt_attention_backward(const zl_half *qkvr, const zl_half *P, const zl_h
     (void)s;
     zl_cpu_gpt_attention_backward(qkvr, P, dout, dout_r, dP, dqkvr, dqkv, d);
 }
+void zl_gpt_flash_forward(const zl_half *qkv, zl_half *out, float *lse, zl_gpt_dims d, zl_stream s) {
+    (void)s;
+    zl_cpu_gpt_flash_forward(qkv, out, lse, d);
+}
+void zl_gpt_flash_backward(const zl_half *qkv, const zl_half *out, const float *lse, const zl_half *dout, float *Dl,
+                           zl_half *dqkv, zl_gpt_dims d, zl_stream s) {
+    (void)s;
+    zl_cpu_gpt_flash_backward(qkv, out, lse, dout, Dl, dqkv, d);
+}
 void zl_gpt_logits_forward(const zl_half *x, const zl_half *wte, zl_half *logits, zl_gpt_dims d, zl_stream s) {
     (void)s;
     zl_cpu_gpt_logits_forward(x, wte, logits, d);

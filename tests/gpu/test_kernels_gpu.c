@@ -781,6 +781,56 @@ static void test_gpt(zl_gpt_dims d, const epi_mode *em) {
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) zl_dev_free(dev[i]);
 }
 
+/* The fused attention (zl_gpt_flash_*: head dimension 64, fp16) on random q, k, v and dout:
+ * CUDA vs the CPU reference (backward fed the CPU forward's out and lse); the CPU reference vs
+ * the strided path (another algorithm: P stored, S rounded to 16 bits), both on the CPU; the
+ * CUDA backward twice, bitwise (no float atomics). */
+static void test_flash(zl_gpt_dims d) {
+    const double tol = 1e-2;
+    const char *mode = "fused";
+    const int R = d.B * d.T;
+    const size_t RD = (size_t)R * d.D, BHT = (size_t)d.B * d.H * d.T, BHTT = BHT * d.T;
+    size_t cws = zl_cpu_gpt_workspace_bytes(d);
+    void *cpu_ws = xmalloc(cws);
+    zl_cpu_gpt_set_workspace(cpu_ws, cws);
+    uint64_t seed = 0xf1a5 + (uint64_t)d.T * 131 + (uint64_t)d.D;
+    zl_half *qkv = rand_half(3 * RD, seed, 0), *dout = rand_half(RD, seed + 1, 0), *out = xmalloc(RD * 2),
+            *dqkv = xmalloc(3 * RD * 2);
+    float *lse = xmalloc(BHT * 4), *Dl = xmalloc(BHT * 4);
+    zl_cpu_gpt_flash_forward(qkv, out, lse, d);
+    zl_cpu_gpt_flash_backward(qkv, out, lse, dout, Dl, dqkv, d);
+
+    zl_half *qkvr = xmalloc(3 * RD * 2), *P = xmalloc(BHTT * 2), *sr = xmalloc(RD * 2), *att = xmalloc(RD * 2),
+            *dP = xmalloc(BHTT * 2), *dqkvr = xmalloc(3 * RD * 2), *dqkv_s = xmalloc(3 * RD * 2);
+    zl_cpu_gpt_attention_forward(qkv, qkvr, P, sr, att, d);
+    zl_cpu_gpt_attention_backward(qkvr, P, dout, sr, dP, dqkvr, dqkv_s, d);
+    check_close("zl_cpu_gpt_flash_fwd", "out vs strided", R, d.D, mode, out, att, RD, tol);
+    check_close("zl_cpu_gpt_flash_bwd", "dqkv vs strided", R, d.D, mode, dqkv, dqkv_s, 3 * RD, tol);
+
+    zl_half *gqkv = up16(qkv, 3 * RD), *gdout = up16(dout, RD), *gout = dalloc(RD * 2), *gdqkv = dalloc(3 * RD * 2);
+    float *glse = dalloc(BHT * 4), *gDl = dalloc(BHT * 4);
+    zl_gpt_flash_forward(gqkv, gout, glse, d, g_s);
+    cmp16("zl_gpt_flash_fwd", "out", d, mode, gout, out, RD, tol);
+    float *hl = download(glse, BHT * 4);
+    double worst = 0;
+    for (size_t i = 0; i < BHT; i++) worst = fmax(worst, isfinite(hl[i]) ? fabs(hl[i] - lse[i]) / fmax(1.0, fabs(lse[i])) : INFINITY);
+    check(worst <= 1e-4, "%-22s lse  B=%d T=%d D=%d H=%d max rel %.2e (tol 1e-04)", "zl_gpt_flash_fwd", d.B, d.T, d.D,
+          d.H, worst);
+    zl_memcpy_h2d(gout, out, RD * 2, g_s), zl_memcpy_h2d(glse, lse, BHT * 4, g_s);
+    zl_gpt_flash_backward(gqkv, gout, glse, gdout, gDl, gdqkv, d, g_s);
+    cmp16("zl_gpt_flash_bwd", "dqkv", d, mode, gdqkv, dqkv, 3 * RD, tol);
+    zl_half *first = down16(gdqkv, 3 * RD);
+    zl_gpt_flash_backward(gqkv, gout, glse, gdout, gDl, gdqkv, d, g_s);
+    zl_half *second = down16(gdqkv, 3 * RD);
+    check_bits("zl_gpt_flash_bwd", "dqkv, run twice", second, first, 3 * RD, 2);
+
+    zl_stream_sync(g_s);
+    void *host[] = {qkv, dout, out, dqkv, lse, Dl, qkvr, P, sr, att, dP, dqkvr, dqkv_s, hl, first, second, cpu_ws};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    void *dev[] = {gqkv, gdout, gout, gdqkv, glse, gDl};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) zl_dev_free(dev[i]);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     zl_backend_init(0, 1, 0, 1, NULL);
@@ -838,10 +888,15 @@ int main(int argc, char **argv) {
             test_grad_stats(1000003, 1, 4099);
             test_grad_stats(70000000, 3, 1000003); /* more than 1024 blocks' worth: threads loop */
             test_grad_stats(5, 0, 2);
-            static const zl_gpt_dims gpt_shapes[] = {{2, 16, 32, 2, 100, 128}, {1, 40, 48, 3, 256, 256},
-                                                     {3, 7, 12, 3, 50, 64}};
+            static const zl_gpt_dims gpt_shapes[] = {{2, 16, 32, 2, 100, 128, 0}, {1, 40, 48, 3, 256, 256, 0},
+                                                     {3, 7, 12, 3, 50, 64, 0}};
             for (size_t m = 0; m < sizeof k_modes / sizeof k_modes[0]; m++)
                 for (size_t i = 0; i < sizeof gpt_shapes / sizeof gpt_shapes[0]; i++) test_gpt(gpt_shapes[i], &k_modes[m]);
+            if (!g_bf16) { /* fused attention: head dimension 64, T on and off the 64-row tiles */
+                static const zl_gpt_dims flash_shapes[] = {{2, 100, 128, 2, 256, 256, 1}, {1, 64, 192, 3, 256, 256, 1},
+                                                           {3, 17, 64, 1, 256, 256, 1}, {1, 300, 64, 1, 256, 256, 1}};
+                for (size_t i = 0; i < sizeof flash_shapes / sizeof flash_shapes[0]; i++) test_flash(flash_shapes[i]);
+            }
             zl_kernels_set_workspace(ws, ws_bytes); /* the GPT tests pointed it at their own */
         }
         g_bf16 = 0;
