@@ -32,20 +32,23 @@
  *     (memory-mapped read-only: the page cache, not an allocation).
  *
  * Memory (bytes per rank, 16-bit S = 2; R = B·T rows of one micro-batch; everything
- * allocated once):
- *   activations  2·[(L+1)·RD + 15·L·RD + L·B·H·T² + RD + R·Vp] + 4·[4·L·R + 2·R]
+ * allocated once; A = the attention's saved state per block: 2·B·H·T² for P with
+ * --attention strided, 4·B·H·T for the fp32 row log-sum-exps with --attention fused):
+ *   activations  2·[(L+1)·RD + 15·L·RD + RD + R·Vp] + L·A + 4·[4·L·R + 2·R]
  *       per block: LN1 out, qkv (3), attention out, x_mid, LN2 out, h (4), a (4) = 15·RD,
- *       P = B·H·T², and LN mean/rstd (fp32); plus the block inputs (L+1), the final LN's
+ *       A, and LN mean/rstd (fp32); plus the block inputs (L+1), the final LN's
  *       output and stats, and the logits (R·Vp, overwritten by their gradient by the loss).
  *       With checkpoint (--checkpoint-activations) the per-block terms are allocated for one
  *       block: forward keeps only the block inputs, and backward first recomputes the block's
  *       forward (all but its last GEMM, whose output is the next block's input) into them.
  *       The recompute is the same kernels on the same inputs: the same bits, so training is
  *       bitwise identical with and without checkpointing.
- *   scratch      2·[12·RD + B·H·T² + Vp·D] + 4·[3R + Vp + 1] + 4·(R + K)
- *       dres, dln, dh (4), qkv|dqkv (3), qkvr-sized (3), dP, the LM head's wte gradient;
- *       tokens, targets, order (R each) and bucket (Vp+1) as int32; row losses and the K
- *       losses of a step (one per micro-batch, model.h)
+ *   scratch      2·[9·RD + Vp·D] + 4·[3R + Vp + 1] + 4·(R + K)
+ *                + strided 2·[3·RD + B·H·T²] | fused 4·B·H·T
+ *       dres, dln, dh (4), qkv|dqkv (3), the LM head's wte gradient; strided: a qkvr-sized
+ *       buffer (3) and dP; fused: Dl, backward's rowsum(dout ⊙ out); tokens, targets, order
+ *       (R each) and bucket (Vp+1) as int32; row losses and the K losses of a step (one per
+ *       micro-batch, model.h)
  *   host staging 4·[3R + Vp + 1]: the batch prepared on the host (model.h: zl_model_host_bytes)
  *
  * defines: zl_gpt_* (layout inline; buffers and kernels in gpt.c, token streams in gpt_data.c). */
