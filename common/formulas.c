@@ -47,6 +47,8 @@ zl_need zl_formula_need(const zl_partition *p, const zl_formula_config *c, int o
     double host_buffers = 0; /* staging, and --offload's master, m, v and pinned staging */
     for (int i = 0; i < ZL_MEM_NCAT; i++)
         if (zl_mem_cat_is_host((zl_mem_cat)i)) host_buffers += (double)mf.bytes[i];
+    n.host_states = (double)mf.bytes[ZL_MEM_HOST_MASTER_FP32] + (double)mf.bytes[ZL_MEM_HOST_ADAM_M] +
+                    (double)mf.bytes[ZL_MEM_HOST_ADAM_V];
     n.host = host_buffers + (on_gpu ? 0 : (double)mf.peak_total);
     return n;
 }

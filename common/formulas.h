@@ -47,6 +47,7 @@ void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem
  * CPU backend); host = the host categories (+ peak_total on the CPU backend). */
 typedef struct {
     double device, host, states, activations, buffers;
+    double host_states; /* of host: --offload's fp32 master, Adam m and v */
 } zl_need;
 zl_need zl_formula_need(const zl_partition *p, const zl_formula_config *c, int on_gpu);
 /* Does one rank's need fit its share: device <= dev_free (per GPU) and host x local_ranks <=

@@ -68,12 +68,20 @@ int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, 
                                 "%.1f GB free on this GPU",
                                 prog, gb(mine.device), gb(mine.states), gb(mine.activations), gb(mine.buffers),
                                 gb((double)dev_free));
-    else
+    else if (on_gpu) /* the host holds --offload's optimizer states and the staging buffers */
+        len += (size_t)snprintf(msg + len, n - len,
+                                "%s needs %.1f GB of host memory per rank (optimizer states %.1f, staging %.1f), "
+                                "x %d rank(s) on this node = %.1f GB; %.1f GB available (MemAvailable)",
+                                prog, gb(mine.host), gb(mine.host_states), gb(mine.host - mine.host_states), local_ranks,
+                                gb(mine.host * local_ranks), gb((double)host_avail));
+    else /* the CPU backend: every buffer is host memory */
         len += (size_t)snprintf(msg + len, n - len,
                                 "%s needs %.1f GB of host memory per rank (model states %.1f, activations %.1f, "
-                                "buffers %.1f), x %d rank(s) on this node = %.1f GB; %.1f GB available (MemAvailable)",
+                                "buffers %.1f, host staging %.1f), x %d rank(s) on this node = %.1f GB; "
+                                "%.1f GB available (MemAvailable)",
                                 prog, gb(mine.host), gb(mine.states), gb(mine.activations), gb(mine.buffers),
-                                local_ranks, gb(mine.host * local_ranks), gb((double)host_avail));
+                                gb(mine.host - mine.states - mine.activations - mine.buffers), local_ranks,
+                                gb(mine.host * local_ranks), gb((double)host_avail));
     const char *sep = " — ";
     for (int s = fc->stage + 1; s <= 3 && len < n; s++) {
         int ok;

@@ -497,6 +497,15 @@ Test(preflight, verdict_names_needs_and_what_would_fit) {
     cr_assert_eq(zl_preflight_verdict(&p, &fc, 0, 2, 0, (size_t)20e9, msg, sizeof msg), 1);
     cr_expect(strstr(msg, "x 2 rank(s) on this node = 27.4"), "%s", msg);
     cr_expect_eq(zl_preflight_verdict(&p, &fc, 0, 1, 0, (size_t)20e9, msg, sizeof msg), 0, "%s", msg);
+    /* --offload on GPUs: the host holds the optimizer states, 12Ψ/N = 6.44 GB per rank, and the
+     * staging; that is what the line breaks down (not the device's parts). */
+    fc.offload = 1;
+    cr_assert_eq(zl_preflight_verdict(&p, &fc, 1, 2, (size_t)20e9, (size_t)10e9, msg, sizeof msg), 1);
+    const char *host_want[] = {"GB of host memory per rank (optimizer states 6.4, staging ", "x 2 rank(s) on this node",
+                               "10.0 GB available"};
+    for (size_t i = 0; i < sizeof host_want / sizeof host_want[0]; i++)
+        cr_expect(strstr(msg, host_want[i]), "'%s' lacks '%s'", msg, host_want[i]);
+    cr_expect(!strstr(msg, "activations"), "the host line names device parts: %s", msg);
     zl_partition_free(&p);
 }
 

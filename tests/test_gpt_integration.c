@@ -3,7 +3,8 @@
  * == this file's own count of Ψ, Ψ_pad and the activations; measured wire bytes == formula,
  * with ZeRO-3 gathering the tied embedding twice forward and twice backward (counted here
  * from the unit sizes); the four stages train the same model (bitwise at N = 1, 2; 1e-3 at
- * N = 3); N × B rows == 1 × N·B; the loss falls on the shipped text.
+ * N = 3, 4); N × B rows == 1 × N·B; the loss falls on the shipped text. The same for the fused
+ * attention on a head-dimension-64 shape (its buffers, bitwise stages, zerocalc).
  *
  * ZL_BUILD selects build/cpu or build/cuda; ZL_MAX_WORLD (default 4) caps N. */
 #include "zl_test_util.h"
@@ -107,6 +108,7 @@ static void check_exact(int stage, int N) { check_exact_with(stage, N, ""); }
     Test(gpt_exact, stage##stage##_N1) { check_exact(stage, 1); }                                              \
     Test(gpt_exact, stage##stage##_N2) { check_exact(stage, 2); }                                              \
     Test(gpt_exact, stage##stage##_N3) { check_exact(stage, 3); }                                              \
+    Test(gpt_exact, stage##stage##_N4) { check_exact(stage, 4); }                                              \
     Test(gpt_exact, stage##stage##_N2_accum2) { check_exact_with(stage, 2, " --accum 2"); }                    \
     Test(gpt_exact, stage##stage##_N2_accum2_checkpoint) {                                                     \
         check_exact_with(stage, 2, " --accum 2 --checkpoint-activations");                                     \
@@ -181,6 +183,7 @@ Test(gpt_equivalence, all_stages_bitwise_equal_N2_fused_attention) {
     check_stages(2, 1);
 }
 Test(gpt_equivalence, all_stages_close_N3) { check_stages(3, 0); }
+Test(gpt_equivalence, all_stages_close_N4) { check_stages(4, 0); }
 
 /* --checkpoint-activations recomputes each block in backward from the same inputs with the
  * same kernels: every stage trains bitwise the same, also when accumulating. */
