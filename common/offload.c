@@ -13,6 +13,16 @@
 #include "trace.h"
 #include "util.h"
 
+/* What one unit's host function needs; o->jobs[u], rewritten each step (the last step's
+ * functions have all run: zl_offload_sync). */
+struct zl_offload_job {
+    zl_offload *o;
+    size_t off, n;
+    float grad_mult;
+    int adam_step;
+    zl_adam_hparams hp;
+};
+
 zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ranks) {
     zl_offload *o = zl_host_calloc(1, sizeof *o);
     size_t shard = p->shard_len;
@@ -23,9 +33,11 @@ zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ra
     o->v = zl_mem_alloc(ZL_MEM_HOST_ADAM_V, 4 * shard, "host Adam v (this rank's slices)");
     o->staging = zl_mem_alloc(ZL_MEM_OFFLOAD_STAGING, 2 * shard, "offload staging (16-bit slices)");
     o->copy = zl_stream_create();
-    o->host_clock = zl_stream_create();
+    o->host = zl_stream_create();
     o->grads_landed = zl_events_create(p->n_units);
     o->params_landed = zl_events_create(p->n_units);
+    o->adam_done = zl_events_create(p->n_units);
+    o->jobs = zl_host_calloc((size_t)p->n_units, sizeof *o->jobs);
     o->threads = zl_offload_threads(local_ranks);
     return o;
 }
@@ -45,9 +57,10 @@ int zl_offload_threads(int local_ranks) {
 
 void zl_offload_free(zl_offload *o) {
     if (!o) return;
-    /* grads_landed, params_landed: with every event array, by zl_events_destroy_all */
+    /* grads_landed, params_landed, adam_done: with every event array, by zl_events_destroy_all */
     zl_stream_destroy(o->copy);
-    zl_stream_destroy(o->host_clock);
+    zl_stream_destroy(o->host);
+    free(o->jobs);
     free(o);
 }
 
@@ -81,16 +94,27 @@ static void host_adam(zl_offload *o, size_t off, size_t n, float grad_mult, int 
     }
 }
 
+static void run_job(void *arg) {
+    struct zl_offload_job *j = arg;
+    host_adam(j->o, j->off, j->n, j->grad_mult, j->adam_step, j->hp);
+}
+
 zl_event zl_offload_adam(zl_offload *o, int u, zl_half *dev_params, float grad_mult, int adam_step,
                          zl_adam_hparams hp) {
     size_t off = o->part->slice_off[u], n = o->part->slice_len[u];
-    zl_event_sync(o->grads_landed[u]);
-    zl_trace_begin(ZL_PHASE_OPTIMIZER, u, o->host_clock); /* an idle stream: its events are "now" */
-    host_adam(o, off, n, grad_mult, adam_step, hp);
-    zl_trace_end(ZL_PHASE_OPTIMIZER, u, o->host_clock);
+    o->jobs[u] = (struct zl_offload_job){o, off, n, grad_mult, adam_step, hp};
+    zl_stream_wait_event(o->host, o->grads_landed[u]);
+    zl_trace_begin(ZL_PHASE_OPTIMIZER, u, o->host); /* the span of the host function itself */
+    zl_stream_launch_host(o->host, run_job, &o->jobs[u]);
+    zl_trace_end(ZL_PHASE_OPTIMIZER, u, o->host);
+    zl_event_record(o->adam_done[u], o->host);
+    zl_stream_wait_event(o->copy, o->adam_done[u]);
     zl_copy_h2d(dev_params, o->staging + off, n, o->half, ZL_P_OFFLOAD_PARAMS, u, o->copy);
     zl_event_record(o->params_landed[u], o->copy);
     return o->params_landed[u];
 }
 
-void zl_offload_sync(zl_offload *o) { zl_stream_sync(o->copy); }
+void zl_offload_sync(zl_offload *o) {
+    zl_stream_sync(o->host);
+    zl_stream_sync(o->copy);
+}

@@ -7,7 +7,11 @@
  *                   units before it. Every step, 2Ψ_pad/N bytes.
  *   host            once the ranks agreed the step is applied (the verdict needs every
  *                   unit), Adam over the slice with OpenMP threads, in place: the staging
- *                   slice that held the gradient receives the new 16-bit parameters.
+ *                   slice that held the gradient receives the new 16-bit parameters. It runs
+ *                   as a host function on its own stream (zl_stream_launch_host), unit after
+ *                   unit, so the caller returns at once: the next step's forward is issued
+ *                   behind it and unit u's forward starts as soon as unit u is back, while
+ *                   the host updates the units after it.
  *   host -> device  the new parameter slice, on the copy stream: it overlaps Adam of the
  *                   next unit. Only on applied steps, 2Ψ_pad/N bytes.
  * The copies go through comm.h (op d2h / h2d, purpose offload_grads / offload_params):
@@ -35,9 +39,11 @@ typedef struct {
     float *master, *m, *v;  /* host, pinned: shard_len fp32 each, unit u at part->slice_off[u] */
     zl_half *staging;       /* host, pinned: shard_len 16-bit; gradient slice in, parameter slice out */
     zl_stream copy;         /* every d2h and h2d copy, in issue order */
-    zl_stream host_clock;   /* never given work: an event on it stamps the host's time (Adam's span) */
+    zl_stream host;         /* host Adam, one host function a unit, in issue order */
     zl_event *grads_landed; /* one per unit: its gradient slice is in staging */
     zl_event *params_landed; /* one per unit: its new parameter slice is back on the device */
+    zl_event *adam_done;    /* one per unit: host Adam has written its new slice into staging */
+    struct zl_offload_job *jobs; /* one per unit: the arguments of its host function */
     int threads;            /* OpenMP threads for host Adam: this node's cores / its ranks */
 } zl_offload;
 
@@ -58,13 +64,15 @@ void zl_offload_master_from(zl_offload *o, int u, const zl_half *dev_params, zl_
  * reduce-scatter) has fired; returns at once. */
 void zl_offload_grads_to_host(zl_offload *o, int u, const zl_half *dev_grads, zl_event final);
 
-/* Adam on unit u's slice on the host (after its gradients landed), then the new 16-bit
- * slice to dev_params on the copy stream. Returns the event that says it has landed there;
- * the copy stream runs in order, so the last unit's event covers all of them. */
+/* Issue Adam on unit u's slice on the host (after its gradients landed; the host stream),
+ * then the copy of the new 16-bit slice to dev_params (the copy stream); returns at once.
+ * Returns the event that says it has landed there; the copy stream runs in order, so the
+ * last unit's event covers all of them. */
 zl_event zl_offload_adam(zl_offload *o, int u, zl_half *dev_params, float grad_mult, int adam_step,
                          zl_adam_hparams hp);
 
-/* The host waits for every copy issued (end of a step: the next one reuses staging). */
+/* The host waits for every Adam and copy issued (end of a step: the next one reuses staging;
+ * before anyone reads master, m or v). */
 void zl_offload_sync(zl_offload *o);
 
 #endif

@@ -452,7 +452,7 @@ static void print_offload_model(const rank_summary *s) {
            "host Adam %.3f ms (threads %.0f, %.2f GB/s at 28 B/element), "
            "transfers not overlapped %.3f ms (of %.3f ms copying)\n"
            "  -> predicted max(%.3f, %.3f + %.3f) = %.3f ms; measured %.3f ms (M/P = %.3f); serial sum %.3f ms "
-           "(M/S = %.3f: host Adam waits for the verdict)\n",
+           "(M/S = %.3f: host Adam waits for the verdict, then overlaps the next forward)\n",
            m.device_ms, m.host_adam_ms, m.threads, m.host_adam_GBps, m.copies_ms, s->copy_busy_ms, m.device_ms,
            m.host_adam_ms, m.copies_ms, m.predicted_ms, m.measured_ms, ratio(m.measured_ms, m.predicted_ms),
            m.serial_ms, ratio(m.measured_ms, m.serial_ms));

@@ -90,6 +90,10 @@ void zl_stream_wait_event(zl_stream s, zl_event e);
 float zl_event_elapsed_ms(zl_event start, zl_event end); /* both must have completed */
 int zl_event_done(zl_event e); /* 1 if the work before the event has completed (never blocks) */
 void zl_event_sync(zl_event e); /* the host waits until the work before the event has completed */
+/* Run fn(arg) on a host thread once the work issued before it on s is done; s's later work
+ * waits for fn to return (CUDA: cudaLaunchHostFunc; fn must not call the backend). On CPU:
+ * runs now, on the caller's thread. */
+void zl_stream_launch_host(zl_stream s, void (*fn)(void *), void *arg);
 
 /* ---- collectives (sum reductions), issued on stream s -----------------------------
  * Counts are elements. In-place forms follow NCCL's rules:

@@ -111,7 +111,7 @@ print("\n### lab-1b, 3 steps (ms per step: mean of steps 2-3, rank 0)\n")
 print("D = device work (model spans + collectives), A = host Adam wall time, T = copies not overlapped,"
       " all from the offload run's timeline; M = the offload run's ms per step; G = the run without offload."
       " Issue model: M <= 1.1 x max(G, A + T). Same-run model: P = max(D, A + T); serial S = D + A + T"
-      " (host Adam waits for the verdict, so this implementation cannot beat S).\n")
+      " (host Adam waits for the verdict; since 2026-11-26 it overlaps the next step's forward).\n")
 print("| stage | N | rows/rank | G ms | M ms | cost | D ms | A ms | thr | A GB/s x N / triad | T ms | d2h, h2d GB/s"
       " / pinned together | max(G, A+T) | M / it | P | M/P | S | M/S |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")

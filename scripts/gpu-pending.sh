@@ -5,7 +5,8 @@
 # 4 × H200 with 64 host cores; the limits are the estimates with a margin). Each section writes
 # OUTDIR/<section>/ and its log OUTDIR/<section>.log; one status line per section on stdout.
 #   table2     ZeRO-3 and the --offload rows of the measured Table 2 (issue 14, 12)     ~300 s
-#   offload    lab-1b with and without --offload at 32768 and 65536 rows (issue 12)     ~300 s
+#   offload    lab-1b with and without --offload at 32768 and 65536 rows (issue 12): host Adam
+#              beside the next step's forward (host functions, 2026-11-26) vs results/gpu/offload/rows/  ~300 s
 #              (under `mpirun --bind-to none`: Open MPI pins each rank to one core at -n <= 2,
 #              which leaves host Adam one thread)
 #   gpt        gpt2-124m every stage at N = 1, 2, 4; gpt2-1.5b at N = 4 (issue 11)       ~300 s

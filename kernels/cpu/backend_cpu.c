@@ -137,6 +137,10 @@ zl_event zl_event_create(void) {
 void zl_event_destroy(zl_event e) { free(e); }
 void zl_event_record(zl_event e, zl_stream s) { (void)s, e->t = zl_wall_seconds(); }
 void zl_stream_wait_event(zl_stream s, zl_event e) { (void)s, (void)e; }
+void zl_stream_launch_host(zl_stream s, void (*fn)(void *), void *arg) {
+    (void)s;
+    fn(arg);
+}
 float zl_event_elapsed_ms(zl_event a, zl_event b) { return (float)((b->t - a->t) * 1e3); }
 int zl_event_done(zl_event e) { return (void)e, 1; }
 void zl_event_sync(zl_event e) { (void)e; }

@@ -286,6 +286,10 @@ void zl_stream_wait_event(zl_stream s, zl_event e) {
     cudaCheck(cudaStreamWaitEvent(as_stream(s), as_event(e), 0));
 }
 
+void zl_stream_launch_host(zl_stream s, void (*fn)(void *), void *arg) {
+    cudaCheck(cudaLaunchHostFunc(as_stream(s), fn, arg));
+}
+
 float zl_event_elapsed_ms(zl_event start, zl_event end) {
     float ms = 0.0f;
     cudaCheck(cudaEventElapsedTime(&ms, as_event(start), as_event(end)));
