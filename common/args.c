@@ -167,6 +167,9 @@ static int check_gpt(const zl_config *c, char *err, int len) {
     if (c->attention == 2 && (c->dtype != ZL_F16 || c->dim / c->heads != 64))
         return fail(err, len, "--attention fused: needs head dimension 64 (--dim / --heads, got %d) and --dtype fp16",
                     c->dim / c->heads);
+    if (c->attention == 2 && c->batch > 65535) /* the kernels' grid: one z-block a sequence */
+        return fail(err, len, "--attention fused: --batch at most 65535 (got %d); --attention strided has no such bound",
+                    c->batch);
     return ZL_ARGS_OK;
 }
 
