@@ -1,19 +1,24 @@
 #!/bin/bash
+# shellcheck disable=SC2086  # $MPIEXEC may carry options (mpirun --bind-to none): split on purpose
 # gpu-pending.sh OUTDIR — the GPU measurements the open issues still lack, one section each, so a
-# lease can run what its device time allows: SECTIONS="table2 offload gpt reference attention gemm
-# peer" (default: all, in that order), each under its own time limit (seconds, estimated on
-# 4 × H200 with 64 host cores; the limits are the estimates with a margin). Each section writes
-# OUTDIR/<section>/ and its log OUTDIR/<section>.log; one status line per section on stdout.
-#   table2     ZeRO-3 and the --offload rows of the measured Table 2 (issue 14, 12)     ~300 s
+# lease can run what its device time allows: SECTIONS (default "offload fill gpt peer", in that
+# order; also table2, reference, attention, gemm, done on 2026-11-26 and kept for reruns), each
+# under its own time limit (seconds, estimated on 4 × H200 with 64 host cores; the limits are the
+# estimates with a margin). Each section writes OUTDIR/<section>/ and its log
+# OUTDIR/<section>.log; one status line per section on stdout.
 #   offload    lab-1b with and without --offload at 32768 and 65536 rows (issue 12): host Adam
-#              beside the next step's forward (host functions, 2026-11-26) vs results/gpu/offload/rows/  ~300 s
-#              (under `mpirun --bind-to none`: Open MPI pins each rank to one core at -n <= 2,
-#              which leaves host Adam one thread)
-#   gpt        gpt2-124m every stage at N = 1, 2, 4; gpt2-1.5b at N = 4 (issue 11)       ~300 s
+#              beside the next step's forward (host functions, 2026-11-26) vs results/gpu/offload/rows/;
+#              under `mpirun --bind-to none` (Open MPI pins each rank to one core at -n <= 2,
+#              which leaves host Adam one thread)                                   ~300 s
+#   fill       the 7.5 B "fill" MLP (D = 8192, L = 14, 1024 rows per rank), every stage at
+#              N = 2 and 4, after the speed work (issue 15: >= 500 TFLOP/s, ZeRO-3 >= 450)  ~240 s
+#   gpt        gpt2-124m every stage at N = 1, 2, 4; gpt2-1.5b at N = 4, batch 8 and 32,
+#              the fused attention by default (issue 11: MFU >= 40 %)                ~300 s
+#   peer       zerolab vs its PyTorch peer per stage at N = 2, 4 (issue 15)             ~300 s
+#   table2     ZeRO-3 and the --offload rows of the measured Table 2 (issue 14, 12)     ~300 s
 #   reference  the PyTorch GPT reference on build/cuda, N = 1, 2 (issue 11)              ~150 s
 #   attention  fused vs strided-batched attention (issue 11)                            ~60 s
 #   gemm       cuBLASLt: the heuristic's first algorithm vs its timed best (issue 15)    ~60 s
-#   peer       zerolab vs its PyTorch peer per stage at N = 2, 4 (issue 15)             ~300 s
 # Needs `make cpu cuda` first (build/zlbatch, build/bench_host_adam, build/cuda/*).
 set -u
 out=${1:?usage: gpu-pending.sh OUTDIR}
@@ -22,7 +27,7 @@ nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export MPIEXEC=${MPIEXEC:-mpirun}
-SECTIONS=${SECTIONS:-table2 offload gpt reference attention gemm peer}
+SECTIONS=${SECTIONS:-offload fill gpt peer}
 section() { # name limit command...
     local name=$1 limit=$2 t0=$SECONDS
     shift 2
@@ -31,10 +36,24 @@ section() { # name limit command...
     local rc=$?
     echo "$name rc=$rc in $((SECONDS - t0)) s (limit $limit s)"
 }
+# fill: one run per stage and N, 6 steps (step 1 warm-up), no final hash (a 7.5 B-parameter FNV
+# on one host core would take longer than the steps).
+fill() {
+    local n p
+    mkdir -p "$out/fill"
+    for n in 2 4; do
+        for p in stage0_ddp stage1 stage2 stage3; do
+            timeout 60 $MPIEXEC -n "$n" "build/cuda/$p" --layers 14 --dim 8192 --batch 1024 --steps 6 --quiet \
+                --check --no-param-hash --json "$out/fill/${p}_fill_N$n.json" > "$out/fill/${p}_fill_N$n.txt" 2>&1
+            echo "$p N=$n rc=$? $(grep -m1 '^summary:' "$out/fill/${p}_fill_N$n.txt" | grep -o 'ms=[0-9.]* tflops=[0-9.]*')"
+        done
+    done
+}
 for s in $SECTIONS; do
     case $s in
     table2) CONFIGS="stage3 stage3+offload stage2+offload" section table2 300 scripts/gpu-table2.sh "$out/table2" ;;
     offload) MPIEXEC="${OFFLOAD_MPIEXEC:-mpirun --bind-to none}" ROWS="32768 65536" section offload 300 scripts/gpu-offload.sh "$out/offload" ;;
+    fill) export -f fill && export out && section fill 240 bash -c fill ;;
     gpt) section gpt 280 scripts/gpu-gpt.sh "$out/gpt" ;;
     reference) ZL_MPIEXEC="$MPIEXEC --oversubscribe" section reference 150 tests/gpu/gpt-reference.sh build/cuda 2 ;;
     attention) section attention 60 build/cuda/bench_attention ;;
