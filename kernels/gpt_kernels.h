@@ -12,8 +12,9 @@
  * same contract and no stream, which the GPU tests compare against.
  *
  * Attention layout. The fused QKV projection writes qkv (R×3D: q | k | v, head h at columns
- * h·hd of each); attention permutes it to qkvr = [3][B][H][T][hd] so every (b, h) is one
- * contiguous T×hd matrix — one strided-batched GEMM over B·H on CUDA. */
+ * h·hd of each); the strided attention permutes it to qkvr = [3][B][H][T][hd] so every (b, h)
+ * is one contiguous T×hd matrix — one strided-batched GEMM over B·H on CUDA — and keeps P; the
+ * fused one (zl_gpt_flash_*) reads qkv as it is and keeps one log-sum-exp per query row. */
 #ifndef ZL_GPT_KERNELS_H
 #define ZL_GPT_KERNELS_H
 
