@@ -64,6 +64,7 @@ static void check_exact_with(int stage, int N, const char *extra) {
     gathers += slice(0, N); /* the LM head reads the embedding again */
     cr_assert_eq(zl_num(j, "params"), psi);
     cr_assert_eq(zl_num(j, "params_padded"), psi_pad);
+    cr_expect_str_eq(zl_get(j, "config.attention")->valuestring, sh.flash ? "fused" : "strided");
     double R = B * T, RD = R * D;
     double nb = ckpt ? 1 : L, BHT = (double)B * H * T, BHTT = BHT * T; /* nb: blocks whose activations are kept */
     /* per block, strided: P (B·H·T² 16-bit); fused: the row log-sum-exps (B·H·T fp32) */
