@@ -163,6 +163,36 @@ static int rows(const zl_gpt *m) { return m->d.B * m->d.T; }
 /* Where block b's activations live: their own place, or the one-block buffers when checkpointing. */
 static size_t slot(const zl_gpt *m, int b) { return m->checkpoint ? 0 : (size_t)b; }
 
+/* The QKV projection and attention of the block in slot i, from its LN1 output. Fused: qkv
+ * goes straight into its saved place, where the kernel reads it, and each query row keeps its
+ * log-sum-exp. Strided: qkv in scratch, permuted per head into the saved place, P kept. */
+static void attention_forward(zl_gpt *m, size_t i, const zl_half *ln1, const zl_half *p, zl_stream s) {
+    const int R = rows(m), D = m->d.D;
+    const size_t rd = RD(m), Dz = (size_t)D;
+    const zl_half *Wqkv = p + zl_gpt_off_Wqkv(Dz), *bqkv = p + zl_gpt_off_bqkv(Dz);
+    if (m->d.flash) {
+        zl_gpt_linear_forward(ln1, Wqkv, bqkv, NULL, m->qkvr + i * 3 * rd, R, D, 3 * D, s);
+        zl_gpt_flash_forward(m->qkvr + i * 3 * rd, m->atty + i * rd, m->lse + i * BHT(m), m->d, s);
+    } else {
+        zl_gpt_linear_forward(ln1, Wqkv, bqkv, NULL, m->buf3, R, D, 3 * D, s);
+        zl_gpt_attention_forward(m->buf3, m->qkvr + i * 3 * rd, m->P + i * BHTT(m), m->buf3r, m->atty + i * rd, m->d,
+                                 s);
+    }
+}
+
+/* dqkv (into buf3) of the block in slot i from dL/d(attention output) in dln. Fused: P
+ * recomputed from q, k and the saved log-sum-exps (Dl as scratch); strided: from the saved P
+ * (dh, dP and buf3r as scratch). */
+static void attention_backward(zl_gpt *m, size_t i, zl_stream s) {
+    const size_t rd = RD(m);
+    if (m->d.flash)
+        zl_gpt_flash_backward(m->qkvr + i * 3 * rd, m->atty + i * rd, m->lse + i * BHT(m), m->dln, m->Dl, m->buf3,
+                              m->d, s);
+    else
+        zl_gpt_attention_backward(m->qkvr + i * 3 * rd, m->P + i * BHTT(m), m->dln, m->dh, m->dP, m->buf3r, m->buf3,
+                                  m->d, s);
+}
+
 /* Block b's forward: x[b] -> x[b+1]; p is its unit (gpt.h's offsets). y = NULL stops before
  * the last GEMM: the recompute of a checkpointed block, whose output x[b+1] is kept. */
 static void block_forward(zl_gpt *m, int b, const zl_half *p, zl_half *y, zl_stream s) {
@@ -171,15 +201,7 @@ static void block_forward(zl_gpt *m, int b, const zl_half *p, zl_half *y, zl_str
     zl_half *x = m->x + b * rd, *ln1 = m->ln1 + i * rd, *xmid = m->xmid + i * rd, *ln2 = m->ln2 + i * rd;
     float *st1 = m->ln1_stat + i * 2 * R, *st2 = m->ln2_stat + i * 2 * R;
     zl_gpt_layernorm_forward(x, p + zl_gpt_off_ln1_g(Dz), p + zl_gpt_off_ln1_b(Dz), ln1, st1, st1 + R, R, D, s);
-    if (m->d.flash) { /* qkv straight into its saved place; the kernel reads it there */
-        zl_gpt_linear_forward(ln1, p + zl_gpt_off_Wqkv(Dz), p + zl_gpt_off_bqkv(Dz), NULL, m->qkvr + i * 3 * rd, R, D,
-                              3 * D, s);
-        zl_gpt_flash_forward(m->qkvr + i * 3 * rd, m->atty + i * rd, m->lse + i * BHT(m), m->d, s);
-    } else {
-        zl_gpt_linear_forward(ln1, p + zl_gpt_off_Wqkv(Dz), p + zl_gpt_off_bqkv(Dz), NULL, m->buf3, R, D, 3 * D, s);
-        zl_gpt_attention_forward(m->buf3, m->qkvr + i * 3 * rd, m->P + i * BHTT(m), m->buf3r, m->atty + i * rd, m->d,
-                                 s);
-    }
+    attention_forward(m, i, ln1, p, s);
     zl_gpt_linear_forward(m->atty + i * rd, p + zl_gpt_off_Wo(Dz), p + zl_gpt_off_bo(Dz), x, xmid, R, D, D, s);
     zl_gpt_layernorm_forward(xmid, p + zl_gpt_off_ln2_g(Dz), p + zl_gpt_off_ln2_b(Dz), ln2, st2, st2 + R, R, D, s);
     zl_gpt_linear_gelu_forward(ln2, p + zl_gpt_off_Wfc(Dz), p + zl_gpt_off_bfc(Dz), m->h + i * 4 * rd,
@@ -229,15 +251,10 @@ static void block_backward(zl_gpt *m, int b, const zl_half *p, zl_half *g, zl_gr
                            g + zl_gpt_off_bfc(Dz), mode, R, D, 4 * D, s);
     zl_gpt_layernorm_backward(m->xmid + i * rd, p + zl_gpt_off_ln2_g(Dz), st2, st2 + R, m->dln, m->dres,
                               g + zl_gpt_off_ln2_g(Dz), g + zl_gpt_off_ln2_b(Dz), mode, R, D, s);
-    /* attention branch: projection, attention (dh and buf3r as scratch), QKV, LN1 */
+    /* attention branch: projection, attention (into buf3), QKV, LN1 */
     zl_gpt_linear_backward(m->atty + i * rd, p + zl_gpt_off_Wo(Dz), m->dres, NULL, m->dln, g + zl_gpt_off_Wo(Dz),
                            g + zl_gpt_off_bo(Dz), mode, R, D, D, s);
-    if (m->d.flash)
-        zl_gpt_flash_backward(m->qkvr + i * 3 * rd, m->atty + i * rd, m->lse + i * BHT(m), m->dln, m->Dl, m->buf3,
-                              m->d, s);
-    else
-        zl_gpt_attention_backward(m->qkvr + i * 3 * rd, m->P + i * BHTT(m), m->dln, m->dh, m->dP, m->buf3r, m->buf3,
-                                  m->d, s);
+    attention_backward(m, i, s);
     zl_gpt_linear_backward(m->ln1 + i * rd, p + zl_gpt_off_Wqkv(Dz), m->buf3, NULL, m->dln, g + zl_gpt_off_Wqkv(Dz),
                            g + zl_gpt_off_bqkv(Dz), mode, R, D, 3 * D, s);
     zl_gpt_layernorm_backward(m->x + b * rd, p + zl_gpt_off_ln1_g(Dz), st1, st1 + R, m->dln, m->dres,
