@@ -18,6 +18,7 @@ typedef struct {
     const char *path;
     FILE *f;
     int started; /* zl_output_begin was called: the file now holds this run's output */
+    int created; /* the run created the file (it did not exist): removed if never started */
     int err;     /* first errno of a failed write, 0 if none */
 } output;
 
@@ -35,7 +36,9 @@ static int probe_device(output *o) {
 }
 
 static int open_one(output *o, char *msg, size_t n) {
-    int fd = open(o->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    int fd = open(o->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    o->created = fd >= 0;
+    if (fd < 0 && errno == EEXIST) fd = open(o->path, O_WRONLY | O_CLOEXEC); /* kept as it is until written */
     int e = fd < 0 ? errno : 0;
     if (!e && !(o->f = fdopen(fd, "w"))) e = errno, close(fd);
     if (!e) e = probe_device(o);
@@ -52,9 +55,9 @@ static int same_file(const output *a, const output *b) {
 
 static int open_all(const zl_runtime *rt, char *msg, size_t n) {
     if (rt->cfg.save_dir[0] && zl_ckpt_probe_dir(rt->cfg.save_dir, msg, n)) return 1; /* --save DIR */
-    g_out[ZL_OUT_JSON] = (output){"--json", rt->cfg.json_path, NULL, 0, 0};
-    g_out[ZL_OUT_DUMP] = (output){"--dump-params", rt->cfg.dump_path, NULL, 0, 0};
-    g_out[ZL_OUT_TRACE] = (output){"--trace", rt->cfg.trace_path, NULL, 0, 0};
+    g_out[ZL_OUT_JSON] = (output){"--json", rt->cfg.json_path, NULL, 0, 0, 0};
+    g_out[ZL_OUT_DUMP] = (output){"--dump-params", rt->cfg.dump_path, NULL, 0, 0, 0};
+    g_out[ZL_OUT_TRACE] = (output){"--trace", rt->cfg.trace_path, NULL, 0, 0, 0};
     for (int i = 0; i < ZL_OUT_N; i++) {
         if (!g_out[i].path[0]) continue;
         if (open_one(&g_out[i], msg, n)) return 1;
@@ -67,8 +70,17 @@ static int open_all(const zl_runtime *rt, char *msg, size_t n) {
     return 0;
 }
 
+/* At exit: a file this run created but never wrote (refused by the preflight, a runtime error,
+ * a bad later flag) is removed, so no empty file stands where a result is expected; a file that
+ * existed is left as it was. */
+static void remove_unwritten(void) {
+    for (int i = 0; i < ZL_OUT_N; i++)
+        if (g_out[i].created && !g_out[i].started) (void)unlink(g_out[i].path);
+}
+
 void zl_outputs_open(const zl_runtime *rt) {
     g_prog = rt->prog;
+    if (rt->rank == 0) atexit(remove_unwritten);
     char msg[ZL_PATH_MAX + 256] = "";
     int bad = rt->rank == 0 ? open_all(rt, msg, sizeof msg) : 0;
     mpiCheck(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));

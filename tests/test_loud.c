@@ -72,6 +72,22 @@ Test(outputs, refused_run_keeps_the_old_file) {
     unlink(a);
 }
 
+/* ...and creates none: a file the refused run had to create is gone again (no empty result). */
+Test(outputs, refused_run_leaves_no_new_file) {
+    char a[64], b[64];
+    snprintf(a, sizeof a, "/tmp/zl_new_%d.json", getpid());
+    snprintf(b, sizeof b, "/tmp/zl_new_%d.trace", getpid());
+    unlink(a), unlink(b);
+    setenv("ZL_CPU_DEVICE_BYTES", "1000000", 1); /* a pretend 1 MB device: demo does not fit */
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage3} --preset demo --quiet --json %s --trace %s", a, b);
+    cr_expect_eq(r.exit_code, 2, "%s", r.err);
+    cr_expect(strstr(r.err, "needs") != NULL, "not the preflight's refusal: %s", r.err);
+    cr_expect(access(a, F_OK) != 0, "the refused run left %s", a);
+    cr_expect(access(b, F_OK) != 0, "the refused run left %s", b);
+    unlink(a), unlink(b);
+}
+
 /* /proc/version opens for writing as root and fails at the write (EIO): the report is
  * printed first, then one line names the flag and the error, exit 1. */
 Test(outputs, write_failure_after_training_prints_the_report_then_exits_1) {
