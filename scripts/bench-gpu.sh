@@ -38,7 +38,7 @@ cell() { # cell FILE PREFIX: "ms · TFLOP/s", or what went wrong
 
 echo "bench-gpu: $preset ${shape[*]}, $STEPS steps (first is warm-up), $gpus GPU(s): $(nvidia-smi -L | head -1)"
 rows=()
-for n in 2 4; do
+for n in ${NS:-2 4}; do # NS: the rank counts (NS=8 on an 8-GPU node)
     [ "$n" -le "$gpus" ] || continue
     for s in 0 1 2 3; do
         z="$out/${progs[$s]}_N$n.txt" p="$out/peer${s}_N$n.txt"

@@ -21,7 +21,8 @@ if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then
 fi
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 [ "$gpus" -gt 0 ] || { echo "test-gpu: needs an NVIDIA GPU and nvidia-smi -L lists none; make test runs the CPU suite" >&2; exit 1; }
-maxw=$(( gpus < 2 ? gpus : 2 ))
+maxw=${MAX_WORLD:-2} # ranks the integration tests go up to (MAX_WORLD=8 on an 8-GPU node)
+maxw=$(( gpus < maxw ? gpus : maxw ))
 fail=0
 step() { echo; echo "=== $*"; }
 
