@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "util.h"
+#include "../kernels/gpt_kernels.h" /* zl_gpt_flash_supported */
 
 static const char *const stage_prog[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
 
@@ -164,10 +165,10 @@ static int check_gpt(const zl_config *c, char *err, int len) {
         return fail(err, len, "--batch/--seq/--dim/--vocab: batch*seq*max(4*dim, vocab) must be below 2^31");
     if (__builtin_mul_overflow(R * (size_t)c->heads, (size_t)c->seq, &scores) || scores > 2147483647u)
         return fail(err, len, "--batch/--heads/--seq: batch*heads*seq^2 must be below 2^31");
-    if (c->attention == 2 && (c->dtype != ZL_F16 || c->dim / c->heads != 64))
+    if (c->attention == ZL_ATTENTION_FUSED && !zl_gpt_flash_supported(c->dim, c->heads, c->dtype == ZL_BF16))
         return fail(err, len, "--attention fused: needs head dimension 64 (--dim / --heads, got %d) and --dtype fp16",
                     c->dim / c->heads);
-    if (c->attention == 2 && c->batch > 65535) /* the kernels' grid: one z-block a sequence */
+    if (c->attention == ZL_ATTENTION_FUSED && c->batch > 65535) /* the kernels' grid: one z-block a sequence */
         return fail(err, len, "--attention fused: --batch at most 65535 (got %d); --attention strided has no such bound",
                     c->batch);
     return ZL_ARGS_OK;
@@ -299,8 +300,8 @@ static int apply_value(zl_config *c, const char *f, const char *v, char *err, in
     if (!strcmp(f, "--seq")) return parse_int(f, v, 1, 1 << 16, &c->seq, err, len);
     if (!strcmp(f, "--heads")) return parse_int(f, v, 1, 1 << 12, &c->heads, err, len);
     if (!strcmp(f, "--attention")) {
-        if (!strcmp(v, "strided")) c->attention = 1;
-        else if (!strcmp(v, "fused")) c->attention = 2;
+        if (!strcmp(v, "strided")) c->attention = ZL_ATTENTION_STRIDED;
+        else if (!strcmp(v, "fused")) c->attention = ZL_ATTENTION_FUSED;
         else return fail(err, len, "--attention: expected strided or fused, got '%s'", v);
         return ZL_ARGS_OK;
     }
@@ -354,8 +355,9 @@ static int finish_config(zl_config *c, int stage, char *err, int len) {
     if (c->trace_path[0] && (!strcmp(c->trace_path, c->json_path) || !strcmp(c->trace_path, c->dump_path)))
         return fail(err, len, "--trace and %s name the same path '%s'",
                     !strcmp(c->trace_path, c->json_path) ? "--json" : "--dump-params", c->trace_path);
-    if (c->model == 1 && c->attention == 0) /* by shape: fused where its kernels run (head dim 64, fp16) */
-        c->attention = c->dtype == ZL_F16 && c->dim % c->heads == 0 && c->dim / c->heads == 64 ? 2 : 1;
+    if (c->model == 1 && c->attention == ZL_ATTENTION_BY_SHAPE) /* fused where its kernels run */
+        c->attention = zl_gpt_flash_supported(c->dim, c->heads, c->dtype == ZL_BF16) ? ZL_ATTENTION_FUSED
+                                                                                      : ZL_ATTENTION_STRIDED;
     if (c->model == 1) return check_gpt(c, err, len) ? ZL_ARGS_ERROR : check_sizes(c, err, len);
     if (c->model_flag_seen)
         return fail(err, len, "%s: only --model gpt takes this flag", c->model_flag_seen == 1 ? "--seq" :

@@ -23,6 +23,10 @@ enum {
     ZL_EXIT_WATCHDOG = 5  /* --timeout: a rank made no progress */
 };
 
+/* --attention (the GPT): ZL_ATTENTION_BY_SHAPE until finish_config picks fused where its
+ * kernels run (zl_gpt_flash_supported: head dimension 64, fp16), else strided. */
+typedef enum { ZL_ATTENTION_BY_SHAPE = 0, ZL_ATTENTION_STRIDED = 1, ZL_ATTENTION_FUSED = 2 } zl_attention;
+
 typedef struct {
     int stage; /* which program is parsing: 0..3 */
     int layers, dim, batch, steps;
@@ -50,7 +54,7 @@ typedef struct {
      * and training text (empty: the synthetic token stream) */
     int model; /* ZL_MODEL_MLP = 0, ZL_MODEL_GPT = 1 */
     int seq, heads, vocab;
-    int attention; /* --attention: 0 until resolved by shape (fused at head dimension 64 and fp16), 1 strided, 2 fused */
+    int attention; /* --attention, a zl_attention: by shape until resolved (fused where its kernels run) */
     int model_flag_seen; /* a GPT-only flag given (1 --seq, 2 --heads, 3 --vocab, 4 --data, 5 --peak-tflops,
                           6 --attention): refused for the MLP */
     char data_path[ZL_PATH_MAX];

@@ -676,7 +676,7 @@ static cJSON *json_report(const zl_report *r, const gathered *g, const check_res
         cJSON_AddNumberToObject(cf, "seq", c->seq);
         cJSON_AddNumberToObject(cf, "heads", c->heads);
         cJSON_AddNumberToObject(cf, "vocab", c->vocab);
-        cJSON_AddStringToObject(cf, "attention", c->attention == 2 ? "fused" : "strided");
+        cJSON_AddStringToObject(cf, "attention", c->attention == ZL_ATTENTION_FUSED ? "fused" : "strided");
         cJSON_AddItemToObject(cf, "data", string_or_null(c->data_path[0] ? c->data_path : NULL));
     }
     cJSON_AddNumberToObject(cf, "layers", c->layers);
@@ -802,7 +802,7 @@ static void print_throughput(const zl_throughput *t, const zl_config *c, const c
            c->checkpoint_activations ? ", recompute not counted" : "", t->tflops, per);
     if (isfinite(t->mfu)) printf("MFU %.1f%% of %.4g TFLOP/s (%s)\n", 100 * t->mfu, t->peak_tflops, t->peak_source);
     else printf("MFU: peak unknown (--peak-tflops P)\n");
-    printf("attention: %s\n", c->attention == 2
+    printf("attention: %s\n", c->attention == ZL_ATTENTION_FUSED
                                    ? "fused (FlashAttention-2-style: P recomputed in backward, one log-sum-exp a row kept)"
                                    : "strided (batched GEMMs over the B*H heads: P = B*H*T^2 kept for backward)");
 }

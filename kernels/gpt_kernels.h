@@ -95,8 +95,8 @@ void zl_gpt_attention_backward(const zl_half *qkvr, const zl_half *P, const zl_h
  * qkv's layout). P and dS are rounded to 16 bits before their products (the tensor cores'
  * operands); S, dP and the sums stay fp32. Deterministic (no float atomics). CUDA needs head
  * dimension 64 and fp16 (zl_gpt_flash_supported); the CPU reference takes any shape. */
-static inline int zl_gpt_flash_supported(zl_gpt_dims d, int bf16) {
-    return !bf16 && d.H > 0 && d.D % d.H == 0 && d.D / d.H == 64;
+static inline int zl_gpt_flash_supported(int dim, int heads, int bf16) {
+    return !bf16 && heads > 0 && dim % heads == 0 && dim / heads == 64;
 }
 void zl_gpt_flash_forward(const zl_half *qkv, zl_half *out, float *lse, zl_gpt_dims d, zl_stream s);
 void zl_gpt_flash_backward(const zl_half *qkv, const zl_half *out, const float *lse, const zl_half *dout, float *Dl,

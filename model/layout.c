@@ -12,7 +12,7 @@ zl_model_shape zl_model_shape_of(const zl_config *c) {
                         .micro_batches = c->accum, .checkpoint = c->checkpoint_activations};
     if (c->model == ZL_MODEL_GPT) {
         s.kind = ZL_MODEL_GPT;
-        s.seq = c->seq, s.heads = c->heads, s.vocab = c->vocab, s.flash_attention = c->attention == 2;
+        s.seq = c->seq, s.heads = c->heads, s.vocab = c->vocab, s.flash_attention = c->attention == ZL_ATTENTION_FUSED;
         s.data = c->data_path[0] ? c->data_path : NULL;
     }
     return s;

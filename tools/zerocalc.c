@@ -48,7 +48,7 @@ typedef struct {
     int prefetch;       /* stage 3's --prefetch; -1: the program's default */
     int backend_cpu;    /* --backend cpu: the CPU kernels' workspace (default cuda) */
     int gpt, heads, seq, vocab; /* --model gpt: the transformer's shape (model/gpt.h); B = --batch */
-    int attention;      /* --attention: 0 by shape (as the programs: fused at head dimension 64), 1 strided, 2 fused */
+    zl_attention attention; /* --attention; by shape as the programs (fp16): fused at head dimension 64 */
     double ranks;       /* N */
     int stage;          /* -1: all four */
     zl_precision prec;
@@ -65,7 +65,7 @@ static zl_model_shape shape_of(const opts *o) {
     if (o->gpt)
         return (zl_model_shape){.kind = ZL_MODEL_GPT, .layers = o->layers, .dim = o->dim, .rows = o->batch,
                                 .micro_batches = o->accum, .seq = o->seq, .heads = o->heads, .vocab = o->vocab,
-                                .flash_attention = o->attention == 2};
+                                .flash_attention = o->attention == ZL_ATTENTION_FUSED};
     return (zl_model_shape){.kind = ZL_MODEL_MLP, .layers = o->layers, .dim = o->dim, .rows = 1};
 }
 
@@ -164,7 +164,7 @@ static void parse(opts *o, int argc, char **argv) {
         else if (!strcmp(f, "--vocab")) o->vocab = (int)number(f, v, 2, 1 << 20, 1);
         else if (!strcmp(f, "--attention")) {
             if (strcmp(v, "strided") && strcmp(v, "fused")) bad("--attention: expected strided or fused, got '%s'", v);
-            o->attention = !strcmp(v, "fused") ? 2 : 1;
+            o->attention = !strcmp(v, "fused") ? ZL_ATTENTION_FUSED : ZL_ATTENTION_STRIDED;
         }
         else if (!strcmp(f, "--param-bytes")) o->prec.param_bytes = number(f, v, 0, 64, 0), o->custom_given |= 1;
         else if (!strcmp(f, "--grad-bytes")) o->prec.grad_bytes = number(f, v, 0, 64, 0), o->custom_given |= 2;
@@ -188,9 +188,11 @@ static void parse(opts *o, int argc, char **argv) {
         if (o->gpt && o->dim % o->heads) bad("--heads: must divide --dim");
         if (!o->gpt && (o->heads || o->seq || o->vocab || o->attention))
             bad("--heads/--seq/--vocab/--attention: only with --model gpt");
-        if (o->gpt && o->attention == 2 && o->dim / o->heads != 64)
+        int fused_runs = o->gpt && zl_gpt_flash_supported(o->dim, o->heads, 0); /* the programs' rule, at fp16 */
+        if (o->gpt && o->attention == ZL_ATTENTION_FUSED && !fused_runs)
             bad("--attention fused: needs head dimension 64 (--dim / --heads)");
-        if (o->gpt && !o->attention) o->attention = o->dim / o->heads == 64 ? 2 : 1; /* the programs' default (fp16) */
+        if (o->gpt && o->attention == ZL_ATTENTION_BY_SHAPE)
+            o->attention = fused_runs ? ZL_ATTENTION_FUSED : ZL_ATTENTION_STRIDED;
         if (o->gpt && (o->prefetch >= 0 || o->backend_cpu)) bad("--prefetch/--backend: the MLP's run table only");
         if (o->gpt && !o->vocab) o->vocab = 256;
         if (o->gpt && !o->batch) o->batch = 1;
@@ -266,7 +268,7 @@ static void calc(const opts *o) {
             printf("GPT: L = %d, D = %d, H = %d, T = %d, V = %d padded to %d; largest unit (the embedding) %zu; "
                    "K = %d micro-batches per step; attention %s\n",
                    o->layers, o->dim, o->heads, o->seq, o->vocab, zl_gpt_padded_vocab(o->vocab), part.max_unit,
-                   o->accum, o->attention == 2 ? "fused (lse kept)" : "strided (P kept)");
+                   o->accum, o->attention == ZL_ATTENTION_FUSED ? "fused (lse kept)" : "strided (P kept)");
         printf("%-16s | %16s | %16s | %16s | %18s | %10s | %18s\n", "stage", "params B/rank", "grads B/rank",
                "optimizer B/rank", "model states B/rank", "GB (1e9)", "wire B/step/rank");
     }
