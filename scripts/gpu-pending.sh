@@ -19,6 +19,12 @@
 #   reference  the PyTorch GPT reference on build/cuda, N = 1, 2 (issue 11)              ~150 s
 #   attention  fused vs strided-batched attention (issue 11)                            ~60 s
 #   gemm       cuBLASLt: the heuristic's first algorithm vs its timed best (issue 15)    ~60 s
+# On a node of 8 GPUs (issue 16; not in the default, one section a device call):
+#   scaling8   lab-1b, every stage at N = 1, 2, 4, 8 with --check: ms/step, TFLOP/s per GPU,
+#              device memory, param_hash (equal across stages at N = 1, 2)              ~250 s
+#   table2-8   the measured Table 2 at N = 8 (gpu-table2.sh, RANKS=8), beside zerocalc    ~590 s
+#   peer8      zerolab vs its PyTorch peer per stage at N = 8 (bench-gpu.sh, NS=8)       ~250 s
+#   test8      make test-gpu's suite, the integration tests up to N = 8 (MAX_WORLD=8)    ~590 s
 # Needs `make cpu cuda` first (build/zlbatch, build/bench_host_adam, build/cuda/*).
 set -u
 out=${1:?usage: gpu-pending.sh OUTDIR}
@@ -36,29 +42,39 @@ section() { # name limit command...
     local rc=$?
     echo "$name rc=$rc in $((SECONDS - t0)) s (limit $limit s)"
 }
-# fill: one run per stage and N, 6 steps (step 1 warm-up), no final hash (a 7.5 B-parameter FNV
-# on one host core would take longer than the steps).
-fill() {
-    local n p
-    mkdir -p "$out/fill"
-    for n in 2 4; do
+# stages NAME "N..." ARGS...: every stage at each N (those the GPUs allow), one run each into
+# OUTDIR/NAME/<prog>_NAME_N<n>.json|txt, with --check; one line each: exit code, ms, TFLOP/s.
+stages() {
+    local name=$1 ns=$2 n p f gpus
+    shift 2
+    gpus=$(nvidia-smi -L | grep -c '^GPU')
+    for n in $ns; do
+        [ "$n" -le "$gpus" ] || continue
         for p in stage0_ddp stage1 stage2 stage3; do
-            timeout 60 $MPIEXEC -n "$n" "build/cuda/$p" --layers 14 --dim 8192 --batch 1024 --steps 6 --quiet \
-                --check --no-param-hash --json "$out/fill/${p}_fill_N$n.json" > "$out/fill/${p}_fill_N$n.txt" 2>&1
-            echo "$p N=$n rc=$? $(grep -m1 '^summary:' "$out/fill/${p}_fill_N$n.txt" | grep -o 'ms=[0-9.]* tflops=[0-9.]*')"
+            f="$out/$name/${p}_${name}_N$n"
+            timeout 120 $MPIEXEC -n "$n" "build/cuda/$p" "$@" --quiet --check --json "$f.json" > "$f.txt" 2>&1
+            echo "$p N=$n rc=$? $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]* tflops=[0-9.]*')"
         done
     done
 }
+export -f stages
+export out
 for s in $SECTIONS; do
     case $s in
     table2) CONFIGS="stage3 stage3+offload stage2+offload" section table2 300 scripts/gpu-table2.sh "$out/table2" ;;
     offload) MPIEXEC="${OFFLOAD_MPIEXEC:-mpirun --bind-to none}" ROWS="32768 65536" section offload 300 scripts/gpu-offload.sh "$out/offload" ;;
-    fill) export -f fill && export out && section fill 240 bash -c fill ;;
+    # the 7.5 B model: 6 steps (step 1 warm-up), no final hash (an FNV of 7.5 B parameters on one
+    # host core would take longer than the steps)
+    fill) section fill 240 bash -c 'stages fill "2 4" --layers 14 --dim 8192 --batch 1024 --steps 6 --no-param-hash' ;;
     gpt) section gpt 280 scripts/gpu-gpt.sh "$out/gpt" ;;
     reference) ZL_MPIEXEC="$MPIEXEC --oversubscribe" section reference 150 tests/gpu/gpt-reference.sh build/cuda 2 ;;
     attention) section attention 60 build/cuda/bench_attention ;;
     gemm) section gemm 60 build/cuda/bench_gemm_tune ;;
     peer) OUT="$out/peer" section peer 290 scripts/bench-gpu.sh lab-1b ;;
+    scaling8) section scaling8 300 bash -c 'stages scaling8 "1 2 4 8" --preset lab-1b' ;;
+    table2-8) RANKS=8 CONFIGS="stage0_ddp stage1 stage2 stage3" section table2-8 590 scripts/gpu-table2.sh "$out/table2-8" ;;
+    peer8) NS=8 OUT="$out/peer8" section peer8 300 scripts/bench-gpu.sh lab-1b ;;
+    test8) MAX_WORLD=8 section test8 590 scripts/test-gpu.sh ;;
     *) echo "gpu-pending: unknown section '$s'" >&2 ;;
     esac
 done
