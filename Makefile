@@ -5,6 +5,7 @@
 #   make test-gpu   GPU kernel comparison + integration tests against build/cuda (on a GPU machine)
 #   build/cuda/bench_attention   attention: strided-batched cuBLASLt vs a fused kernel (docs/performance.md)
 #   build/cuda/bench_gemm_tune   the block GEMMs: cuBLASLt's first algorithm vs its top 16, timed (docs/performance.md)
+#   build/cuda/bench_gpt_step    one GPT step's compute, call by call: GEMMs, attention, memory-bound kernels
 #   make test-gpt-reference  --model gpt vs PyTorch, on build/cpu (PYTHON= a python with torch)
 #   make clean
 # MPI comes from the mpicc wrapper (MPICC=... to override), so MPICH and Open MPI both work.
@@ -62,7 +63,7 @@ comma := ,
 
 CPU_BINS  := $(addprefix build/cpu/,$(STAGES))
 CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/test_kernels_gpu \
-                                 build/cuda/bench_attention build/cuda/bench_gemm_tune build/cuda/bench_pinned_copy)
+                                 build/cuda/bench_attention build/cuda/bench_gemm_tune build/cuda/bench_gpt_step build/cuda/bench_pinned_copy)
 
 .SECONDARY:
 .PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-scripts test-words test-gpu test-gpt-reference deps deps-run clean
@@ -129,6 +130,11 @@ build/cuda/bench_attention: build/cuda/obj/bench/attention.o $(CUDA_OBJ) build/c
 # against the heuristic's other top candidates, timed and compared bit for bit (bench/gemm_tune.cu,
 # docs/performance.md). One GPU, run without mpiexec; links the trainer's kernels to check its path.
 build/cuda/bench_gemm_tune: build/cuda/obj/bench/gemm_tune.o $(CUDA_OBJ) build/cuda/lib/.cjson
+	$(MPICC) $(CFLAGS) $(filter-out %/.cjson,$^) $(CUDA_LIBS) -o $@
+
+# bench_gpt_step: one GPT step's compute, call by call (the model's own zl_gpt_* calls at one
+# rank's shape, timed alone, times how often a step runs each; bench/gpt_step.cu). One GPU.
+build/cuda/bench_gpt_step: build/cuda/obj/bench/gpt_step.o $(CUDA_OBJ) build/cuda/lib/.cjson
 	$(MPICC) $(CFLAGS) $(filter-out %/.cjson,$^) $(CUDA_LIBS) -o $@
 
 # bench_pinned_copy: pinned host <-> device copy bandwidth, each GPU alone and all at once
