@@ -91,7 +91,8 @@ static double time_ms(void (*fn)(const buffers *, zl_gpt_dims, cudaStream_t, int
 enum {
     LN1_FWD, QKV_FWD, ATTN_FWD, WO_FWD, LN2_FWD, FC_FWD, PROJ_FWD,
     PROJ_BWD, FC_BWD, LN2_BWD, WO_BWD, ATTN_BWD, QKV_BWD, LN1_BWD,
-    EMBED_FWD, LNF_FWD, HEAD_FWD, LOSS, HEAD_BWD, LNF_BWD, EMBED_BWD, N_CALLS
+    EMBED_FWD, LNF_FWD, HEAD_FWD, LOSS, HEAD_BWD, LNF_BWD, EMBED_BWD,
+    PROJ_BWD_DW, FC_BWD_DW, N_CALLS /* the last two: parts of PROJ_BWD, FC_BWD, not added to the step */
 };
 
 static void call(const buffers *x, zl_gpt_dims d, cudaStream_t cs, int which) {
@@ -133,6 +134,10 @@ static void call(const buffers *x, zl_gpt_dims d, cudaStream_t cs, int which) {
     case EMBED_BWD:
         zl_gpt_embed_backward(x->order, x->bucket, x->dres, x->head, x->wte, x->wpe, W, d, s);
         break;
+    case PROJ_BWD_DW:
+        zl_gpt_linear_backward(x->a, P(Wproj), x->dres, x->h, NULL, G(Wproj), G(bproj), W, R, 4 * D, D, s);
+        break;
+    case FC_BWD_DW: zl_gpt_linear_backward(x->ln, P(Wfc), x->dh, NULL, NULL, G(Wfc), G(bfc), W, R, D, 4 * D, s); break;
     }
 }
 
@@ -161,6 +166,8 @@ static item describe(int which, int L, zl_gpt_dims d) {
     case HEAD_BWD: return {"LM head backward (dx, head)", GEMM, 2 * 2 * R * D * Vp, 1};
     case LNF_BWD: return {"final LN backward", MEM, 4 * RD2 + 8 * R, 1};
     case EMBED_BWD: return {"embedding backward (deterministic)", MEM, RD2 + 2 * 2 * Vp * D, 1};
+    case PROJ_BWD_DW: return {"  of MLP proj backward: dW, db alone", GEMM, 2 * R * 4 * D * D, 0};
+    case FC_BWD_DW: return {"  of MLP fc backward: dW, db alone", GEMM, 2 * R * D * 4 * D, 0};
     }
     return {"?", MEM, 0, 0};
 }
@@ -228,8 +235,12 @@ static int bench_shape(shape sh, int iters, double peak_gbs, cudaStream_t st) {
     for (int c = 0; c < N_CALLS; c++) {
         item it = describe(c, sh.L, d);
         double rate = it.work / (ms[c] * 1e-3) / (it.kind == MEM ? 1e9 : 1e12);
-        printf("  %-38s %9.4f %6d %10.2f %7.1f %-5s %5.1f%%\n", it.what, ms[c], it.per_step, ms[c] * it.per_step, rate,
-               it.kind == MEM ? "GB/s" : "TF/s", 100.0 * ms[c] * it.per_step / sum);
+        if (it.per_step == 0) /* a part of the call above: its dx is the difference */
+            printf("  %-38s %9.4f %6s %10s %7.1f %-5s (dx: %.4f ms)\n", it.what, ms[c], "", "", rate, "TF/s",
+                   ms[c == PROJ_BWD_DW ? PROJ_BWD : FC_BWD] - ms[c]);
+        else
+            printf("  %-38s %9.4f %6d %10.2f %7.1f %-5s %5.1f%%\n", it.what, ms[c], it.per_step, ms[c] * it.per_step,
+                   rate, it.kind == MEM ? "GB/s" : "TF/s", 100.0 * ms[c] * it.per_step / sum);
     }
     double flops = 6.0 * ((double)sh.L * zl_gpt_block_params((size_t)d.D) + (double)(Vp + d.T) * d.D + 2.0 * d.D) * tokens +
                    12.0 * sh.L * (double)d.T * d.D * tokens; /* the trainer's MFU numerator: 6Ψ + 12·L·T·D a token */

@@ -47,7 +47,9 @@ if [ "$gpus" -ge 4 ]; then
     # the ZeRO paper's GPT-2 1.5B example, batch 32 at T = 1K: ~60 GB of activations, ~8 GB checkpointed
     run stage3_gpt2-1.5b_B32_ckpt-act_N4 4 stage3 --preset gpt2-1.5b --batch 32 --steps 3 --checkpoint-activations
     run stage3_gpt2-1.5b_B32_N4 4 stage3 --preset gpt2-1.5b --batch 32 --steps 3 # fused attention: fits (strided: exit 2)
-    # MFU at larger batches (the fused attention keeps no P): ZeRO-1, the fastest at batch 32
+    # MFU at larger batches (the fused attention keeps no P): ZeRO-1, the fastest at batch 32;
+    # batch 16 fits an 80 GB H100 (peak ~50 GB), 32 and 48 only the H200 (exit 2 elsewhere)
+    run stage1_gpt2-1.5b_B16_N4 4 stage1 --preset gpt2-1.5b --batch 16 --steps 3
     run stage1_gpt2-1.5b_B32_N4 4 stage1 --preset gpt2-1.5b --batch 32 --steps 3
     run stage1_gpt2-1.5b_B48_N4 4 stage1 --preset gpt2-1.5b --batch 48 --steps 3
 fi

@@ -27,16 +27,22 @@
 #include "gpt_kernels.h"
 
 /* ---- workspace: kernels.h's (cuBLASLt, colsum partials) + LayerNorm dg/db partials ------ */
-#define ZL_LN_CHUNKS 16
+/* LayerNorm's dg, db are column sums over all rows: each chunk of ZL_LN_CHUNK_ROWS rows sums
+ * into its own partial row, then one kernel adds the partials in chunk order. Enough chunks
+ * to fill the GPU (128 at 32768 rows), a fixed order: the sums repeat bit for bit. */
+#define ZL_LN_CHUNK_ROWS 256
 #define ZL_GPT_ALIGN 256
 
-static float *g_ln_partials; /* 2 × ZL_LN_CHUNKS × D floats */
+static float *g_ln_partials; /* 2 × ln_chunks(R) × D floats: dg partials, then db partials */
 static size_t g_ln_floats;
+
+static int ln_chunks(int rows) { return rows > 0 ? (rows + ZL_LN_CHUNK_ROWS - 1) / ZL_LN_CHUNK_ROWS : 1; }
+static size_t ln_partial_floats(int rows, int dim) { return 2 * (size_t)ln_chunks(rows) * (size_t)dim; }
 
 static size_t base_bytes(zl_gpt_dims d) { return zl_kernels_workspace_bytes(d.B * d.T, d.D); }
 
 size_t zl_gpt_workspace_bytes(zl_gpt_dims d) {
-    return base_bytes(d) + ZL_GPT_ALIGN + 2 * (size_t)ZL_LN_CHUNKS * (size_t)d.D * sizeof(float);
+    return base_bytes(d) + ZL_GPT_ALIGN + ln_partial_floats(d.B * d.T, d.D) * sizeof(float);
 }
 
 void zl_gpt_set_workspace(void *ws, size_t bytes, zl_gpt_dims d) {
@@ -46,7 +52,7 @@ void zl_gpt_set_workspace(void *ws, size_t bytes, zl_gpt_dims d) {
     zl_kernels_set_workspace(ws, base);
     uintptr_t p = ((uintptr_t)ws + base + ZL_GPT_ALIGN - 1) & ~(uintptr_t)(ZL_GPT_ALIGN - 1);
     g_ln_partials = (float *)p;
-    g_ln_floats = 2 * (size_t)ZL_LN_CHUNKS * (size_t)d.D;
+    g_ln_floats = ln_partial_floats(d.B * d.T, d.D);
 }
 
 /* ---- small reductions ------------------------------------------------------------------- */
@@ -136,78 +142,156 @@ void zl_gpt_embed_backward(const int32_t *order, const int32_t *bucket, const zl
 }
 
 /* ---- LayerNorm: one warp per row --------------------------------------------------------- */
-template <int BF>
+/* VEC values a lane at a time: 8 (one 16-byte load) when the row width and every pointer allow
+ * it, else 1. Both orders are fixed, so either repeats bit for bit. */
+template <int BF, int VEC> __device__ __forceinline__ void load_vec(const zl_half *p, float *v) {
+    if (VEC == 8) {
+        uint4 raw = *reinterpret_cast<const uint4 *>(p);
+        const zl_half *h = reinterpret_cast<const zl_half *>(&raw);
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = h2f<BF>(h[k]);
+    } else {
+        v[0] = h2f<BF>(p[0]);
+    }
+}
+template <int BF, int VEC> __device__ __forceinline__ void store_vec(zl_half *p, const float *v) {
+    if (VEC == 8) {
+        uint4 raw;
+        zl_half *h = reinterpret_cast<zl_half *>(&raw);
+#pragma unroll
+        for (int k = 0; k < 8; k++) h[k] = f2h<BF>(v[k]);
+        *reinterpret_cast<uint4 *>(p) = raw;
+    } else {
+        p[0] = f2h<BF>(v[0]);
+    }
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* Launch kernel<BF, VEC> for the storage format and VEC = 8 or 1. */
+#define LAUNCH16_VEC(kernel, vec8, grid, block, stream, ...)                                                           \
+    do {                                                                                                               \
+        if (storage_is_bf16())                                                                                         \
+            (vec8) ? kernel<1, 8><<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)                                       \
+                   : kernel<1, 1><<<(grid), (block), 0, (stream)>>>(__VA_ARGS__);                                     \
+        else                                                                                                           \
+            (vec8) ? kernel<0, 8><<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)                                       \
+                   : kernel<0, 1><<<(grid), (block), 0, (stream)>>>(__VA_ARGS__);                                     \
+        cudaLaunchCheck(#kernel);                                                                                      \
+    } while (0)
+
+template <int BF, int VEC>
 __global__ void layernorm_forward_kernel(const zl_half *x, const zl_half *g, const zl_half *b, zl_half *y,
                                          float *mean, float *rstd, int rows, int D) {
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= rows) return;
     const zl_half *xr = x + (size_t)row * D;
-    float s = 0.0f;
-    for (int j = lane; j < D; j += 32) s += h2f<BF>(xr[j]);
-    float m = warp_sum(s) / (float)D, v = 0.0f;
-    for (int j = lane; j < D; j += 32) {
-        float c = h2f<BF>(xr[j]) - m;
-        v += c * c;
+    float s = 0.0f, v[VEC], gv[VEC], bv[VEC];
+    for (int j = lane * VEC; j < D; j += 32 * VEC) {
+        load_vec<BF, VEC>(xr + j, v);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) s += v[k];
     }
-    float rs = 1.0f / sqrtf(warp_sum(v) / (float)D + ZL_GPT_LN_EPS);
-    for (int j = lane; j < D; j += 32)
-        y[(size_t)row * D + j] = f2h<BF>((h2f<BF>(xr[j]) - m) * rs * h2f<BF>(g[j]) + h2f<BF>(b[j]));
+    float m = warp_sum(s) / (float)D, var = 0.0f;
+    for (int j = lane * VEC; j < D; j += 32 * VEC) {
+        load_vec<BF, VEC>(xr + j, v);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) var += (v[k] - m) * (v[k] - m);
+    }
+    float rs = 1.0f / sqrtf(warp_sum(var) / (float)D + ZL_GPT_LN_EPS);
+    for (int j = lane * VEC; j < D; j += 32 * VEC) {
+        load_vec<BF, VEC>(xr + j, v), load_vec<BF, VEC>(g + j, gv), load_vec<BF, VEC>(b + j, bv);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) v[k] = (v[k] - m) * rs * gv[k] + bv[k];
+        store_vec<BF, VEC>(y + (size_t)row * D + j, v);
+    }
     if (lane == 0) mean[row] = m, rstd[row] = rs;
 }
 
 void zl_gpt_layernorm_forward(const zl_half *x, const zl_half *g, const zl_half *b, zl_half *y, float *mean,
                               float *rstd, int rows, int dim, zl_stream s) {
     if (rows <= 0) return;
-    LAUNCH16(layernorm_forward_kernel, (unsigned)((rows + 7) / 8), 256, as_stream(s), x, g, b, y, mean, rstd, rows, dim);
+    int vec8 = dim % 8 == 0 && aligned16(x) && aligned16(g) && aligned16(b) && aligned16(y);
+    LAUNCH16_VEC(layernorm_forward_kernel, vec8, (unsigned)((rows + 7) / 8), 256, as_stream(s), x, g, b, y, mean, rstd,
+                 rows, dim);
 }
 
-template <int BF>
+template <int BF, int VEC>
 __global__ void layernorm_dx_kernel(const zl_half *x, const zl_half *g, const float *mean, const float *rstd,
                                     const zl_half *dy, zl_half *dres, int rows, int D) {
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= rows) return;
     const size_t o = (size_t)row * D;
     const float m = mean[row], rs = rstd[row];
-    float m1 = 0.0f, m2 = 0.0f;
-    for (int j = lane; j < D; j += 32) {
-        float xh = (h2f<BF>(x[o + j]) - m) * rs, dyg = h2f<BF>(dy[o + j]) * h2f<BF>(g[j]);
-        m1 += dyg, m2 += dyg * xh;
+    float m1 = 0.0f, m2 = 0.0f, xv[VEC], dv[VEC], gv[VEC], rv[VEC];
+    for (int j = lane * VEC; j < D; j += 32 * VEC) {
+        load_vec<BF, VEC>(x + o + j, xv), load_vec<BF, VEC>(dy + o + j, dv), load_vec<BF, VEC>(g + j, gv);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+            float dyg = dv[k] * gv[k];
+            m1 += dyg, m2 += dyg * ((xv[k] - m) * rs);
+        }
     }
     m1 = warp_sum(m1) / (float)D, m2 = warp_sum(m2) / (float)D;
-    for (int j = lane; j < D; j += 32) {
-        float xh = (h2f<BF>(x[o + j]) - m) * rs;
-        float dx = rs * (h2f<BF>(dy[o + j]) * h2f<BF>(g[j]) - m1 - xh * m2);
-        dres[o + j] = f2h<BF>(h2f<BF>(dres[o + j]) + dx);
+    for (int j = lane * VEC; j < D; j += 32 * VEC) {
+        load_vec<BF, VEC>(x + o + j, xv), load_vec<BF, VEC>(dy + o + j, dv), load_vec<BF, VEC>(g + j, gv);
+        load_vec<BF, VEC>(dres + o + j, rv);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) rv[k] += rs * (dv[k] * gv[k] - m1 - (xv[k] - m) * rs * m2);
+        store_vec<BF, VEC>(dres + o + j, rv);
     }
 }
 
-/* dg, db partials: thread = column, block row = a chunk of rows, added in row order. */
+/* dg, db partials of one chunk of rows (blockIdx.y) and 64 columns (blockIdx.x): lane l sums
+ * columns l and l + 32 over the rows w, w + 8, … of its warp w; the 8 warps' sums are then
+ * added in warp order. */
 template <int BF>
 __global__ void layernorm_dgb_partial_kernel(const zl_half *x, const float *mean, const float *rstd,
-                                             const zl_half *dy, float *partials, int rows, int D, int per_chunk) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
-    if (c >= D) return;
-    int r0 = chunk * per_chunk, r1 = min(rows, r0 + per_chunk);
-    float sg = 0.0f, sb = 0.0f;
-    for (int r = r0; r < r1; r++) {
-        size_t i = (size_t)r * D + c;
-        float d = h2f<BF>(dy[i]);
-        sg += d * ((h2f<BF>(x[i]) - mean[r]) * rstd[r]);
-        sb += d;
+                                             const zl_half *dy, float *partials, int rows, int D) {
+    __shared__ float part[4][8][32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, chunk = blockIdx.y, chunks = gridDim.y;
+    const int c0 = blockIdx.x * 64 + lane, c1 = c0 + 32;
+    const int r1 = min(rows, (chunk + 1) * ZL_LN_CHUNK_ROWS);
+    float g0 = 0.0f, b0 = 0.0f, g1 = 0.0f, b1 = 0.0f;
+    for (int r = chunk * ZL_LN_CHUNK_ROWS + w; r < r1; r += 8) {
+        const size_t o = (size_t)r * D;
+        const float m = mean[r], rs = rstd[r];
+        if (c0 < D) {
+            float d = h2f<BF>(dy[o + c0]);
+            g0 += d * ((h2f<BF>(x[o + c0]) - m) * rs), b0 += d;
+        }
+        if (c1 < D) {
+            float d = h2f<BF>(dy[o + c1]);
+            g1 += d * ((h2f<BF>(x[o + c1]) - m) * rs), b1 += d;
+        }
     }
-    partials[(size_t)chunk * D + c] = sg;
-    partials[(size_t)(gridDim.y + chunk) * D + c] = sb;
+    part[0][w][lane] = g0, part[1][w][lane] = b0, part[2][w][lane] = g1, part[3][w][lane] = b1;
+    __syncthreads();
+    if (w >= 4) return;
+    float sum = 0.0f; /* warp q < 4 adds quantity q over the 8 warps, in order */
+    for (int k = 0; k < 8; k++) sum += part[w][k][lane];
+    int c = w < 2 ? c0 : c1, is_b = w & 1;
+    if (c < D) partials[((size_t)is_b * chunks + chunk) * D + c] = sum;
 }
 
+/* dg, db: the chunks' partials added in chunk order (warp w takes chunks w, w + 8, …; the 8
+ * warps' sums then in warp order), plus the stored value under ZL_GRADS_ADD, rounded once. */
 template <int BF>
 __global__ void layernorm_dgb_final_kernel(const float *partials, zl_half *dg, zl_half *db, int chunks, int D,
                                            int add) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= D) return;
+    __shared__ float part[2][8][32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, c = blockIdx.x * 32 + lane;
     float sg = 0.0f, sb = 0.0f;
-    for (int k = 0; k < chunks; k++) sg += partials[(size_t)k * D + c], sb += partials[(size_t)(chunks + k) * D + c];
-    if (add) sg += h2f<BF>(dg[c]), sb += h2f<BF>(db[c]); /* ZL_GRADS_ADD: rounded once */
-    dg[c] = f2h<BF>(sg), db[c] = f2h<BF>(sb);
+    if (c < D)
+        for (int k = w; k < chunks; k += 8) sg += partials[(size_t)k * D + c], sb += partials[(size_t)(chunks + k) * D + c];
+    part[0][w][lane] = sg, part[1][w][lane] = sb;
+    __syncthreads();
+    if (w >= 2 || c >= D) return;
+    float sum = 0.0f;
+    for (int k = 0; k < 8; k++) sum += part[w][k][lane];
+    zl_half *out = w ? db : dg;
+    if (add) sum += h2f<BF>(out[c]);
+    out[c] = f2h<BF>(sum);
 }
 
 void zl_gpt_layernorm_backward(const zl_half *x, const zl_half *g, const float *mean, const float *rstd,
@@ -215,15 +299,14 @@ void zl_gpt_layernorm_backward(const zl_half *x, const zl_half *g, const float *
                                int rows, int dim, zl_stream s) {
     if (rows <= 0) return;
     cudaStream_t st = as_stream(s);
-    if (!g_ln_partials || 2 * (size_t)ZL_LN_CHUNKS * (size_t)dim > g_ln_floats)
-        zl_cuda_fatal(__FILE__, __LINE__, "zl_gpt_layernorm_backward", "workspace not set for this width");
-    LAUNCH16(layernorm_dx_kernel, (unsigned)((rows + 7) / 8), 256, st, x, g, mean, rstd, dy, dres, rows, dim);
-    int chunks = (rows + 255) / 256; /* depends on the shape only: a fixed order */
-    if (chunks > ZL_LN_CHUNKS) chunks = ZL_LN_CHUNKS;
-    int per_chunk = (rows + chunks - 1) / chunks;
-    dim3 grid((unsigned)((dim + 255) / 256), (unsigned)chunks);
-    LAUNCH16(layernorm_dgb_partial_kernel, grid, 256, st, x, mean, rstd, dy, g_ln_partials, rows, dim, per_chunk);
-    LAUNCH16(layernorm_dgb_final_kernel, (unsigned)((dim + 255) / 256), 256, st, g_ln_partials, dg, db, chunks, dim,
+    if (!g_ln_partials || ln_partial_floats(rows, dim) > g_ln_floats)
+        zl_cuda_fatal(__FILE__, __LINE__, "zl_gpt_layernorm_backward", "workspace not set for these rows and width");
+    int vec8 = dim % 8 == 0 && aligned16(x) && aligned16(g) && aligned16(dy) && aligned16(dres);
+    LAUNCH16_VEC(layernorm_dx_kernel, vec8, (unsigned)((rows + 7) / 8), 256, st, x, g, mean, rstd, dy, dres, rows, dim);
+    const int chunks = ln_chunks(rows); /* depends on the shape only: a fixed order */
+    dim3 grid((unsigned)((dim + 63) / 64), (unsigned)chunks);
+    LAUNCH16(layernorm_dgb_partial_kernel, grid, 256, st, x, mean, rstd, dy, g_ln_partials, rows, dim);
+    LAUNCH16(layernorm_dgb_final_kernel, (unsigned)((dim + 31) / 32), 256, st, g_ln_partials, dg, db, chunks, dim,
              mode == ZL_GRADS_ADD);
 }
 
@@ -433,21 +516,36 @@ void zl_gpt_logits_forward(const zl_half *x, const zl_half *wte, zl_half *logits
     zl_cu_gemm(&g, 1, as_stream(s));
 }
 
-/* One block per row: softmax over the V real logits, the row's loss, the gradient in place. */
-template <int BF>
+/* One block per row: softmax over the V real logits, the row's loss, the gradient in place.
+ * Two passes over the row: each thread keeps a running max and its sum of exponentials
+ * (rescaled when the max grows, as FlashAttention's online softmax does), the block combines
+ * them in a fixed tree; then the gradient is written. VEC as the LayerNorm's. */
+template <int BF, int VEC>
 __global__ void crossentropy_kernel(zl_half *logits, const int32_t *targets, float *row_loss, int V, int Vp, float f) {
     zl_half *l = logits + (size_t)blockIdx.x * Vp;
-    int t = targets[blockIdx.x];
-    float mx = -INFINITY, sum = 0.0f;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, h2f<BF>(l[v]));
-    mx = block_reduce<1>(mx);
-    for (int v = threadIdx.x; v < V; v += blockDim.x) sum += expf(h2f<BF>(l[v]) - mx);
-    sum = block_reduce<0>(sum);
+    const int t = targets[blockIdx.x];
+    float mt = -INFINITY, st = 0.0f, v[VEC];
+    for (int j = threadIdx.x * VEC; j < Vp; j += blockDim.x * VEC) {
+        load_vec<BF, VEC>(l + j, v);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+            if (j + k >= V) break;
+            if (v[k] > mt) st = st * expf(mt - v[k]) + 1.0f, mt = v[k];
+            else st += expf(v[k] - mt);
+        }
+    }
+    const float mx = block_reduce<1>(mt);
+    const float sum = block_reduce<0>(mt == -INFINITY ? 0.0f : st * expf(mt - mx));
     if (threadIdx.x == 0) row_loss[blockIdx.x] = mx + logf(sum) - h2f<BF>(l[t]);
     __syncthreads(); /* l[t] is read above before it is overwritten below */
-    for (int v = threadIdx.x; v < Vp; v += blockDim.x) {
-        float p = v < V ? expf(h2f<BF>(l[v]) - mx) / sum : 0.0f;
-        l[v] = f2h<BF>(f * (p - (v == t ? 1.0f : 0.0f)));
+    for (int j = threadIdx.x * VEC; j < Vp; j += blockDim.x * VEC) {
+        load_vec<BF, VEC>(l + j, v);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+            float p = j + k < V ? expf(v[k] - mx) / sum : 0.0f;
+            v[k] = f * (p - (j + k == t ? 1.0f : 0.0f));
+        }
+        store_vec<BF, VEC>(l + j, v);
     }
 }
 
@@ -463,7 +561,8 @@ void zl_gpt_crossentropy(zl_half *logits, const int32_t *targets, float *row_los
     cudaStream_t st = as_stream(s);
     const int R = d.B * d.T;
     const float f = loss_scale / (float)R; /* the CPU's expression */
-    LAUNCH16(crossentropy_kernel, (unsigned)R, 256, st, logits, targets, row_loss, d.V, d.Vp, f);
+    LAUNCH16_VEC(crossentropy_kernel, d.Vp % 8 == 0 && aligned16(logits), (unsigned)R, 256, st, logits, targets,
+                 row_loss, d.V, d.Vp, f);
     mean_loss_kernel<<<1, 256, 0, st>>>(row_loss, R, loss);
     cudaLaunchCheck("mean_loss_kernel");
 }

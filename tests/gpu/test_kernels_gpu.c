@@ -630,6 +630,64 @@ static void cmp16(const char *kernel, const char *tensor, zl_gpt_dims d, const c
     free(g);
 }
 
+/* LayerNorm at widths and row counts the model shapes above do not reach: rows over several
+ * of the backward's 256-row chunks (its dg, db partials are added in chunk order), the
+ * 16-byte path (width % 8 == 0, aligned pointers) and the one-value path (an odd width, or
+ * g and b one element off alignment, as a shard unit's padding can leave them). Against the
+ * CPU reference; dg, db also under ZL_GRADS_ADD; the backward twice, bit for bit. */
+static void test_layernorm(int R, int D, int g_offset) {
+    const double tol = g_bf16 ? 4e-2 : 1e-2;
+    const size_t RD = (size_t)R * D;
+    char mode[32];
+    snprintf(mode, sizeof mode, "g+%d", g_offset);
+    zl_gpt_dims d = {R, 1, D, 1, 64, 64, 0}; /* B·T = R rows: the workspace's size */
+    size_t gws = zl_gpt_workspace_bytes(d);
+    void *gpu_ws = dalloc(gws);
+    zl_gpt_set_workspace(gpu_ws, gws, d);
+    uint64_t seed = 0x4c4e + (uint64_t)R * 7 + (uint64_t)D;
+    zl_half *x = rand_half(RD, seed, 0), *dy = rand_half(RD, seed + 1, 4), *dres = rand_half(RD, seed + 2, 6);
+    zl_half *gb = rand_half(2 * (size_t)D + 1, seed + 3, 3), *y = xmalloc(RD * 2);
+    for (int j = 0; j < D; j++) gb[g_offset + j] = zl_storage_from_float(1.0f + zl_storage_to_float(gb[g_offset + j]));
+    const zl_half *g = gb + g_offset, *b = gb + g_offset + D; /* b sits right after g, as in a unit */
+    float *mean = xmalloc((size_t)R * 4), *rstd = xmalloc((size_t)R * 4);
+    zl_half *dg = rand_half((size_t)D, seed + 4, 6), *db = rand_half((size_t)D, seed + 5, 6);
+    zl_half *dgw = xmalloc((size_t)D * 2), *dbw = xmalloc((size_t)D * 2);
+    zl_half *gx = up16(x, RD), *gdy = up16(dy, RD), *gdres = up16(dres, RD), *ggb = up16(gb, 2 * (size_t)D + 1);
+    zl_half *gy = dalloc(RD * 2), *gdg = up16(dg, (size_t)D), *gdb = up16(db, (size_t)D), *gdres2 = up16(dres, RD);
+    float *gmean = dalloc((size_t)R * 4), *grstd = dalloc((size_t)R * 4);
+    zl_cpu_gpt_layernorm_forward(x, g, b, y, mean, rstd, R, D);
+    zl_gpt_layernorm_forward(gx, ggb + g_offset, ggb + g_offset + D, gy, gmean, grstd, R, D, g_s);
+    cmp16("zl_gpt_layernorm_fwd", "y", d, mode, gy, y, RD, tol);
+    float *hm = download(gmean, (size_t)R * 4), *hr = download(grstd, (size_t)R * 4);
+    double worst = 0;
+    for (int i = 0; i < R; i++) worst = fmax(worst, fabs(hr[i] - rstd[i]) / rstd[i] + fabs(hm[i] - mean[i]));
+    check(worst <= 1e-4, "%-22s mean, rstd rows=%-4d dim=%-4d %-8s worst %.2e (tol 1e-04)", "zl_gpt_layernorm_fwd", R, D,
+          mode, worst);
+    zl_memcpy_h2d(gmean, mean, (size_t)R * 4, g_s), zl_memcpy_h2d(grstd, rstd, (size_t)R * 4, g_s);
+    /* ADD: dg, db start from random values on both sides */
+    zl_cpu_gpt_layernorm_backward(x, g, mean, rstd, dy, dres, dg, db, ZL_GRADS_ADD, R, D);
+    zl_gpt_layernorm_backward(gx, ggb + g_offset, gmean, grstd, gdy, gdres, gdg, gdb, ZL_GRADS_ADD, R, D, g_s);
+    cmp16("zl_gpt_layernorm_bwd", "dres", d, mode, gdres, dres, RD, tol);
+    cmp16("zl_gpt_layernorm_bwd", "dg ADD", d, mode, gdg, dg, (size_t)D, tol);
+    cmp16("zl_gpt_layernorm_bwd", "db ADD", d, mode, gdb, db, (size_t)D, tol);
+    /* WRITE, twice from the same inputs: the same bits */
+    zl_half *gdg2 = dalloc((size_t)D * 2), *gdb2 = dalloc((size_t)D * 2), *gdres3 = up16(dres, RD);
+    zl_cpu_gpt_layernorm_backward(x, g, mean, rstd, dy, dres, dgw, dbw, ZL_GRADS_WRITE, R, D); /* dres: scratch */
+    zl_gpt_layernorm_backward(gx, ggb + g_offset, gmean, grstd, gdy, gdres2, gdg, gdb, ZL_GRADS_WRITE, R, D, g_s);
+    zl_gpt_layernorm_backward(gx, ggb + g_offset, gmean, grstd, gdy, gdres3, gdg2, gdb2, ZL_GRADS_WRITE, R, D, g_s);
+    cmp16("zl_gpt_layernorm_bwd", "dg", d, mode, gdg, dgw, (size_t)D, tol);
+    cmp16("zl_gpt_layernorm_bwd", "db", d, mode, gdb, dbw, (size_t)D, tol);
+    zl_half *a1 = down16(gdg, (size_t)D), *a2 = down16(gdg2, (size_t)D), *b1 = down16(gdb, (size_t)D),
+            *b2 = down16(gdb2, (size_t)D), *r1 = down16(gdres2, RD), *r2 = down16(gdres3, RD);
+    check_bits("zl_gpt_layernorm_bwd repeat", "dg", a2, a1, (size_t)D, 2);
+    check_bits("zl_gpt_layernorm_bwd repeat", "db", b2, b1, (size_t)D, 2);
+    check_bits("zl_gpt_layernorm_bwd repeat", "dres", r2, r1, RD, 2);
+    free(a1), free(a2), free(b1), free(b2), free(r1), free(r2), free(hm), free(hr);
+    free(x), free(dy), free(dres), free(gb), free(y), free(mean), free(rstd), free(dg), free(db), free(dgw), free(dbw);
+    void *dev[] = {gx, gdy, gdres, ggb, gy, gdg, gdb, gdres2, gdres3, gdg2, gdb2, gmean, grstd, gpu_ws};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) zl_dev_free(dev[i]);
+}
+
 static void test_gpt(zl_gpt_dims d, const epi_mode *em) {
     const char *mode = em->name;
     set_mode(em);
@@ -892,6 +950,10 @@ int main(int argc, char **argv) {
                                                      {3, 7, 12, 3, 50, 64, 0}};
             for (size_t m = 0; m < sizeof k_modes / sizeof k_modes[0]; m++)
                 for (size_t i = 0; i < sizeof gpt_shapes / sizeof gpt_shapes[0]; i++) test_gpt(gpt_shapes[i], &k_modes[m]);
+            test_layernorm(1000, 1600, 0); /* 4 chunks, 16-byte path */
+            test_layernorm(1000, 1600, 1); /* g, b off alignment: one value at a time */
+            test_layernorm(777, 100, 0);   /* width not a multiple of 8 nor of 64 */
+            test_layernorm(3, 8, 0);
             if (!g_bf16) { /* fused attention: head dimension 64, T on and off the 64-row tiles */
                 static const zl_gpt_dims flash_shapes[] = {{2, 100, 128, 2, 256, 256, 1}, {1, 64, 192, 3, 256, 256, 1},
                                                            {3, 17, 64, 1, 256, 256, 1}, {1, 300, 64, 1, 256, 256, 1}};
