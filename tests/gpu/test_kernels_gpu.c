@@ -641,8 +641,9 @@ static void test_layernorm(int R, int D, int g_offset) {
     char mode[32];
     snprintf(mode, sizeof mode, "g+%d", g_offset);
     zl_gpt_dims d = {R, 1, D, 1, 64, 64, 0}; /* B·T = R rows: the workspace's size */
-    size_t gws = zl_gpt_workspace_bytes(d);
-    void *gpu_ws = dalloc(gws);
+    size_t cws = zl_cpu_gpt_workspace_bytes(d), gws = zl_gpt_workspace_bytes(d);
+    void *cpu_ws = xmalloc(cws), *gpu_ws = dalloc(gws);
+    zl_cpu_gpt_set_workspace(cpu_ws, cws);
     zl_gpt_set_workspace(gpu_ws, gws, d);
     uint64_t seed = 0x4c4e + (uint64_t)R * 7 + (uint64_t)D;
     zl_half *x = rand_half(RD, seed, 0), *dy = rand_half(RD, seed + 1, 4), *dres = rand_half(RD, seed + 2, 6);
@@ -684,6 +685,7 @@ static void test_layernorm(int R, int D, int g_offset) {
     check_bits("zl_gpt_layernorm_bwd repeat", "dres", r2, r1, RD, 2);
     free(a1), free(a2), free(b1), free(b2), free(r1), free(r2), free(hm), free(hr);
     free(x), free(dy), free(dres), free(gb), free(y), free(mean), free(rstd), free(dg), free(db), free(dgw), free(dbw);
+    free(cpu_ws);
     void *dev[] = {gx, gdy, gdres, ggb, gy, gdg, gdb, gdres2, gdres3, gdg2, gdb2, gmean, grstd, gpu_ws};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) zl_dev_free(dev[i]);
 }
