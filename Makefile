@@ -138,7 +138,8 @@ build/cuda/bench_gpt_step: build/cuda/obj/bench/gpt_step.o $(CUDA_OBJ) build/cud
 	$(MPICC) $(CFLAGS) $(filter-out %/.cjson,$^) $(CUDA_LIBS) -o $@
 
 # bench_pinned_copy: pinned host <-> device copy bandwidth, each GPU alone and all at once
-# (under mpirun, one rank per GPU; bench/pinned_copy.c). The CUDA runtime and MPI only.
+# (under mpirun, one rank per GPU; bench/pinned_copy.c), also beside a host triad (--load-threads).
+# The CUDA runtime, MPI and OpenMP only.
 build/cuda/bench_pinned_copy: build/cuda/obj/bench/pinned_copy.o build/cuda/obj/kernels/gpu_select.o
 	$(MPICC) $(CFLAGS) $^ -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -o $@
 

@@ -13,9 +13,17 @@
  * all ranks start together): h2d, d2h, and both at once on two streams (each direction moves
  * S bytes; GB/s is S / the time both took, per direction). Best of R after one warm-up.
  * Phase "alone": ranks one after another, the others wait; phase "together": all ranks.
+ * Phase "loaded" (--load-threads T, T > 0): all ranks together again, while each rank also
+ * runs a STREAM-like triad a[i] = b[i] + s·c[i] over 3 × 256 MiB of host memory on T threads
+ * of its own — the DRAM traffic host Adam makes while --offload copies the new parameters up
+ * (host Adam runs at 0.9–1.1 × the triad's bandwidth with the same threads: bench_host_adam).
+ * Host memory bandwidth is shared, so this is the bound for copies that overlap host Adam.
  * Rank 0 prints one row per rank and phase, GB/s = 1e9 bytes/s, and the node's sum. */
 #include <cuda_runtime.h>
 #include <mpi.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,13 +69,31 @@ static double best_GBps(const buffers *b, int d, int reps, int active) {
     return active ? (double)b->bytes / best / 1e9 : 0;
 }
 
-static int parse(int argc, char **argv, size_t *bytes, int *reps) {
+/* ---- the host-memory load: a triad on its own threads until told to stop ----------------- */
+typedef struct {
+    int threads;
+    atomic_int stop;
+    double *a, *b, *c;
+    size_t n;
+} triad_load;
+
+static void *run_triad(void *arg) {
+    triad_load *t = arg;
+    while (!atomic_load(&t->stop)) {
+#pragma omp parallel for num_threads(t->threads) schedule(static)
+        for (size_t i = 0; i < t->n; i++) t->a[i] = t->b[i] + 3.0 * t->c[i];
+    }
+    return NULL;
+}
+
+static int parse(int argc, char **argv, size_t *bytes, int *reps, int *load_threads) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--bytes") && i + 1 < argc) *bytes = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) *reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--load-threads") && i + 1 < argc) *load_threads = atoi(argv[++i]);
         else return 0;
     }
-    return *bytes > 0 && *reps > 0;
+    return *bytes > 0 && *reps > 0 && *load_threads >= 0;
 }
 
 int main(int argc, char **argv) {
@@ -80,9 +106,11 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(node, &local_rank);
     MPI_Comm_size(node, &local_size);
     size_t bytes = (size_t)256 << 20;
-    int reps = 10;
-    if (!parse(argc, argv, &bytes, &reps)) {
-        if (!rank) fprintf(stderr, "usage: %s [--bytes S] [--reps R]   (under mpirun, one rank per GPU)\n", argv[0]);
+    int reps = 10, load_threads = 0;
+    if (!parse(argc, argv, &bytes, &reps, &load_threads)) {
+        if (!rank)
+            fprintf(stderr, "usage: %s [--bytes S] [--reps R] [--load-threads T]   (under mpirun, one rank per GPU)\n",
+                    argv[0]);
         MPI_Finalize();
         return 2;
     }
@@ -107,39 +135,56 @@ int main(int argc, char **argv) {
     CUDA_OK(cudaStreamCreateWithFlags(&b.down, cudaStreamNonBlocking));
     CUDA_OK(cudaDeviceSynchronize());
 
-    double mine[2][NDIR]; /* [alone, together][direction] */
+    double mine[3][NDIR] = {{0}}; /* [alone, together, loaded][direction] */
     for (int d = 0; d < NDIR; d++)
         for (int r = 0; r < world; r++) { /* alone: rank r copies, the others wait at the barriers */
             double g = best_GBps(&b, d, reps, rank == r);
             if (rank == r) mine[0][d] = g;
         }
     for (int d = 0; d < NDIR; d++) mine[1][d] = best_GBps(&b, d, reps, 1);
+    if (load_threads > 0) {
+        triad_load t = {.threads = load_threads, .n = ((size_t)256 << 20) / sizeof(double)};
+        t.a = malloc(t.n * sizeof(double)), t.b = malloc(t.n * sizeof(double)), t.c = malloc(t.n * sizeof(double));
+        if (!t.a || !t.b || !t.c) MPI_Abort(MPI_COMM_WORLD, 1);
+        for (size_t i = 0; i < t.n; i++) t.a[i] = 0, t.b[i] = 1, t.c[i] = 2; /* touched: no page faults */
+        atomic_init(&t.stop, 0);
+        pthread_t th;
+        if (pthread_create(&th, NULL, run_triad, &t)) MPI_Abort(MPI_COMM_WORLD, 1);
+        for (int d = 0; d < NDIR; d++) mine[2][d] = best_GBps(&b, d, reps, 1);
+        atomic_store(&t.stop, 1);
+        pthread_join(th, NULL);
+        free(t.a), free(t.b), free(t.c);
+    }
 
     double *all = rank ? NULL : malloc(sizeof mine * (size_t)world);
     char *buses = rank ? NULL : malloc(sizeof bus * (size_t)world);
-    MPI_Gather(mine, 2 * NDIR, MPI_DOUBLE, all, 2 * NDIR, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Gather(mine, 3 * NDIR, MPI_DOUBLE, all, 3 * NDIR, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Gather(bus, sizeof bus, MPI_CHAR, buses, sizeof bus, MPI_CHAR, 0, MPI_COMM_WORLD);
     if (!rank) {
-        printf("pinned copies, %zu bytes each, best of %d, %d rank(s), one GPU each; GB/s per direction\n", bytes, reps,
-               world);
+        printf("pinned copies, %zu bytes each, best of %d, %d rank(s), one GPU each; GB/s per direction%s\n", bytes,
+               reps, world, load_threads > 0 ? "; loaded = together, beside a host triad on --load-threads threads a rank" : "");
         printf("%-4s | %-16s | %-8s | %8s | %8s | %15s\n", "rank", "GPU (PCI)", "phase", "h2d", "d2h",
                "both, each way");
         double sum[NDIR] = {0};
         for (int r = 0; r < world; r++)
-            for (int p = 0; p < 2; p++) {
-                const double *g = all + (size_t)r * 2 * NDIR + p * NDIR;
+            for (int p = 0; p < (load_threads > 0 ? 3 : 2); p++) {
+                const double *g = all + (size_t)r * 3 * NDIR + p * NDIR;
                 printf("%-4d | %-16s | %-8s | %8.2f | %8.2f | %15.2f\n", r, buses + r * sizeof bus,
-                       p ? "together" : "alone", g[H2D], g[D2H], g[BOTH]);
-                for (int d = 0; p && d < NDIR; d++) sum[d] += g[d];
+                       p == 2 ? "loaded" : p ? "together" : "alone", g[H2D], g[D2H], g[BOTH]);
+                for (int d = 0; p == 1 && d < NDIR; d++) sum[d] += g[d];
             }
         printf("node, together: h2d %.2f, d2h %.2f, both %.2f + %.2f GB/s (sum over ranks)\n", sum[H2D], sum[D2H],
                sum[BOTH], sum[BOTH]);
         /* One line per rank for scripts (scripts/gpu-offload.sh). */
         for (int r = 0; r < world; r++) {
-            const double *g = all + (size_t)r * 2 * NDIR;
+            const double *g = all + (size_t)r * 3 * NDIR;
             printf("summary: world=%d rank=%d bytes=%zu alone_h2d=%.2f alone_d2h=%.2f alone_both=%.2f together_h2d=%.2f "
-                   "together_d2h=%.2f together_both=%.2f\n",
+                   "together_d2h=%.2f together_both=%.2f",
                    world, r, bytes, g[H2D], g[D2H], g[BOTH], g[NDIR + H2D], g[NDIR + D2H], g[NDIR + BOTH]);
+            if (load_threads > 0)
+                printf(" load_threads=%d loaded_h2d=%.2f loaded_d2h=%.2f loaded_both=%.2f", load_threads,
+                       g[2 * NDIR + H2D], g[2 * NDIR + D2H], g[2 * NDIR + BOTH]);
+            printf("\n");
         }
     }
     free(all), free(buses);

@@ -4,7 +4,8 @@
 # one node with 4 GPUs. Builds nothing: `make cpu cuda` first (build/bench_host_adam,
 # build/cuda/bench_pinned_copy, build/cuda/stage2, build/cuda/stage3).
 #   1. host Adam beside a STREAM-like triad, same threads (THREADS, default 1,16,32,64);
-#   2. pinned copy bandwidth, each GPU alone and all at once, N = 1, 2, 4;
+#   2. pinned copy bandwidth, each GPU alone and all at once, N = 1, 2, 4, and all at once beside
+#      a host triad on host Adam's threads (the copies up overlap host Adam: shared DRAM);
 #   3. stage2 and stage3 --preset lab-1b with and without --offload at N = 2 and 4, for ROWS
 #      rows per rank (default 8192 32768 131072), 3 steps each (step 1 is warm-up); a run that
 #      does not fit exits 2 before allocating and shows as such;
@@ -43,7 +44,9 @@ echo "rc=$?"; grep -E '^(host Adam:|summary:)' "$out/host_adam.txt"
 echo "== pinned copies"
 for n in 1 2 4; do
     [ "$n" -le "$gpus" ] || continue
-    timeout 120 $MPIEXEC -n "$n" build/cuda/bench_pinned_copy > "$out/pinned_N$n.txt" 2>&1
+    # loaded: beside a host triad on the threads host Adam gets (the node's cores / ranks)
+    timeout 120 $MPIEXEC -n "$n" build/cuda/bench_pinned_copy --load-threads $(($(nproc) / n)) \
+        > "$out/pinned_N$n.txt" 2>&1
     echo "N=$n rc=$? $(grep -E '^node' "$out/pinned_N$n.txt")"
 done
 
@@ -91,12 +94,13 @@ for t, s in sorted(adam.items()):
 
 pinned = {}
 print("\n### Pinned copies, GB/s per GPU and direction (best of 10, 256 MiB)\n")
-print("| ranks | rank | alone h2d | alone d2h | together h2d | together d2h | together both (each way) |")
-print("|---|---|---|---|---|---|---|")
+print("| ranks | rank | alone h2d | alone d2h | together h2d | together d2h | together both (each way) |"
+      " loaded h2d | loaded d2h |")
+print("|---|---|---|---|---|---|---|---|---|")
 for n in (1, 2, 4):
     for s in summary(f"{out}/pinned_N{n}.txt"):
         print(f"| {n} | {s['rank']} | {s['alone_h2d']} | {s['alone_d2h']} | {s['together_h2d']} | "
-              f"{s['together_d2h']} | {s['together_both']} |")
+              f"{s['together_d2h']} | {s['together_both']} | {s.get('loaded_h2d', '—')} | {s.get('loaded_d2h', '—')} |")
         pinned.setdefault(n, []).append(s)
 
 def load(name):
@@ -113,7 +117,7 @@ print("D = device work (model spans + collectives), A = host Adam wall time, T =
       " Issue model: M <= 1.1 x max(G, A + T). Same-run model: P = max(D, A + T); serial S = D + A + T"
       " (host Adam waits for the verdict; since 2026-11-26 it overlaps the next step's forward).\n")
 print("| stage | N | rows/rank | G ms | M ms | cost | D ms | A ms | thr | A GB/s x N / triad | T ms | d2h, h2d GB/s"
-      " / pinned together | max(G, A+T) | M / it | P | M/P | S | M/S |")
+      " / pinned together (h2d: / loaded) | max(G, A+T) | M / it | P | M/P | S | M/S |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for n in (2, 4):
     for r in rows:
@@ -136,6 +140,8 @@ for n in (2, 4):
                 h2d = sum(float(s["together_h2d"]) for s in pin) / len(pin)
                 d2h = sum(float(s["together_d2h"]) for s in pin) / len(pin)
                 cp = f"{copy_GBps(o, 'd2h'):.1f}/{d2h:.1f}, {copy_GBps(o, 'h2d'):.1f}/{h2d:.1f}"
+                if all("loaded_h2d" in s for s in pin): # the copies up overlap host Adam: the loaded bound
+                    cp += f" (/{sum(float(s['loaded_h2d']) for s in pin) / len(pin):.1f})"
             else:
                 cp = f"{copy_GBps(o, 'd2h'):.1f}, {copy_GBps(o, 'h2d'):.1f}"
             print(f"| {p} | {n} | {r} | {G:.1f} | {M:.1f} | {100 * (M / G - 1):+.0f}% | {m['device_ms']:.1f} | "

@@ -31,9 +31,11 @@
  * slower, same contract. ZL_CUBLASLT_EPILOGUES (a bit mask, see epilogue_mask) switches
  * epilogues off one by one, 0 = all; the GPU test runs the fused and unfused paths.
  *
- * cuBLASLt descriptors, layouts and the heuristic's algorithm are cached per GEMM
- * configuration (shape, transposes, epilogue, pointer alignment), so after the first step
- * a GEMM costs one attribute update and one launch. Nothing here allocates device memory:
+ * cuBLASLt descriptors, layouts and the algorithm are cached per GEMM configuration
+ * (shape, transposes, epilogue, pointer alignment), so after the first step a GEMM costs one
+ * attribute update and one launch. The algorithm is the heuristic's first answer, or, timed
+ * on the configuration's first call, a faster one of its top 8 that writes the same bits
+ * (choose_same_bits_algo). Nothing here allocates device memory:
  * the cuBLASLt workspace and the partial sums of the loss and of the bias gradients live
  * in the workspace the stage hands over (zl_kernels_set_workspace). That workspace is
  * shared by all calls, so the kernels must not run on two streams at the same time (except
@@ -170,6 +172,7 @@ typedef struct {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lcd;
     cublasLtMatmulAlgo_t algo;
+    int tuned; /* 1: the same-bits choice below has been made (or was not allowed) */
 } gemm_plan;
 
 #define ZL_MAX_PLANS 256
@@ -242,6 +245,31 @@ static gemm_key make_key(const gemm_args *g) {
     return k;
 }
 
+/* What every algorithm must satisfy: the 32 MiB workspace, fp32 split-K partial sums, the
+ * operands' alignment classes. */
+static cublasLtMatmulPreference_t make_preference(const gemm_plan *p) {
+    cublasLtMatmulPreference_t pref;
+    uint64_t ws_bytes = ZL_LT_WS_BYTES;
+    uint32_t al_a = (uint32_t)p->key.align_a, al_b = (uint32_t)p->key.align_b, al_c = (uint32_t)p->key.align_c,
+             al_d = (uint32_t)p->key.align_d;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                     sizeof ws_bytes));
+    /* split-K partial sums must stay fp32: no INPLACE / OUTPUT_TYPE reductions (16-bit) */
+    uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                                                     sizeof reductions));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
+    return pref;
+}
+
 /* Build the descriptors for a new configuration and ask the heuristic for its best
  * algorithm. A configuration without one is cached too (ok = 0), so it is asked once. */
 static void plan_create(gemm_plan *p, const gemm_args *g) {
@@ -272,26 +300,7 @@ static void plan_create(gemm_plan *p, const gemm_args *g) {
         }
     }
 
-    cublasLtMatmulPreference_t pref;
-    uint64_t ws_bytes = ZL_LT_WS_BYTES;
-    uint32_t al_a = (uint32_t)p->key.align_a, al_b = (uint32_t)p->key.align_b, al_c = (uint32_t)p->key.align_c,
-             al_d = (uint32_t)p->key.align_d;
-    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                                     sizeof ws_bytes));
-    /* split-K partial sums must stay fp32: no INPLACE / OUTPUT_TYPE reductions (16-bit) */
-    uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
-                                                     sizeof reductions));
-    cublasCheck(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
-    cublasCheck(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
-    cublasCheck(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
-    cublasCheck(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
-
+    cublasLtMatmulPreference_t pref = make_preference(p);
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     memset(&res, 0, sizeof res);
@@ -323,6 +332,121 @@ static gemm_plan *plan_get(const gemm_args *g) {
     return p;
 }
 
+static cublasStatus_t launch(const gemm_plan *p, const gemm_args *g, const cublasLtMatmulAlgo_t *algo,
+                             cudaStream_t s) {
+    float alpha = g->alpha, beta = g->beta;
+    const void *C = g->C ? g->C : g->D;
+    return cublasLtMatmul(lt_handle(), p->desc, &alpha, g->A, p->la, g->B, p->lb, &beta, C, p->lcd, g->D, p->lcd,
+                          algo, g_ws_lt, ZL_LT_WS_BYTES, s);
+}
+
+/* ---- the same bits, faster: an algorithm chosen by timing ------------------------------
+ * The heuristic's first answer is not always its fastest: gpt2-1.5b's DGELU product
+ * (dh = (dy·W_projᵀ) ⊙ gelu'(h), 6400 × 32768 × 1600) runs at 365 TFLOP/s with it on H100 and
+ * at 638 with its fifth, whose output has the same bits (results/gpu/gpt/h100/gemm_tune_gpt.txt).
+ * So on a configuration's first call, where running it again cannot change its inputs
+ * (beta = 0, or C is not D), the heuristic's top ZL_TUNE_CANDIDATES run on the call's own
+ * operands: every output (D, and the aux or bias-gradient vector an epilogue writes) is hashed
+ * on the device, and of the candidates whose hashes equal the first answer's — the same bits,
+ * i.e. the same order of accumulation — the fastest of ZL_TUNE_LAUNCHES back-to-back launches
+ * is kept. Timings differ from run to run and rank to rank, so the choice may too; the bits
+ * may not, which is what keeps the four programs bitwise equal. The caller's own launch
+ * follows, so the outputs are the chosen algorithm's. ZL_GEMM_TUNE=0 keeps the first answer. */
+#define ZL_TUNE_CANDIDATES 8
+#define ZL_TUNE_LAUNCHES 3
+
+__device__ __forceinline__ unsigned long long mix64(unsigned long long x) { /* splitmix64's finalizer */
+    x ^= x >> 30, x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27, x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* *out += Σ mix64(index, value) over a column-major m × n matrix (batch of them, stride
+ * apart): a sum mod 2⁶⁴, so the order of the atomics does not matter. */
+__global__ void hash16_kernel(const uint16_t *p, long long m, long long n, long long ld, long long stride, int batch,
+                              unsigned long long *out) {
+    unsigned long long h = 0, total = (unsigned long long)(m * n * batch);
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < total;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        long long b = (long long)(i / (unsigned long long)(m * n)), rem = (long long)(i % (unsigned long long)(m * n));
+        h += mix64((i << 16) ^ p[b * stride + (rem / m) * ld + rem % m]);
+    }
+    for (int o = 16; o > 0; o >>= 1) h += __shfl_xor_sync(0xffffffffu, h, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(out, h);
+}
+
+static int epilogue_writes_aux(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+static int epilogue_writes_bias(cublasLtEpilogue_t e) {
+    return e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+
+/* The hash of everything the GEMM writes, on the host (waits for the stream). Two slots of
+ * the loss partials hold it: they are free between kernels of the stream GEMMs run on. */
+static void output_hash(const gemm_args *g, cudaStream_t s, unsigned long long h[2]) {
+    unsigned long long *slot = (unsigned long long *)g_ws_partials;
+    cudaCheck(cudaMemsetAsync(slot, 0, 2 * sizeof *slot, s));
+    long long md = g->m, nd = g->n;
+    hash16_kernel<<<zl_cu_grid_for((size_t)(md * nd * g->batch), 256), 256, 0, s>>>(
+        (const uint16_t *)g->D, md, nd, g->ldd, g->batch > 1 ? g->stride_d : 0, g->batch, slot);
+    if (epilogue_writes_aux(g->epilogue))
+        hash16_kernel<<<zl_cu_grid_for((size_t)(md * nd), 256), 256, 0, s>>>((const uint16_t *)g->aux, md, nd,
+                                                                             g->ldaux, 0, 1, slot + 1);
+    if (epilogue_writes_bias(g->epilogue)) /* BGRADA / DGELU_BGRAD: one value per row of D */
+        hash16_kernel<<<zl_cu_grid_for((size_t)md, 256), 256, 0, s>>>((const uint16_t *)g->bias, md, 1, md, 0, 1,
+                                                                       slot + 1);
+    cudaLaunchCheck("hash16_kernel");
+    cudaCheck(cudaMemcpyAsync(h, slot, 2 * sizeof *slot, cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaStreamSynchronize(s));
+}
+
+/* ms per launch of `algo`, the mean of ZL_TUNE_LAUNCHES back to back; -1 if it does not run. */
+static float time_algo(const gemm_plan *p, const gemm_args *g, const cublasLtMatmulAlgo_t *algo, cudaStream_t s,
+                       cudaEvent_t e0, cudaEvent_t e1) {
+    cudaCheck(cudaEventRecord(e0, s));
+    for (int i = 0; i < ZL_TUNE_LAUNCHES; i++)
+        if (launch(p, g, algo, s) != CUBLAS_STATUS_SUCCESS) return -1.0f;
+    cudaCheck(cudaEventRecord(e1, s));
+    cudaCheck(cudaEventSynchronize(e1));
+    float ms = 0.0f;
+    cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+    return ms / ZL_TUNE_LAUNCHES;
+}
+
+static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t s) {
+    p->tuned = 1;
+    const char *env = getenv("ZL_GEMM_TUNE");
+    if ((env && !strcmp(env, "0")) || (g->beta != 0.0f && (!g->C || g->C == g->D))) return;
+    cublasLtMatmulHeuristicResult_t res[ZL_TUNE_CANDIDATES];
+    int found = 0;
+    cublasLtMatmulPreference_t pref = make_preference(p);
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle(), p->desc, p->la, p->lb, p->lcd, p->lcd, pref,
+                                                       ZL_TUNE_CANDIDATES, res, &found);
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    if (st != CUBLAS_STATUS_SUCCESS || found < 1) return;
+    cudaEvent_t e0, e1;
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
+    unsigned long long ref[2], h[2];
+    if (launch(p, g, &p->algo, s) != CUBLAS_STATUS_SUCCESS) goto done; /* the first answer: the reference bits */
+    output_hash(g, s, ref);
+    {
+        cublasLtMatmulAlgo_t best = p->algo;
+        float best_ms = time_algo(p, g, &p->algo, s, e0, e1);
+        for (int i = 0; i < found && best_ms > 0.0f; i++) {
+            if (res[i].state != CUBLAS_STATUS_SUCCESS || !memcmp(&res[i].algo, &p->algo, sizeof p->algo)) continue;
+            if (launch(p, g, &res[i].algo, s) != CUBLAS_STATUS_SUCCESS) continue;
+            output_hash(g, s, h);
+            if (h[0] != ref[0] || h[1] != ref[1]) continue; /* other bits: not a candidate */
+            float ms = time_algo(p, g, &res[i].algo, s, e0, e1);
+            if (ms > 0.0f && ms < best_ms) best = res[i].algo, best_ms = ms;
+        }
+        p->algo = best;
+    }
+done:
+    cudaCheck(cudaEventDestroy(e0));
+    cudaCheck(cudaEventDestroy(e1));
+}
+
 /* Runs the GEMM and returns 1, or returns 0 when cuBLASLt has no algorithm for it and the
  * caller has a fallback (required = 0). A required GEMM without an algorithm is fatal. */
 int zl_cu_gemm(const gemm_args *g, int required, cudaStream_t s) {
@@ -335,10 +459,8 @@ int zl_cu_gemm(const gemm_args *g, int required, cudaStream_t s) {
         zl_cuda_fatal(__FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic", buf);
     }
     set_epilogue_pointers(p->desc, g);
-    float alpha = g->alpha, beta = g->beta;
-    const void *C = g->C ? g->C : g->D;
-    cublasStatus_t st = cublasLtMatmul(lt_handle(), p->desc, &alpha, g->A, p->la, g->B, p->lb, &beta, C, p->lcd,
-                                       g->D, p->lcd, &p->algo, g_ws_lt, ZL_LT_WS_BYTES, s);
+    if (!p->tuned) choose_same_bits_algo(p, g, s);
+    cublasStatus_t st = launch(p, g, &p->algo, s);
     if (st != CUBLAS_STATUS_SUCCESS) {
         char buf[512];
         describe_gemm(buf, sizeof buf, g);
