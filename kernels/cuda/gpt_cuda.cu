@@ -142,8 +142,12 @@ void zl_gpt_embed_backward(const int32_t *order, const int32_t *bucket, const zl
 }
 
 /* ---- LayerNorm: one warp per row --------------------------------------------------------- */
-/* VEC values a lane at a time: 8 (one 16-byte load) when the row width and every pointer allow
- * it, else 1. Both orders are fixed, so either repeats bit for bit. */
+/* VEC values a lane at a time: 8 (16-byte loads) when the row width is a multiple of 8 and
+ * the activations are 16-byte aligned (always, in the model), else 1. The order of every sum
+ * depends on VEC only, so on the shape: a LayerNorm's gain and shift sit in a shard unit at an
+ * offset that differs between the stages (the flat parameter buffer of stages 0-2, the
+ * gathered unit of stage 3), so where they are not aligned they are read one value at a time
+ * (load_param) without changing which lane adds which value. */
 template <int BF, int VEC> __device__ __forceinline__ void load_vec(const zl_half *p, float *v) {
     if (VEC == 8) {
         uint4 raw = *reinterpret_cast<const uint4 *>(p);
@@ -166,6 +170,16 @@ template <int BF, int VEC> __device__ __forceinline__ void store_vec(zl_half *p,
     }
 }
 
+/* A parameter vector's 8 values: one 16-byte load where aligned, else 8 loads; the same values. */
+template <int BF, int VEC> __device__ __forceinline__ void load_param(const zl_half *p, float *v, int aligned) {
+    if (VEC == 8 && !aligned) {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) v[k] = h2f<BF>(p[k]);
+    } else {
+        load_vec<BF, VEC>(p, v);
+    }
+}
+
 static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 /* Launch kernel<BF, VEC> for the storage format and VEC = 8 or 1. */
@@ -182,7 +196,7 @@ static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 template <int BF, int VEC>
 __global__ void layernorm_forward_kernel(const zl_half *x, const zl_half *g, const zl_half *b, zl_half *y,
-                                         float *mean, float *rstd, int rows, int D) {
+                                         float *mean, float *rstd, int rows, int D, int gb_aligned) {
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= rows) return;
     const zl_half *xr = x + (size_t)row * D;
@@ -200,7 +214,7 @@ __global__ void layernorm_forward_kernel(const zl_half *x, const zl_half *g, con
     }
     float rs = 1.0f / sqrtf(warp_sum(var) / (float)D + ZL_GPT_LN_EPS);
     for (int j = lane * VEC; j < D; j += 32 * VEC) {
-        load_vec<BF, VEC>(xr + j, v), load_vec<BF, VEC>(g + j, gv), load_vec<BF, VEC>(b + j, bv);
+        load_vec<BF, VEC>(xr + j, v), load_param<BF, VEC>(g + j, gv, gb_aligned), load_param<BF, VEC>(b + j, bv, gb_aligned);
 #pragma unroll
         for (int k = 0; k < VEC; k++) v[k] = (v[k] - m) * rs * gv[k] + bv[k];
         store_vec<BF, VEC>(y + (size_t)row * D + j, v);
@@ -211,21 +225,21 @@ __global__ void layernorm_forward_kernel(const zl_half *x, const zl_half *g, con
 void zl_gpt_layernorm_forward(const zl_half *x, const zl_half *g, const zl_half *b, zl_half *y, float *mean,
                               float *rstd, int rows, int dim, zl_stream s) {
     if (rows <= 0) return;
-    int vec8 = dim % 8 == 0 && aligned16(x) && aligned16(g) && aligned16(b) && aligned16(y);
+    int vec8 = dim % 8 == 0 && aligned16(x) && aligned16(y);
     LAUNCH16_VEC(layernorm_forward_kernel, vec8, (unsigned)((rows + 7) / 8), 256, as_stream(s), x, g, b, y, mean, rstd,
-                 rows, dim);
+                 rows, dim, aligned16(g) && aligned16(b));
 }
 
 template <int BF, int VEC>
 __global__ void layernorm_dx_kernel(const zl_half *x, const zl_half *g, const float *mean, const float *rstd,
-                                    const zl_half *dy, zl_half *dres, int rows, int D) {
+                                    const zl_half *dy, zl_half *dres, int rows, int D, int g_aligned) {
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= rows) return;
     const size_t o = (size_t)row * D;
     const float m = mean[row], rs = rstd[row];
     float m1 = 0.0f, m2 = 0.0f, xv[VEC], dv[VEC], gv[VEC], rv[VEC];
     for (int j = lane * VEC; j < D; j += 32 * VEC) {
-        load_vec<BF, VEC>(x + o + j, xv), load_vec<BF, VEC>(dy + o + j, dv), load_vec<BF, VEC>(g + j, gv);
+        load_vec<BF, VEC>(x + o + j, xv), load_vec<BF, VEC>(dy + o + j, dv), load_param<BF, VEC>(g + j, gv, g_aligned);
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
             float dyg = dv[k] * gv[k];
@@ -234,7 +248,7 @@ __global__ void layernorm_dx_kernel(const zl_half *x, const zl_half *g, const fl
     }
     m1 = warp_sum(m1) / (float)D, m2 = warp_sum(m2) / (float)D;
     for (int j = lane * VEC; j < D; j += 32 * VEC) {
-        load_vec<BF, VEC>(x + o + j, xv), load_vec<BF, VEC>(dy + o + j, dv), load_vec<BF, VEC>(g + j, gv);
+        load_vec<BF, VEC>(x + o + j, xv), load_vec<BF, VEC>(dy + o + j, dv), load_param<BF, VEC>(g + j, gv, g_aligned);
         load_vec<BF, VEC>(dres + o + j, rv);
 #pragma unroll
         for (int k = 0; k < VEC; k++) rv[k] += rs * (dv[k] * gv[k] - m1 - (xv[k] - m) * rs * m2);
@@ -301,8 +315,9 @@ void zl_gpt_layernorm_backward(const zl_half *x, const zl_half *g, const float *
     cudaStream_t st = as_stream(s);
     if (!g_ln_partials || ln_partial_floats(rows, dim) > g_ln_floats)
         zl_cuda_fatal(__FILE__, __LINE__, "zl_gpt_layernorm_backward", "workspace not set for these rows and width");
-    int vec8 = dim % 8 == 0 && aligned16(x) && aligned16(g) && aligned16(dy) && aligned16(dres);
-    LAUNCH16_VEC(layernorm_dx_kernel, vec8, (unsigned)((rows + 7) / 8), 256, st, x, g, mean, rstd, dy, dres, rows, dim);
+    int vec8 = dim % 8 == 0 && aligned16(x) && aligned16(dy) && aligned16(dres);
+    LAUNCH16_VEC(layernorm_dx_kernel, vec8, (unsigned)((rows + 7) / 8), 256, st, x, g, mean, rstd, dy, dres, rows, dim,
+                 aligned16(g));
     const int chunks = ln_chunks(rows); /* depends on the shape only: a fixed order */
     dim3 grid((unsigned)((dim + 63) / 64), (unsigned)chunks);
     LAUNCH16(layernorm_dgb_partial_kernel, grid, 256, st, x, mean, rstd, dy, g_ln_partials, rows, dim);

@@ -347,9 +347,9 @@ static cublasStatus_t launch(const gemm_plan *p, const gemm_args *g, const cubla
  * So on a configuration's first call, where running it again cannot change its inputs
  * (beta = 0, or C is not D), the heuristic's top ZL_TUNE_CANDIDATES run on the call's own
  * operands: every output (D, and the aux or bias-gradient vector an epilogue writes) is hashed
- * on the device, and of the candidates whose hashes equal the first answer's — the same bits,
- * i.e. the same order of accumulation — the fastest of ZL_TUNE_LAUNCHES back-to-back launches
- * is kept. Timings differ from run to run and rank to rank, so the choice may too; the bits
+ * on the device, and of the candidates that split k as the first answer does and whose hashes
+ * equal its — the same bits, i.e. the same order of accumulation — the fastest of
+ * ZL_TUNE_LAUNCHES back-to-back launches is kept (not for strided-batched products). Timings differ from run to run and rank to rank, so the choice may too; the bits
  * may not, which is what keeps the four programs bitwise equal. The caller's own launch
  * follows, so the outputs are the chosen algorithm's. ZL_GEMM_TUNE=0 keeps the first answer. */
 #define ZL_TUNE_CANDIDATES 8
@@ -412,10 +412,24 @@ static float time_algo(const gemm_plan *p, const gemm_args *g, const cublasLtMat
     return ms / ZL_TUNE_LAUNCHES;
 }
 
+/* Split-K changes the order in which each output's products are added; candidates must split
+ * (or not) as the first answer does, whatever their tile shapes. */
+static int same_split(const cublasLtMatmulAlgo_t *a, const cublasLtMatmulAlgo_t *b) {
+    int32_t sa = 0, sb = 0;
+    uint32_t ra = 0, rb = 0;
+    size_t w = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sa, sizeof sa, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(b, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sb, sizeof sb, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &ra, sizeof ra, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(b, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &rb, sizeof rb, &w);
+    return sa == sb && ra == rb;
+}
+
 static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t s) {
     p->tuned = 1;
     const char *env = getenv("ZL_GEMM_TUNE");
-    if ((env && !strcmp(env, "0")) || (g->beta != 0.0f && (!g->C || g->C == g->D))) return;
+    /* not: when asked, when running again would change an input (C is D), strided-batched products */
+    if ((env && !strcmp(env, "0")) || (g->beta != 0.0f && (!g->C || g->C == g->D)) || g->batch > 1) return;
     cublasLtMatmulHeuristicResult_t res[ZL_TUNE_CANDIDATES];
     int found = 0;
     cublasLtMatmulPreference_t pref = make_preference(p);
@@ -433,7 +447,9 @@ static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t
         cublasLtMatmulAlgo_t best = p->algo;
         float best_ms = time_algo(p, g, &p->algo, s, e0, e1);
         for (int i = 0; i < found && best_ms > 0.0f; i++) {
-            if (res[i].state != CUBLAS_STATUS_SUCCESS || !memcmp(&res[i].algo, &p->algo, sizeof p->algo)) continue;
+            if (res[i].state != CUBLAS_STATUS_SUCCESS || !memcmp(&res[i].algo, &p->algo, sizeof p->algo) ||
+                !same_split(&res[i].algo, &p->algo))
+                continue;
             if (launch(p, g, &res[i].algo, s) != CUBLAS_STATUS_SUCCESS) continue;
             output_hash(g, s, h);
             if (h[0] != ref[0] || h[1] != ref[1]) continue; /* other bits: not a candidate */

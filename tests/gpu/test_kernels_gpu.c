@@ -691,6 +691,40 @@ static void test_layernorm(int R, int D, int g_offset) {
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) zl_dev_free(dev[i]);
 }
 
+/* The LayerNorm's gain and shift at a 16-byte boundary and one element off it (where a shard
+ * unit's offset can put them in one stage and not in another): the same bits, forward and
+ * backward — the stages' bitwise equality depends on it. */
+static void test_layernorm_alignment(int R, int D) {
+    const size_t RD = (size_t)R * D;
+    zl_gpt_dims d = {R, 1, D, 1, 64, 64, 0};
+    size_t gws = zl_gpt_workspace_bytes(d);
+    void *gpu_ws = dalloc(gws);
+    zl_gpt_set_workspace(gpu_ws, gws, d);
+    uint64_t seed = 0xa119 + (uint64_t)D;
+    zl_half *x = rand_half(RD, seed, 0), *dy = rand_half(RD, seed + 1, 4), *gb = rand_half(2 * (size_t)D + 1, seed + 2, 1);
+    zl_half *gx = up16(x, RD), *gdy = up16(dy, RD), *gb0 = up16(gb, 2 * (size_t)D), *gb1 = dalloc((2 * (size_t)D + 1) * 2);
+    zl_memcpy_h2d(gb1 + 1, gb, 2 * (size_t)D * 2, g_s); /* the same g, b one element later */
+    zl_half *out[2][4]; /* [aligned, off][y, dres, dg, db] */
+    float *stat = dalloc((size_t)R * 8);
+    for (int a = 0; a < 2; a++) {
+        const zl_half *g = a ? gb1 + 1 : gb0, *b = g + D;
+        for (int t = 0; t < 4; t++) out[a][t] = dalloc((t < 2 ? RD : (size_t)D) * 2);
+        zl_memset_async(out[a][1], 0, RD * 2, g_s);
+        zl_gpt_layernorm_forward(gx, g, b, out[a][0], stat, stat + R, R, D, g_s);
+        zl_gpt_layernorm_backward(gx, g, stat, stat + R, gdy, out[a][1], out[a][2], out[a][3], ZL_GRADS_WRITE, R, D, g_s);
+    }
+    const char *names[4] = {"y", "dres", "dg", "db"};
+    for (int t = 0; t < 4; t++) {
+        size_t n = t < 2 ? RD : (size_t)D;
+        zl_half *h0 = down16(out[0][t], n), *h1 = down16(out[1][t], n);
+        check_bits("zl_gpt_layernorm g, b off 16 B", names[t], h1, h0, n, 2);
+        free(h0), free(h1), zl_dev_free(out[0][t]), zl_dev_free(out[1][t]);
+    }
+    free(x), free(dy), free(gb);
+    void *dev[] = {gx, gdy, gb0, gb1, stat, gpu_ws};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) zl_dev_free(dev[i]);
+}
+
 static void test_gpt(zl_gpt_dims d, const epi_mode *em) {
     const char *mode = em->name;
     set_mode(em);
@@ -957,6 +991,8 @@ int main(int argc, char **argv) {
             test_layernorm(1000, 1600, 1); /* g, b off alignment: one value at a time */
             test_layernorm(777, 100, 0);   /* width not a multiple of 8 nor of 64 */
             test_layernorm(3, 8, 0);
+            test_layernorm_alignment(1000, 1600);
+            test_layernorm_alignment(70, 64);
             if (!g_bf16) { /* fused attention: head dimension 64, T on and off the 64-row tiles */
                 static const zl_gpt_dims flash_shapes[] = {{2, 100, 128, 2, 256, 256, 1}, {1, 64, 192, 3, 256, 256, 1},
                                                            {3, 17, 64, 1, 256, 256, 1}, {1, 300, 64, 1, 256, 256, 1}};
