@@ -119,7 +119,7 @@ build/cuda/test_kernels_gpu: build/cuda/obj/tests/gpu/test_kernels_gpu.o $(CUDA_
 
 # bench_attention: zerolab's strided-batched cuBLASLt attention vs a fused kernel (bench/attention.cu,
 # docs/performance.md). One GPU, run without mpiexec.
-build/cuda/obj/bench/%.o: bench/%.cu $(HEADERS)
+build/cuda/obj/bench/%.o: bench/%.cu bench/timing.cuh $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 

@@ -57,6 +57,7 @@
 
 #include "backend.h"     /* zl_half, zl_stream */
 #include "cuda/cuda_check.h" /* cudaCheck, cudaLaunchCheck */
+#include "timing.cuh"      /* bench_best_ms */
 #include "gpt_kernels.h" /* zl_gpt_dims, zl_gpt_attention_forward / backward, zl_gpt_workspace_bytes / set_workspace */
 #include "kernels.h"     /* zl_kernels_set_dtype, zl_storage_from_float / to_float */
 
@@ -372,27 +373,10 @@ static void run_fused_fwd_bwd(const buffers *x, zl_gpt_dims d, cudaStream_t st) 
     run_fused_bwd(x, d, st);
 }
 
-/* ms per call: the best of 3 rounds of `iters` back-to-back calls (CUDA events around each round),
- * after 2 warm-up calls (the cuBLASLt plan cache fills on the first). */
+/* ms per call (timing.cuh: best of 3 rounds of `iters` calls, after 2 warm-ups). */
 static double time_ms(void (*fn)(const buffers *, zl_gpt_dims, cudaStream_t), const buffers *x, zl_gpt_dims d,
                       int iters, cudaStream_t st) {
-    cudaEvent_t t0, t1;
-    cudaCheck(cudaEventCreate(&t0));
-    cudaCheck(cudaEventCreate(&t1));
-    for (int i = 0; i < 2; i++) fn(x, d, st);
-    double best = INFINITY;
-    for (int round = 0; round < 3; round++) {
-        cudaCheck(cudaEventRecord(t0, st));
-        for (int i = 0; i < iters; i++) fn(x, d, st);
-        cudaCheck(cudaEventRecord(t1, st));
-        cudaCheck(cudaEventSynchronize(t1));
-        float ms = 0.0f;
-        cudaCheck(cudaEventElapsedTime(&ms, t0, t1));
-        best = fmin(best, ms / iters);
-    }
-    cudaCheck(cudaEventDestroy(t0));
-    cudaCheck(cudaEventDestroy(t1));
-    return best;
+    return bench_best_ms([&] { fn(x, d, st); }, iters, st);
 }
 
 static void *hmalloc(size_t bytes) {

@@ -27,6 +27,7 @@
 
 #include "backend.h"         /* zl_half, zl_stream */
 #include "cuda/cuda_check.h" /* cudaCheck */
+#include "timing.cuh"      /* bench_best_ms */
 #include "gpt_kernels.h"     /* every zl_gpt_* call timed here */
 #include "kernels.h"         /* zl_kernels_set_dtype, zl_init_uniform */
 extern "C" {
@@ -68,23 +69,7 @@ typedef struct {
 
 static double time_ms(void (*fn)(const buffers *, zl_gpt_dims, cudaStream_t, int), const buffers *x, zl_gpt_dims d,
                       int which, int iters, cudaStream_t st) {
-    cudaEvent_t t0, t1;
-    cudaCheck(cudaEventCreate(&t0));
-    cudaCheck(cudaEventCreate(&t1));
-    for (int i = 0; i < 2; i++) fn(x, d, st, which);
-    double best = INFINITY;
-    for (int round = 0; round < 3; round++) {
-        cudaCheck(cudaEventRecord(t0, st));
-        for (int i = 0; i < iters; i++) fn(x, d, st, which);
-        cudaCheck(cudaEventRecord(t1, st));
-        cudaCheck(cudaEventSynchronize(t1));
-        float ms = 0.0f;
-        cudaCheck(cudaEventElapsedTime(&ms, t0, t1));
-        best = fmin(best, ms / iters);
-    }
-    cudaCheck(cudaEventDestroy(t0));
-    cudaCheck(cudaEventDestroy(t1));
-    return best;
+    return bench_best_ms([&] { fn(x, d, st, which); }, iters, st);
 }
 
 /* The calls of one step, in the order the model runs them. */
