@@ -1,31 +1,36 @@
 #!/bin/bash
 # shellcheck disable=SC2086  # $MPIEXEC may carry options (mpirun --bind-to none): split on purpose
 # gpu-pending.sh OUTDIR — the GPU measurements the open issues still lack, one section each, so a
-# lease can run what its device time allows: SECTIONS (default "offload fill gpt peer", in that
-# order; also table2, reference, attention, gemm, done on 2026-11-26 and kept for reruns), each
-# under its own time limit (seconds, estimated on 4 × H200 with 64 host cores; the limits are the
-# estimates with a margin). Each section writes OUTDIR/<section>/ and its log
+# lease can run what its device time allows: SECTIONS (default "verify gpt offload fill peer", in
+# that order; also table2, reference, attention, gemm, gptstep, done on 2026-11-26 and kept for
+# reruns), each under its own time limit (seconds, estimated on 4 GPUs with 64 host cores; the
+# limits are the estimates with a margin). Each section writes OUTDIR/<section>/ and its log
 # OUTDIR/<section>.log; one status line per section on stdout.
-#   offload    lab-1b with and without --offload at 32768 and 65536 rows (issue 12): host Adam
-#              beside the next step's forward (host functions, 2026-11-26) vs results/gpu/offload/rows/;
-#              under `mpirun --bind-to none` (Open MPI pins each rank to one core at -n <= 2,
-#              which leaves host Adam one thread)                                   ~300 s
+#   verify     the same-bits GEMM choice's 10 % margin (f269343, not yet run on a GPU): every
+#              CUDA kernel vs the CPU, the stages bitwise equal at N = 1, 2 (MLP and GPT), lab-1b
+#              stage 2 at N = 2 with and without the choice (ZL_GEMM_TUNE=0)           ~150 s
+#   gpt        gpt2-124m every stage at N = 1, 2, 4; gpt2-1.5b at N = 4, batch 8, 16, 32, 48
+#              (issue 11: MFU >= 40 %, met on H200 at a8ed5ad: 44-48 %)             ~150 s
+#   offload    lab-1b with and without --offload at 32768 and 65536 rows, the pinned copies
+#              also beside a host triad (issue 12: h2d against the bound when the copies
+#              overlap host Adam, on the same host); under `mpirun --bind-to none`     ~200 s
 #   fill       the 7.5 B "fill" MLP (D = 8192, L = 14, 1024 rows per rank), every stage at
-#              N = 2 and 4, after the speed work (issue 15: >= 500 TFLOP/s, ZeRO-3 >= 450)  ~240 s
-#   gpt        gpt2-124m every stage at N = 1, 2, 4; gpt2-1.5b at N = 4, batch 8 and 32,
-#              the fused attention by default (issue 11: MFU >= 40 %)                ~300 s
-#   peer       zerolab vs its PyTorch peer per stage at N = 2, 4 (issue 15)             ~300 s
+#              N = 2 and 4 (issue 15: >= 500 TFLOP/s, ZeRO-3 >= 450; measured on H100 only) ~60 s
+#   peer       zerolab vs its PyTorch peer per stage at N = 2, 4 (issue 15: >= 1.15x)   ~220 s
 #   table2     ZeRO-3 and the --offload rows of the measured Table 2 (issue 14, 12)     ~300 s
 #   reference  the PyTorch GPT reference on build/cuda, N = 1, 2 (issue 11)              ~150 s
 #   attention  fused vs strided-batched attention (issue 11)                            ~60 s
 #   gemm       cuBLASLt: the heuristic's first algorithm vs its timed best (issue 15)    ~60 s
+#   gptstep    one GPT step's compute call by call (bench_gpt_step)                      ~30 s
 # On a node of 8 GPUs (issue 16; not in the default, one section a device call):
 #   scaling8   lab-1b, every stage at N = 1, 2, 4, 8 with --check: ms/step, TFLOP/s per GPU,
 #              device memory, param_hash (equal across stages at N = 1, 2)              ~250 s
 #   table2-8   the measured Table 2 at N = 8 (gpu-table2.sh, RANKS=8), beside zerocalc    ~590 s
 #   peer8      zerolab vs its PyTorch peer per stage at N = 8 (bench-gpu.sh, NS=8)       ~250 s
 #   test8      make test-gpu's suite, the integration tests up to N = 8 (MAX_WORLD=8)    ~590 s
-# Needs `make cpu cuda` first (build/zlbatch, build/bench_host_adam, build/cuda/*).
+# Needs `make cpu cuda` first (build/zlbatch, build/bench_host_adam, build/cuda/*); verify also
+# the Criterion test binaries, build/gpu-tests/ (make build/gpu-tests/test_integration
+# build/gpu-tests/test_gpt_integration where Criterion is, then copy) or build/tests/.
 set -u
 out=${1:?usage: gpu-pending.sh OUTDIR}
 nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
@@ -33,7 +38,7 @@ nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export MPIEXEC=${MPIEXEC:-mpirun}
-SECTIONS=${SECTIONS:-offload fill gpt peer}
+SECTIONS=${SECTIONS:-verify gpt offload fill peer}
 section() { # name limit command...
     local name=$1 limit=$2 t0=$SECONDS
     shift 2
@@ -57,7 +62,25 @@ stages() {
         done
     done
 }
-export -f stages
+# verify: kernels, stage equivalence (MLP and GPT) on build/cuda at N <= 2, the choice on and off
+verify() {
+    local t=build/tests f
+    [ -x build/gpu-tests/test_integration ] && t=build/gpu-tests
+    build/cuda/test_kernels_gpu > "$out/verify/test_kernels_gpu.txt" 2>&1
+    echo "test_kernels_gpu rc=$? $(tail -1 "$out/verify/test_kernels_gpu.txt")"
+    export ZL_BUILD=build/cuda ZL_REFERENCE_BUILD=build/cpu ZL_MPIEXEC="mpirun --oversubscribe" ZL_MAX_WORLD=2
+    $t/test_integration --filter 'equivalence/*' -j1 > "$out/verify/mlp_equivalence.txt" 2>&1
+    echo "MLP equivalence rc=$? $(tail -1 "$out/verify/mlp_equivalence.txt")"
+    $t/test_gpt_integration --filter 'gpt_equivalence/*' -j1 > "$out/verify/gpt_equivalence.txt" 2>&1
+    echo "GPT equivalence rc=$? $(tail -1 "$out/verify/gpt_equivalence.txt")"
+    for tune in 0 1 0 1; do
+        f="$out/verify/lab-1b_stage2_N2_tune$tune"
+        ZL_GEMM_TUNE=$tune timeout 60 $MPIEXEC -n 2 build/cuda/stage2 --preset lab-1b --quiet \
+            --json "$f.json" > "$f.txt" 2>&1
+        echo "lab-1b stage2 N=2 ZL_GEMM_TUNE=$tune rc=$? $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]*\|hash=[0-9a-f]*' | tr '\n' ' ')"
+    done
+}
+export -f stages verify
 export out
 for s in $SECTIONS; do
     case $s in
@@ -70,6 +93,8 @@ for s in $SECTIONS; do
     reference) ZL_MPIEXEC="$MPIEXEC --oversubscribe" section reference 150 tests/gpu/gpt-reference.sh build/cuda 2 ;;
     attention) section attention 60 build/cuda/bench_attention ;;
     gemm) section gemm 60 build/cuda/bench_gemm_tune ;;
+    gptstep) section gptstep 60 build/cuda/bench_gpt_step ;;
+    verify) section verify 240 bash -c verify ;;
     peer) OUT="$out/peer" section peer 290 scripts/bench-gpu.sh lab-1b ;;
     scaling8) section scaling8 300 bash -c 'stages scaling8 "1 2 4 8" --preset lab-1b' ;;
     table2-8) RANKS=8 CONFIGS="stage0_ddp stage1 stage2 stage3" section table2-8 590 scripts/gpu-table2.sh "$out/table2-8" ;;
