@@ -84,6 +84,7 @@ static record *g_step_comm; /* [g_cap comm] collectives of this step */
 static int g_n_comm;
 static zl_interval *g_iv_compute, *g_iv_comm; /* scratch for the fold, same sizes */
 static zl_interval *g_iv_opt, *g_iv_copy, *g_iv_busy, *g_iv_cover; /* more scratch: the optimizer and copy figures */
+static zl_interval *g_iv_fwd; /* the busy intervals cut at the step's first loss span */
 static zl_event g_origin;
 static int g_origin_set;
 static record *g_rec; /* recording: [timed steps × all lanes' caps] */
@@ -121,6 +122,7 @@ void zl_trace_reserve(zl_lane lane, int spans_per_step) {
     g_iv_copy = grow(g_iv_copy, all, sizeof *g_iv_copy, "intervals");
     g_iv_busy = grow(g_iv_busy, all, sizeof *g_iv_busy, "intervals");
     g_iv_cover = grow(g_iv_cover, all, sizeof *g_iv_cover, "intervals");
+    g_iv_fwd = grow(g_iv_fwd, all, sizeof *g_iv_fwd, "intervals");
     if (!g_recording) return;
     g_rec_cap = (size_t)timed_steps() * (size_t)(span_cap() + g_cap[ZL_LANE_COMM]);
     if (g_rec_cap * sizeof(record) > (size_t)1 << 30)
@@ -136,7 +138,8 @@ void zl_trace_finalize(void) {
     }
     if (g_origin) zl_event_destroy(g_origin);
     free(g_spans), free(g_step_comm), free(g_iv_compute), free(g_iv_comm), free(g_rec), free(g_step_ms);
-    free(g_iv_opt), free(g_iv_copy), free(g_iv_busy), free(g_iv_cover);
+    free(g_iv_opt), free(g_iv_copy), free(g_iv_busy), free(g_iv_cover), free(g_iv_fwd);
+    g_iv_fwd = NULL;
     g_spans = NULL, g_step_comm = NULL, g_iv_compute = g_iv_comm = NULL, g_rec = NULL, g_step_ms = NULL;
     g_iv_opt = g_iv_copy = g_iv_busy = g_iv_cover = NULL;
     g_origin = NULL;
@@ -195,17 +198,19 @@ static void keep(record r) {
 /* Fold one completed step: its spans become intervals, the intervals per-step figures.
  * Lists: compute (every compute-lane span), comm (collectives), opt (the optimizer spans:
  * with --offload the host's Adam), busy (compute spans but the optimizer's, and the
- * collectives: the model's work and the network's), copy (the copy lane) and cover
- * (compute and comm: what a copy can hide behind). */
+ * collectives: the model's work and the network's), copy (the copy lane), cover
+ * (compute and comm: what a copy can hide behind) and fwd (busy, cut at the first loss span:
+ * the forward, which the step before's host Adam can run beside). */
 void zl_trace_step_end(int timed) {
     if (timed && g_spans && g_origin_set) {
-        int nc = 0, nm = 0, no = 0, nb = 0, ny = 0, nv = 0;
-        double first = INFINITY, last = -INFINITY;
+        int nc = 0, nm = 0, no = 0, nb = 0, ny = 0, nv = 0, nf = 0;
+        double first = INFINITY, last = -INFINITY, loss = INFINITY;
         for (int i = 0; i < g_n_spans; i++) {
             const span_events *e = &g_spans[i];
             record r = {since_origin(e->start), since_origin(e->end), g_step_no, e->unit,
                         (uint8_t)zl_lane_of_phase(e->phase), (uint8_t)e->phase, 0};
             zl_interval x = {r.t0, r.t1};
+            if (e->phase == ZL_PHASE_LOSS) loss = fmin(loss, r.t0);
             if (r.lane == ZL_LANE_COMPUTE) {
                 g_iv_compute[nc++] = x, g_iv_cover[nv++] = x;
                 if (e->phase == ZL_PHASE_OPTIMIZER) g_iv_opt[no++] = x;
@@ -224,6 +229,8 @@ void zl_trace_step_end(int timed) {
             first = fmin(first, g_step_comm[i].t0), last = fmax(last, g_step_comm[i].t1);
             keep(g_step_comm[i]);
         }
+        for (int i = 0; i < nb; i++) /* before zl_union_ms reorders g_iv_busy */
+            if (g_iv_busy[i].t0 < loss) g_iv_fwd[nf++] = (zl_interval){g_iv_busy[i].t0, fmin(g_iv_busy[i].t1, loss)};
         g_sum.steps++;
         g_sum.span_ms += last > first ? last - first : 0;
         g_sum.comm_busy_ms += zl_union_ms(g_iv_comm, nm, NULL);
@@ -234,6 +241,7 @@ void zl_trace_step_end(int timed) {
         g_sum.model_comm_busy_ms += zl_union_ms(g_iv_busy, nb, NULL);
         g_sum.copy_busy_ms += zl_union_ms(g_iv_copy, ny, NULL);
         g_sum.exposed_copy_ms += zl_exposed_ms(g_iv_cover, nv, g_iv_copy, ny);
+        g_sum.forward_ms += zl_union_ms(g_iv_fwd, nf, NULL);
     }
     g_step_no++;
     zl_trace_step_begin();
@@ -249,7 +257,7 @@ zl_trace_summary zl_trace_get_summary(void) {
         s.compute_busy_ms /= s.steps, s.comm_busy_ms /= s.steps;
         s.exposed_comm_ms /= s.steps, s.span_ms /= s.steps;
         s.optimizer_ms /= s.steps, s.model_comm_busy_ms /= s.steps;
-        s.copy_busy_ms /= s.steps, s.exposed_copy_ms /= s.steps;
+        s.copy_busy_ms /= s.steps, s.exposed_copy_ms /= s.steps, s.forward_ms /= s.steps;
     }
     return s;
 }

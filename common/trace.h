@@ -83,6 +83,8 @@ typedef struct {
     double copy_busy_ms;       /* union of the copy lane (--offload's d2h, h2d) */
     double exposed_copy_ms;    /* copies while neither compute nor communication runs: */
                                /* |∪copy \ (∪compute ∪ ∪comm)| */
+    double forward_ms;         /* the model's work and the collectives before the step's first loss span */
+                               /* (batch, forward): what the step before's host Adam can run beside */
 } zl_trace_summary;
 zl_trace_summary zl_trace_get_summary(void);
 const double *zl_trace_step_times(int *n); /* this rank's wall ms per step, [steps] (0 where not run) */

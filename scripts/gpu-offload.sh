@@ -114,11 +114,12 @@ def copy_GBps(j, op):
 print("\n### lab-1b, 3 steps (ms per step: mean of steps 2-3, rank 0)\n")
 print("D = device work (model spans + collectives), A = host Adam wall time, T = copies not overlapped,"
       " all from the offload run's timeline; M = the offload run's ms per step; G = the run without offload."
-      " Issue model: M <= 1.1 x max(G, A + T). Same-run model: P = max(D, A + T); serial S = D + A + T"
-      " (host Adam waits for the verdict; since 2026-11-26 it overlaps the next step's forward).\n")
+      " Issue model: M <= 1.1 x max(G, A + T). Same-run model: P = max(D, A + T); serial S = D + A + T;"
+      " pipelined = D - F + max(F, A + T) with F the device's work before the first loss span (host Adam"
+      " waits for the verdict, then runs beside the next step's forward).\n")
 print("| stage | N | rows/rank | G ms | M ms | cost | D ms | A ms | thr | A GB/s x N / triad | T ms | d2h, h2d GB/s"
-      " / pinned together (h2d: / loaded) | max(G, A+T) | M / it | P | M/P | S | M/S |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      " / pinned together (h2d: / loaded) | max(G, A+T) | M / it | P | M/P | S | M/S | F | pipelined | M/pipelined |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for n in (2, 4):
     for r in rows:
         for p in ("stage2", "stage3"):
@@ -147,5 +148,7 @@ for n in (2, 4):
             print(f"| {p} | {n} | {r} | {G:.1f} | {M:.1f} | {100 * (M / G - 1):+.0f}% | {m['device_ms']:.1f} | "
                   f"{m['host_adam_ms']:.1f} | {thr} | {a_frac} | {m['transfers_not_overlapped_ms']:.1f} | {cp} | "
                   f"{issue:.1f} | {M / issue:.2f} | {m['predicted_ms']:.1f} | {m['measured_over_predicted']:.2f} | "
-                  f"{m['serial_ms']:.1f} | {m['measured_over_serial']:.2f} |")
+                  f"{m['serial_ms']:.1f} | {m['measured_over_serial']:.2f} | " +
+                  (f"{m['forward_ms']:.1f} | {m['pipelined_ms']:.1f} | {m['measured_over_pipelined']:.2f} |"
+                   if "pipelined_ms" in m else "— | — | — |"))
 PY

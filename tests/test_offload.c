@@ -177,7 +177,9 @@ static double finite_nonneg(cJSON *o, const char *key, const char *where) {
  * formulas of the parts; host Adam's bytes are 28 per element of the shard on applied steps,
  * written out here from Ψ_pad and N; its threads are this machine's processors / N. On the
  * CPU backend every lane runs on the rank's one thread, so the parts do not overlap: their
- * sum fits within the step's span, and the measured step is at least that sum. */
+ * sum fits within the step's span, and the measured step is at least that sum. The pipelined
+ * prediction (host Adam beside the next forward) lies between the two, its forward part of the
+ * device's work. */
 static void check_model(int stage, int N) {
     if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     const char *p = zl_progs[stage];
@@ -208,6 +210,14 @@ static void check_model(int stage, int N) {
         cr_expect_eq(M, zl_num(rk, "ms_per_step"), "%s: measured = ms_per_step", where);
         cr_expect(fabs(zl_num(m, "measured_over_predicted") - M / P) <= 1e-12 * M / P, "%s", where);
         cr_expect(fabs(zl_num(m, "measured_over_serial") - M / S) <= 1e-12 * M / S, "%s", where);
+        /* pipelined: host Adam after the verdict, beside the next step's forward */
+        double F = finite_nonneg(m, "forward_ms", where), Q = finite_nonneg(m, "pipelined_ms", where);
+        cr_expect_eq(F, zl_num(rk, "timeline.forward_ms_per_step"), "%s: forward from the timeline", where);
+        cr_expect(F > 0 && F < D, "%s: the forward is part of the device's work (F %g, D %g)", where, F, D);
+        cr_expect(fabs(Q - (D - F + fmax(F, A + T))) <= 1e-9 * Q, "%s: pipelined = D - F + max(F, A + T)", where);
+        cr_expect(Q >= P - 1e-9 * P && Q <= S + 1e-9 * S, "%s: predicted %g <= pipelined %g <= serial %g", where, P,
+                  Q, S);
+        cr_expect(fabs(zl_num(m, "measured_over_pipelined") - M / Q) <= 1e-12 * M / Q, "%s", where);
         cr_expect_eq(zl_num(m, "host_adam_bytes_per_step"), 28 * shard * 2.0 / 3.0, "%s: 28 B x shard, 2 of 3 "
                      "timed steps applied", where);
         cr_expect(fabs(zl_num(m, "host_adam_GBps") - 28 * shard * 2.0 / 3.0 / (A * 1e-3) / 1e9) <=
@@ -221,7 +231,7 @@ static void check_model(int stage, int N) {
     }
     cJSON *top = zl_get(j, "offload_model"), *m0 = zl_get(cJSON_GetArrayItem(zl_get(j, "ranks"), 0), "offload_model");
     const char *keys[] = {"device_ms", "host_adam_ms", "transfers_not_overlapped_ms", "predicted_ms", "serial_ms",
-                          "measured_ms", "host_adam_GBps"};
+                          "measured_ms", "host_adam_GBps", "forward_ms", "pipelined_ms"};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
         cr_expect_eq(zl_num(top, keys[k]), zl_num(m0, keys[k]), "top-level offload_model.%s is rank 0's", keys[k]);
     cJSON_Delete(j), cJSON_Delete(plain);
@@ -236,7 +246,8 @@ Test(model, printed_with_offload_only) {
     zl_run_result r;
     zl_run(&r, "-n 2 {stage2} --steps 3 --offload");
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
-    cr_expect(strstr(r.out, "offload model, rank 0, per step: device work") && strstr(r.out, "-> predicted max("),
+    cr_expect(strstr(r.out, "offload model, rank 0, per step: device work") && strstr(r.out, "-> predicted max(") &&
+                  strstr(r.out, "-> pipelined (host Adam waits for the verdict"),
               "%s", r.out);
     zl_run(&r, "-n 2 {stage2} --steps 3");
     cr_expect(!strstr(r.out, "offload model"), "without --offload");
