@@ -343,23 +343,25 @@ static cublasStatus_t launch(const gemm_plan *p, const gemm_args *g, const cubla
 /* ---- the same bits, faster: an algorithm chosen by timing ------------------------------
  * The heuristic's first answer is not always its fastest: gpt2-1.5b's DGELU product
  * (dh = (dy·W_projᵀ) ⊙ gelu'(h), 6400 × 32768 × 1600) runs at 365 TFLOP/s with it on H100 and
- * at 638 with its fifth, whose output has the same bits (results/gpu/gpt/h100/gemm_tune_gpt.txt).
+ * at 632 with its sixth, which splits k as the first does and gives the same bits
+ * (results/gpu/gpt/h100/gemm_tune_gpt.txt).
  * So on a configuration's first call, where running it again cannot change its inputs
  * (beta = 0, or C is not D), the heuristic's top ZL_TUNE_CANDIDATES run on the call's own
  * operands: every output (D, and the aux or bias-gradient vector an epilogue writes) is hashed
  * on the device, and of the candidates that split k as the first answer does and whose hashes
  * equal its — the same bits, i.e. the same order of accumulation — the fastest of
  * ZL_TUNE_LAUNCHES back-to-back launches is kept if it beats the first answer by the margin
- * below (not for strided-batched products). Timings differ from run to run and rank to rank, so the choice may too; the bits
- * may not, which is what keeps the four programs bitwise equal. The caller's own launch
- * follows, so the outputs are the chosen algorithm's. ZL_GEMM_TUNE=0 keeps the first answer. */
+ * below (not for strided-batched products). Timings differ from run to run and rank to rank,
+ * so the choice may too; the bits may not, which is what keeps the four programs bitwise
+ * equal. The caller's own launch follows, so the outputs are the chosen algorithm's.
+ * ZL_GEMM_TUNE=0 keeps the first answer. */
 #define ZL_TUNE_CANDIDATES 8
 #define ZL_TUNE_LAUNCHES 3
 /* A candidate replaces the first answer only when at least 10 % faster: in-run timings (a few
  * launches in the first step, beside NCCL's kernels) do not rank closer candidates reliably —
  * on lab-1b, where the best candidate is 1–8 % faster by bench_gemm_tune's best times, taking
- * any faster one made the step 1.5–2.5 % slower (H200, 2026-11-26). gpt2-1.5b's DGELU product
- * gains 1.66×. */
+ * any faster one made the step 1.4–2.9 % slower (H200, 2026-11-26). gpt2-1.5b's DGELU product
+ * gains 1.64×. */
 #define ZL_TUNE_MARGIN 0.9f
 
 __device__ __forceinline__ unsigned long long mix64(unsigned long long x) { /* splitmix64's finalizer */
