@@ -36,7 +36,12 @@
 static float *g_ln_partials; /* 2 × ln_chunks(R) × D floats: dg partials, then db partials */
 static size_t g_ln_floats;
 
-static int ln_chunks(int rows) { return rows > 0 ? (rows + ZL_LN_CHUNK_ROWS - 1) / ZL_LN_CHUNK_ROWS : 1; }
+#define ZL_LN_MAX_CHUNKS 65535 /* a grid's y extent: past 16.7 M rows the chunks grow instead */
+static int ln_chunk_rows(int rows) {
+    int per = (rows + ZL_LN_MAX_CHUNKS - 1) / ZL_LN_MAX_CHUNKS;
+    return per > ZL_LN_CHUNK_ROWS ? per : ZL_LN_CHUNK_ROWS;
+}
+static int ln_chunks(int rows) { return rows > 0 ? (rows + ln_chunk_rows(rows) - 1) / ln_chunk_rows(rows) : 1; }
 static size_t ln_partial_floats(int rows, int dim) { return 2 * (size_t)ln_chunks(rows) * (size_t)dim; }
 
 static size_t base_bytes(zl_gpt_dims d) { return zl_kernels_workspace_bytes(d.B * d.T, d.D); }
@@ -261,13 +266,13 @@ __global__ void layernorm_dx_kernel(const zl_half *x, const zl_half *g, const fl
  * added in warp order. */
 template <int BF>
 __global__ void layernorm_dgb_partial_kernel(const zl_half *x, const float *mean, const float *rstd,
-                                             const zl_half *dy, float *partials, int rows, int D) {
+                                             const zl_half *dy, float *partials, int rows, int D, int per_chunk) {
     __shared__ float part[4][8][32];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, chunk = blockIdx.y, chunks = gridDim.y;
     const int c0 = blockIdx.x * 64 + lane, c1 = c0 + 32;
-    const int r1 = min(rows, (chunk + 1) * ZL_LN_CHUNK_ROWS);
+    const int r1 = min(rows, (chunk + 1) * per_chunk);
     float g0 = 0.0f, b0 = 0.0f, g1 = 0.0f, b1 = 0.0f;
-    for (int r = chunk * ZL_LN_CHUNK_ROWS + w; r < r1; r += 8) {
+    for (int r = chunk * per_chunk + w; r < r1; r += 8) {
         const size_t o = (size_t)r * D;
         const float m = mean[r], rs = rstd[r];
         if (c0 < D) {
@@ -320,7 +325,8 @@ void zl_gpt_layernorm_backward(const zl_half *x, const zl_half *g, const float *
                  aligned16(g));
     const int chunks = ln_chunks(rows); /* depends on the shape only: a fixed order */
     dim3 grid((unsigned)((dim + 63) / 64), (unsigned)chunks);
-    LAUNCH16(layernorm_dgb_partial_kernel, grid, 256, st, x, mean, rstd, dy, g_ln_partials, rows, dim);
+    LAUNCH16(layernorm_dgb_partial_kernel, grid, 256, st, x, mean, rstd, dy, g_ln_partials, rows, dim,
+             ln_chunk_rows(rows));
     LAUNCH16(layernorm_dgb_final_kernel, (unsigned)((dim + 31) / 32), 256, st, g_ln_partials, dg, db, chunks, dim,
              mode == ZL_GRADS_ADD);
 }
