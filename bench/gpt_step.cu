@@ -30,8 +30,10 @@
 #include "timing.cuh"      /* bench_best_ms */
 #include "gpt_kernels.h"     /* every zl_gpt_* call timed here */
 #include "kernels.h"         /* zl_kernels_set_dtype, zl_init_uniform */
-extern "C" {
-#include "../model/gpt.h" /* zl_gpt_padded_vocab, zl_gpt_token_order, the unit offsets (a C header) */
+extern "C" { /* C headers */
+#include "../common/throughput.h" /* zl_throughput_of: the trainer's model FLOPs, peak and MFU */
+#include "../model/gpt.h"         /* zl_gpt_padded_vocab, zl_gpt_token_order, the unit offsets */
+#include "../model/model.h"       /* zl_model_unit_offset: Ψ of the shape */
 }
 
 typedef struct {
@@ -157,7 +159,18 @@ static item describe(int which, int L, zl_gpt_dims d) {
     return {"?", MEM, 0, 0};
 }
 
-static int bench_shape(shape sh, int iters, double peak_gbs, cudaStream_t st) {
+/* What the trainer would report for a step of `ms` at this shape (N = 1, one micro-batch):
+ * its Ψ, model FLOPs per token (6Ψ + 12·L·T·D) and the device's peak, all from throughput.h. */
+static zl_throughput throughput_of(shape sh, double ms, const char *device) {
+    zl_model_shape m = {};
+    m.kind = ZL_MODEL_GPT, m.layers = sh.L, m.dim = sh.d.D, m.rows = sh.d.B, m.micro_batches = 1;
+    m.seq = sh.d.T, m.heads = sh.d.H, m.vocab = sh.d.V, m.flash_attention = sh.d.flash;
+    zl_config c = {};
+    c.layers = sh.L, c.dim = sh.d.D, c.batch = sh.d.B, c.accum = 1, c.seq = sh.d.T;
+    return zl_throughput_of(&c, (double)zl_model_unit_offset(m, zl_model_n_units(m)), ms, device);
+}
+
+static int bench_shape(shape sh, int iters, double peak_gbs, const char *device, cudaStream_t st) {
     zl_gpt_dims d = sh.d;
     const size_t R = (size_t)d.B * d.T, RD = R * d.D, Vp = (size_t)d.Vp, BHT = (size_t)d.B * d.H * d.T;
     const size_t unit = zl_gpt_block_params((size_t)d.D), h2 = sizeof(zl_half);
@@ -205,7 +218,6 @@ static int bench_shape(shape sh, int iters, double peak_gbs, cudaStream_t st) {
     cudaCheck(cudaStreamSynchronize(st));
     free(tok);
 
-    const double tokens = (double)R;
     printf("\n%s: L=%d B=%d T=%d D=%d H=%d V=%d (Vp %d), %zu tokens a step per GPU; buffers %.2f GB\n", sh.name, sh.L,
            d.B, d.T, d.D, d.H, d.V, d.Vp, R, total / 1e9);
     printf("  %-38s %9s %6s %10s %11s %6s\n", "call", "ms/call", "×step", "ms/step", "rate", "share");
@@ -227,14 +239,13 @@ static int bench_shape(shape sh, int iters, double peak_gbs, cudaStream_t st) {
             printf("  %-38s %9.4f %6d %10.2f %7.1f %-5s %5.1f%%\n", it.what, ms[c], it.per_step, ms[c] * it.per_step,
                    rate, it.kind == MEM ? "GB/s" : "TF/s", 100.0 * ms[c] * it.per_step / sum);
     }
-    double flops = 6.0 * ((double)sh.L * zl_gpt_block_params((size_t)d.D) + (double)(Vp + d.T) * d.D + 2.0 * d.D) * tokens +
-                   12.0 * sh.L * (double)d.T * d.D * tokens; /* the trainer's MFU numerator: 6Ψ + 12·L·T·D a token */
+    zl_throughput tp = throughput_of(sh, sum, device);
     printf("  sum %.2f ms a step: GEMMs %.2f (%.0f TFLOP/s), attention %.2f (%.0f TFLOP/s), memory-bound %.2f (%.0f GB/s"
            " of %.0f)\n", sum, by_kind[GEMM], work_kind[GEMM] / by_kind[GEMM] / 1e9, by_kind[ATTN],
            work_kind[ATTN] / by_kind[ATTN] / 1e9, by_kind[MEM], work_kind[MEM] / by_kind[MEM] / 1e6, peak_gbs);
     printf("summary: shape=%s L=%d B=%d model_ms=%.2f gemm_ms=%.2f attention_ms=%.2f memory_ms=%.2f"
-           " mfu_if_model_only=%.4f (of 989 TFLOP/s)\n", sh.name, sh.L, d.B, sum, by_kind[GEMM], by_kind[ATTN],
-           by_kind[MEM], flops / (sum * 1e-3) / 989e12);
+           " mfu_if_model_only=%.4f (of %.0f TFLOP/s: %s)\n", sh.name, sh.L, d.B, sum, by_kind[GEMM], by_kind[ATTN],
+           by_kind[MEM], tp.mfu, tp.peak_tflops, tp.peak_source ? tp.peak_source : "peak unknown");
     void *all[] = {b.x, b.ln, b.qkv, b.atty, b.xmid, b.h, b.a, b.y, b.dres, b.dln, b.dh, b.dqkv, b.logits, b.p, b.g,
                    b.wte, b.wpe, b.head, b.stat, b.lse, b.Dl, b.row_loss, b.loss, b.tokens, b.targets, b.order, b.bucket,
                    b.ws};
@@ -287,7 +298,7 @@ int main(int argc, char **argv) {
     cudaCheck(cudaStreamCreate(&st));
     int rc = 0;
     for (int i = 0; i < nshapes; i++) {
-        int r = bench_shape(shapes[i], iters, peak_gbs, st);
+        int r = bench_shape(shapes[i], iters, peak_gbs, prop.name, st);
         if (r > rc) rc = r;
     }
     cudaCheck(cudaStreamDestroy(st));
