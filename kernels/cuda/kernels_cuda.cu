@@ -354,7 +354,9 @@ static cublasStatus_t launch(const gemm_plan *p, const gemm_args *g, const cubla
  * below (not for strided-batched products). Timings differ from run to run and rank to rank,
  * so the choice may too; the bits may not, which is what keeps the four programs bitwise
  * equal. The caller's own launch follows, so the outputs are the chosen algorithm's.
- * ZL_GEMM_TUNE=0 keeps the first answer. */
+ * ZL_GEMM_TUNE=0 keeps the first answer; ZL_GEMM_TUNE=log makes the choice and prints it, one
+ * line per configuration on stderr (every rank): the first answer's time before and after the
+ * candidates, the fastest same-bits candidate's, and which was kept. */
 #define ZL_TUNE_CANDIDATES 8
 #define ZL_TUNE_LAUNCHES 3
 /* A candidate replaces the first answer only when at least 10 % faster: in-run timings (a few
@@ -446,6 +448,7 @@ static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t
                                                        ZL_TUNE_CANDIDATES, res, &found);
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     if (st != CUBLAS_STATUS_SUCCESS || found < 1) return;
+    const int log = env && !strcmp(env, "log");
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
     cudaCheck(cudaEventCreate(&e1));
@@ -468,7 +471,12 @@ static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t
         /* the first answer once more: a launch slowed by other work (NCCL, the first step's
          * warm-up) must not make a candidate look faster than it is */
         float again = time_algo(p, g, &p->algo, s, e0, e1);
-        if (memcmp(&best, &p->algo, sizeof best) && again > 0.0f && best_ms < again * ZL_TUNE_MARGIN) p->algo = best;
+        int kept = memcmp(&best, &p->algo, sizeof best) && again > 0.0f && best_ms < again * ZL_TUNE_MARGIN;
+        if (log)
+            fprintf(stderr, "gemm-tune: %s m=%d n=%d k=%d: first answer %.3f / %.3f ms, best same-bits candidate %s%.3f ms: %s\n",
+                    g->what, g->m, g->n, g->k, first_ms, again, memcmp(&best, &p->algo, sizeof best) ? "" : "(none under the margin) ",
+                    best_ms, kept ? "candidate kept" : "first answer kept");
+        if (kept) p->algo = best;
     }
 done:
     cudaCheck(cudaEventDestroy(e0));
