@@ -456,8 +456,8 @@ static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t
     if (launch(p, g, &p->algo, s) != CUBLAS_STATUS_SUCCESS) goto done; /* the first answer: the reference bits */
     output_hash(g, s, ref);
     {
-        cublasLtMatmulAlgo_t best = p->algo;
-        float first_ms = time_algo(p, g, &p->algo, s, e0, e1), best_ms = first_ms * ZL_TUNE_MARGIN;
+        cublasLtMatmulAlgo_t best = p->algo; /* the fastest candidate with the first answer's bits */
+        float first_ms = time_algo(p, g, &p->algo, s, e0, e1), best_ms = -1.0f;
         for (int i = 0; i < found && first_ms > 0.0f; i++) {
             if (res[i].state != CUBLAS_STATUS_SUCCESS || !memcmp(&res[i].algo, &p->algo, sizeof p->algo) ||
                 !same_split(&res[i].algo, &p->algo))
@@ -466,16 +466,22 @@ static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t
             output_hash(g, s, h);
             if (h[0] != ref[0] || h[1] != ref[1]) continue; /* other bits: not a candidate */
             float ms = time_algo(p, g, &res[i].algo, s, e0, e1);
-            if (ms > 0.0f && ms < best_ms) best = res[i].algo, best_ms = ms;
+            if (ms > 0.0f && (best_ms < 0.0f || ms < best_ms)) best = res[i].algo, best_ms = ms;
         }
         /* the first answer once more: a launch slowed by other work (NCCL, the first step's
          * warm-up) must not make a candidate look faster than it is */
         float again = time_algo(p, g, &p->algo, s, e0, e1);
-        int kept = memcmp(&best, &p->algo, sizeof best) && again > 0.0f && best_ms < again * ZL_TUNE_MARGIN;
-        if (log)
-            fprintf(stderr, "gemm-tune: %s m=%d n=%d k=%d: first answer %.3f / %.3f ms, best same-bits candidate %s%.3f ms: %s\n",
-                    g->what, g->m, g->n, g->k, first_ms, again, memcmp(&best, &p->algo, sizeof best) ? "" : "(none under the margin) ",
-                    best_ms, kept ? "candidate kept" : "first answer kept");
+        float bar = (first_ms < again ? first_ms : again) * ZL_TUNE_MARGIN;
+        int kept = best_ms > 0.0f && again > 0.0f && best_ms < bar;
+        if (log) {
+            if (best_ms > 0.0f)
+                fprintf(stderr, "gemm-tune: %s m=%d n=%d k=%d: first answer %.3f / %.3f ms, fastest same-bits candidate "
+                        "%.3f ms (%.2fx): %s\n", g->what, g->m, g->n, g->k, first_ms, again, best_ms,
+                        (first_ms < again ? first_ms : again) / best_ms, kept ? "candidate kept" : "first answer kept");
+            else
+                fprintf(stderr, "gemm-tune: %s m=%d n=%d k=%d: first answer %.3f / %.3f ms, no other candidate with its "
+                        "bits: first answer kept\n", g->what, g->m, g->n, g->k, first_ms, again);
+        }
         if (kept) p->algo = best;
     }
 done:
