@@ -342,7 +342,7 @@ int main(int argc, char **argv) {
     t.slice_updated = zl_events_create(t.n_units);
     t.loss_ready = zl_event_create();
     int grad_syncs = c->accum * t.n_units, param_gathers = n_visits(&t), control_syncs = c->accum + 1;
-    int copies = c->offload ? zl_offload_copies_per_step(&t.part) : 0; /* --offload: grads d2h, params h2d */
+    int copies = c->offload ? 2 * t.n_units : 0; /* --offload: each unit's grads d2h, params h2d */
     zl_comm_init(t.rt.world, grad_syncs + param_gathers + control_syncs + copies); /* param_hash's gathers fit */
 
     /* every buffer before step 1, then training with allocation frozen */

@@ -3,7 +3,6 @@
 
 #include <omp.h>
 #include <stdio.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -14,7 +13,7 @@
 #include "trace.h"
 #include "util.h"
 
-/* What one piece's host function needs; o->jobs[j], rewritten each step (the last step's
+/* What one unit's host function needs; o->jobs[u], rewritten each step (the last step's
  * functions have all run: zl_offload_sync). */
 struct zl_offload_job {
     zl_offload *o;
@@ -24,39 +23,10 @@ struct zl_offload_job {
     zl_adam_hparams hp;
 };
 
-/* Elements per piece: host Adam and the copy up go piece by piece, so that each piece's copy
- * starts while the 16-bit values host Adam just wrote are still in the CPU's last-level cache
- * — the copy engine then reads them there, not from DRAM that host Adam keeps busy (a PCIe
- * read from host memory waits on DRAM latency, which host Adam's streaming raises). 4 Mi
- * elements: 8 MB of 16-bit values, 112 MB of host Adam's traffic. ZL_OFFLOAD_PIECE=n sets it
- * (0: a whole slice per piece, as before; tests use small n to cut slices). */
-static size_t piece_len(void) {
-    const char *e = getenv("ZL_OFFLOAD_PIECE");
-    if (!e || !*e) return (size_t)1 << 22;
-    char *end;
-    long long n = strtoll(e, &end, 10);
-    if (*end || n < 0) zl_fatal("ZL_OFFLOAD_PIECE=%s: want a count of elements >= 0 (0: whole slices)", e);
-    return n ? (size_t)n : SIZE_MAX;
-}
-
-static int pieces_of(size_t n, size_t piece) { return (int)(n / piece + (n % piece != 0)); }
-
-int zl_offload_copies_per_step(const zl_partition *p) {
-    size_t piece = piece_len();
-    int copies = p->n_units; /* d2h: a unit's gradient slice at once, as soon as it is final */
-    for (int u = 0; u < p->n_units; u++) copies += pieces_of(p->slice_len[u], piece); /* h2d */
-    return copies;
-}
-
 zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ranks) {
     zl_offload *o = zl_host_calloc(1, sizeof *o);
     size_t shard = p->shard_len;
     o->part = p, o->half = half;
-    o->piece = piece_len();
-    o->first_piece = zl_host_calloc((size_t)p->n_units + 1, sizeof *o->first_piece);
-    for (int u = 0; u < p->n_units; u++)
-        o->first_piece[u + 1] = o->first_piece[u] + pieces_of(p->slice_len[u], o->piece);
-    int pieces = o->first_piece[p->n_units];
     zl_mem_init_pinned(zl_host_alloc_pinned, zl_host_free_pinned);
     o->master = zl_mem_alloc(ZL_MEM_HOST_MASTER_FP32, 4 * shard, "host fp32 master params (this rank's slices)");
     o->m = zl_mem_alloc(ZL_MEM_HOST_ADAM_M, 4 * shard, "host Adam m (this rank's slices)");
@@ -66,8 +36,8 @@ zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ra
     o->host = zl_stream_create();
     o->grads_landed = zl_events_create(p->n_units);
     o->params_landed = zl_events_create(p->n_units);
-    o->adam_done = zl_events_create(pieces > 0 ? pieces : 1);
-    o->jobs = zl_host_calloc(pieces > 0 ? (size_t)pieces : 1, sizeof *o->jobs);
+    o->adam_done = zl_events_create(p->n_units);
+    o->jobs = zl_host_calloc((size_t)p->n_units, sizeof *o->jobs);
     o->threads = zl_offload_threads(local_ranks);
     return o;
 }
@@ -91,7 +61,6 @@ void zl_offload_free(zl_offload *o) {
     zl_stream_destroy(o->copy);
     zl_stream_destroy(o->host);
     free(o->jobs);
-    free(o->first_piece);
     free(o);
 }
 
@@ -133,17 +102,14 @@ static void run_job(void *arg) {
 zl_event zl_offload_adam(zl_offload *o, int u, zl_half *dev_params, float grad_mult, int adam_step,
                          zl_adam_hparams hp) {
     size_t off = o->part->slice_off[u], n = o->part->slice_len[u];
+    o->jobs[u] = (struct zl_offload_job){o, off, n, grad_mult, adam_step, hp};
     zl_stream_wait_event(o->host, o->grads_landed[u]);
-    zl_trace_begin(ZL_PHASE_OPTIMIZER, u, o->host); /* one span: the unit's host functions */
-    for (int j = o->first_piece[u]; j < o->first_piece[u + 1]; j++) {
-        size_t at = (size_t)(j - o->first_piece[u]) * o->piece, len = n - at < o->piece ? n - at : o->piece;
-        o->jobs[j] = (struct zl_offload_job){o, off + at, len, grad_mult, adam_step, hp};
-        zl_stream_launch_host(o->host, run_job, &o->jobs[j]);
-        zl_event_record(o->adam_done[j], o->host);
-        zl_stream_wait_event(o->copy, o->adam_done[j]); /* the piece goes up while the next is updated */
-        zl_copy_h2d(dev_params + at, o->staging + off + at, len, o->half, ZL_P_OFFLOAD_PARAMS, u, o->copy);
-    }
+    zl_trace_begin(ZL_PHASE_OPTIMIZER, u, o->host); /* the span of the host function itself */
+    zl_stream_launch_host(o->host, run_job, &o->jobs[u]);
     zl_trace_end(ZL_PHASE_OPTIMIZER, u, o->host);
+    zl_event_record(o->adam_done[u], o->host);
+    zl_stream_wait_event(o->copy, o->adam_done[u]);
+    zl_copy_h2d(dev_params, o->staging + off, n, o->half, ZL_P_OFFLOAD_PARAMS, u, o->copy);
     zl_event_record(o->params_landed[u], o->copy);
     return o->params_landed[u];
 }

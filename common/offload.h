@@ -12,10 +12,8 @@
  *                   unit, so the caller returns at once: the next step's forward is issued
  *                   behind it and unit u's forward starts as soon as unit u is back, while
  *                   the host updates the units after it.
- *   host -> device  the new parameter slice, on the copy stream, piece by piece (4 Mi
- *                   elements): each piece goes up as soon as host Adam wrote it, while it is
- *                   still in the CPU's cache, and overlaps Adam of the next piece. Only on
- *                   applied steps, 2Ψ_pad/N bytes.
+ *   host -> device  the new parameter slice, on the copy stream: it overlaps Adam of the
+ *                   next unit. Only on applied steps, 2Ψ_pad/N bytes.
  * The copies go through comm.h (op d2h / h2d, purpose offload_grads / offload_params):
  * logged, timed, and drawn on the timeline's copy lane, but not counted as network bytes.
  *
@@ -28,8 +26,7 @@
  * 4Ψ_pad/N each, offload_staging 2Ψ_pad/N. The device keeps the 16-bit params and grads.
  *
  * defines: zl_offload, zl_offload_create/free, zl_offload_master_from,
- *          zl_offload_grads_to_host, zl_offload_adam, zl_offload_sync, zl_offload_threads,
- *          zl_offload_copies_per_step. */
+ *          zl_offload_grads_to_host, zl_offload_adam, zl_offload_sync, zl_offload_threads. */
 #ifndef ZL_OFFLOAD_H
 #define ZL_OFFLOAD_H
 
@@ -42,13 +39,11 @@ typedef struct {
     float *master, *m, *v;  /* host, pinned: shard_len fp32 each, unit u at part->slice_off[u] */
     zl_half *staging;       /* host, pinned: shard_len 16-bit; gradient slice in, parameter slice out */
     zl_stream copy;         /* every d2h and h2d copy, in issue order */
-    zl_stream host;         /* host Adam, one host function a piece, in issue order */
-    size_t piece;           /* elements per piece of a slice (the last piece of a slice: the rest) */
-    int *first_piece;       /* [n_units + 1]: unit u's pieces are first_piece[u] .. first_piece[u+1]-1 */
+    zl_stream host;         /* host Adam, one host function a unit, in issue order */
     zl_event *grads_landed; /* one per unit: its gradient slice is in staging */
     zl_event *params_landed; /* one per unit: its new parameter slice is back on the device */
-    zl_event *adam_done;    /* one per piece: host Adam has written its new values into staging */
-    struct zl_offload_job *jobs; /* one per piece: the arguments of its host function */
+    zl_event *adam_done;    /* one per unit: host Adam has written its new slice into staging */
+    struct zl_offload_job *jobs; /* one per unit: the arguments of its host function */
     int threads;            /* OpenMP threads for host Adam: this node's cores / its ranks */
 } zl_offload;
 
@@ -56,9 +51,6 @@ typedef struct {
  * OpenMP sees it) / ranks on this node, at least 1. A launcher that binds each rank to one
  * core (Open MPI's default for 2 ranks or fewer) leaves 1: run with --bind-to none. */
 int zl_offload_threads(int local_ranks);
-
-/* Copies logged per step (zl_comm_init's capacity): a d2h per unit, an h2d per piece. */
-int zl_offload_copies_per_step(const zl_partition *p);
 
 /* Allocate the host buffers (tracked, pinned), the copy stream and the events; before step 1. */
 zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ranks);
@@ -73,8 +65,7 @@ void zl_offload_master_from(zl_offload *o, int u, const zl_half *dev_params, zl_
 void zl_offload_grads_to_host(zl_offload *o, int u, const zl_half *dev_grads, zl_event final);
 
 /* Issue Adam on unit u's slice on the host (after its gradients landed; the host stream),
- * piece by piece, each piece followed by the copy of its new 16-bit values to dev_params (the
- * copy stream); returns at once.
+ * then the copy of the new 16-bit slice to dev_params (the copy stream); returns at once.
  * Returns the event that says it has landed there; the copy stream runs in order, so the
  * last unit's event covers all of them. */
 zl_event zl_offload_adam(zl_offload *o, int u, zl_half *dev_params, float grad_mult, int adam_step,
