@@ -4,7 +4,7 @@
  * PCIe switches, root complexes and memory are shared, so the concurrent figure per GPU can
  * be well below the one-GPU figure; --offload's copies should be judged against it.
  *
- *   mpirun -n 4 build/cuda/bench_pinned_copy [--bytes S] [--reps R]
+ *   mpirun -n 4 build/cuda/bench_pinned_copy [--bytes S] [--reps R] [--load-threads T [--load triad|adam]]
  *
  * Each rank takes a GPU as the programs do (kernels/gpu_select.h), allocates S bytes
  * (default 256 MiB) of pinned host memory twice (cudaHostAlloc; its pages are on the NUMA
@@ -14,10 +14,12 @@
  * S bytes; GB/s is S / the time both took, per direction). Best of R after one warm-up.
  * Phase "alone": ranks one after another, the others wait; phase "together": all ranks.
  * Phase "loaded" (--load-threads T, T > 0): all ranks together again, while each rank also
- * runs a STREAM-like triad a[i] = b[i] + s·c[i] over 3 × 256 MiB of host memory on T threads
- * of its own — the DRAM traffic host Adam makes while --offload copies the new parameters up
- * (host Adam runs at 0.9–1.1 × the triad's bandwidth with the same threads: bench_host_adam).
- * Host memory bandwidth is shared, so this is the bound for copies that overlap host Adam.
+ * loads host memory on T threads of its own: --load triad (the default) runs a STREAM-like
+ * triad a[i] = b[i] + s·c[i] over 3 × 256 MiB; --load adam runs host Adam itself
+ * (zl_host_adam_update, as --offload does, 32K-element chunks) over 64 Mi elements, 1.75 GiB
+ * of master, m, v, gradient and parameter — the DRAM traffic while --offload copies the new
+ * parameters up. Host memory bandwidth is shared, so this is the bound for copies that
+ * overlap host Adam; with --load adam the same load, not a stand-in for it.
  * Rank 0 prints one row per rank and phase, GB/s = 1e9 bytes/s, and the node's sum. */
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -27,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "kernels/cpu/adam_host.h" /* zl_host_adam_update: --load adam */
 
 #include "gpu_select.h"
 
@@ -69,28 +73,69 @@ static double best_GBps(const buffers *b, int d, int reps, int active) {
     return active ? (double)b->bytes / best / 1e9 : 0;
 }
 
-/* ---- the host-memory load: a triad on its own threads until told to stop ----------------- */
+/* ---- the host-memory load: a triad or host Adam on its own threads until told to stop ------ */
 typedef struct {
-    int threads;
+    int threads, adam;
     atomic_int stop;
-    double *a, *b, *c;
+    double *a, *b, *c;             /* triad: n doubles each */
+    float *master, *m, *v;         /* adam: n floats each */
+    zl_half *param;                /* adam: n 16-bit values, the gradient in, the parameter out */
     size_t n;
-} triad_load;
+} host_load;
 
-static void *run_triad(void *arg) {
-    triad_load *t = arg;
-    while (!atomic_load(&t->stop)) {
+enum { ADAM_CHUNK = 1 << 15 }; /* elements per OpenMP work item, as common/offload.c */
+
+static void adam_pass(host_load *t, int step) {
+    const zl_adam_hparams hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f};
+    long chunks = (long)((t->n + ADAM_CHUNK - 1) / ADAM_CHUNK);
+#pragma omp parallel for num_threads(t->threads) schedule(static)
+    for (long k = 0; k < chunks; k++) {
+        size_t i = (size_t)k * ADAM_CHUNK, len = t->n - i < ADAM_CHUNK ? t->n - i : ADAM_CHUNK;
+        zl_host_adam_update(t->master + i, t->m + i, t->v + i, t->param + i, t->param + i, len, 1.0f, step, hp);
+    }
+}
+
+static void *run_load(void *arg) {
+    host_load *t = arg;
+    for (int step = 1; !atomic_load(&t->stop); step++) {
+        if (t->adam) {
+            adam_pass(t, step);
+            continue;
+        }
 #pragma omp parallel for num_threads(t->threads) schedule(static)
         for (size_t i = 0; i < t->n; i++) t->a[i] = t->b[i] + 3.0 * t->c[i];
     }
     return NULL;
 }
 
-static int parse(int argc, char **argv, size_t *bytes, int *reps, int *load_threads) {
+/* The load's buffers, touched (no page faults while timed); exits if out of memory. */
+static void load_alloc(host_load *t) {
+    int bad = 0;
+    if (t->adam) {
+        t->n = (size_t)64 << 20;
+        t->master = malloc(t->n * 4), t->m = malloc(t->n * 4), t->v = malloc(t->n * 4), t->param = malloc(t->n * 2);
+        bad = !t->master || !t->m || !t->v || !t->param;
+        for (size_t i = 0; !bad && i < t->n; i++) t->master[i] = 1.0f, t->m[i] = t->v[i] = 0.0f, t->param[i] = 0x2e66;
+    } else {
+        t->n = ((size_t)256 << 20) / sizeof(double);
+        t->a = malloc(t->n * sizeof(double)), t->b = malloc(t->n * sizeof(double)), t->c = malloc(t->n * sizeof(double));
+        bad = !t->a || !t->b || !t->c;
+        for (size_t i = 0; !bad && i < t->n; i++) t->a[i] = 0, t->b[i] = 1, t->c[i] = 2;
+    }
+    if (bad) MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void load_free(host_load *t) {
+    free(t->a), free(t->b), free(t->c), free(t->master), free(t->m), free(t->v), free(t->param);
+}
+
+static int parse(int argc, char **argv, size_t *bytes, int *reps, int *load_threads, int *adam) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--bytes") && i + 1 < argc) *bytes = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) *reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--load-threads") && i + 1 < argc) *load_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--load") && i + 1 < argc && !strcmp(argv[i + 1], "triad")) *adam = 0, i++;
+        else if (!strcmp(argv[i], "--load") && i + 1 < argc && !strcmp(argv[i + 1], "adam")) *adam = 1, i++;
         else return 0;
     }
     return *bytes > 0 && *reps > 0 && *load_threads >= 0;
@@ -106,10 +151,12 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(node, &local_rank);
     MPI_Comm_size(node, &local_size);
     size_t bytes = (size_t)256 << 20;
-    int reps = 10, load_threads = 0;
-    if (!parse(argc, argv, &bytes, &reps, &load_threads)) {
+    int reps = 10, load_threads = 0, adam = 0;
+    if (!parse(argc, argv, &bytes, &reps, &load_threads, &adam)) {
         if (!rank)
-            fprintf(stderr, "usage: %s [--bytes S] [--reps R] [--load-threads T]   (under mpirun, one rank per GPU)\n",
+            fprintf(stderr,
+                    "usage: %s [--bytes S] [--reps R] [--load-threads T [--load triad|adam]]   (under mpirun, one rank "
+                    "per GPU)\n",
                     argv[0]);
         MPI_Finalize();
         return 2;
@@ -143,17 +190,15 @@ int main(int argc, char **argv) {
         }
     for (int d = 0; d < NDIR; d++) mine[1][d] = best_GBps(&b, d, reps, 1);
     if (load_threads > 0) {
-        triad_load t = {.threads = load_threads, .n = ((size_t)256 << 20) / sizeof(double)};
-        t.a = malloc(t.n * sizeof(double)), t.b = malloc(t.n * sizeof(double)), t.c = malloc(t.n * sizeof(double));
-        if (!t.a || !t.b || !t.c) MPI_Abort(MPI_COMM_WORLD, 1);
-        for (size_t i = 0; i < t.n; i++) t.a[i] = 0, t.b[i] = 1, t.c[i] = 2; /* touched: no page faults */
+        host_load t = {.threads = load_threads, .adam = adam};
+        load_alloc(&t);
         atomic_init(&t.stop, 0);
         pthread_t th;
-        if (pthread_create(&th, NULL, run_triad, &t)) MPI_Abort(MPI_COMM_WORLD, 1);
+        if (pthread_create(&th, NULL, run_load, &t)) MPI_Abort(MPI_COMM_WORLD, 1);
         for (int d = 0; d < NDIR; d++) mine[2][d] = best_GBps(&b, d, reps, 1);
         atomic_store(&t.stop, 1);
         pthread_join(th, NULL);
-        free(t.a), free(t.b), free(t.c);
+        load_free(&t);
     }
 
     double *all = rank ? NULL : malloc(sizeof mine * (size_t)world);
@@ -162,7 +207,10 @@ int main(int argc, char **argv) {
     MPI_Gather(bus, sizeof bus, MPI_CHAR, buses, sizeof bus, MPI_CHAR, 0, MPI_COMM_WORLD);
     if (!rank) {
         printf("pinned copies, %zu bytes each, best of %d, %d rank(s), one GPU each; GB/s per direction%s\n", bytes,
-               reps, world, load_threads > 0 ? "; loaded = together, beside a host triad on --load-threads threads a rank" : "");
+               reps, world,
+               load_threads <= 0 ? ""
+               : adam           ? "; loaded = together, beside host Adam on --load-threads threads a rank"
+                                : "; loaded = together, beside a host triad on --load-threads threads a rank");
         printf("%-4s | %-16s | %-8s | %8s | %8s | %15s\n", "rank", "GPU (PCI)", "phase", "h2d", "d2h",
                "both, each way");
         double sum[NDIR] = {0};
@@ -182,7 +230,8 @@ int main(int argc, char **argv) {
                    "together_d2h=%.2f together_both=%.2f",
                    world, r, bytes, g[H2D], g[D2H], g[BOTH], g[NDIR + H2D], g[NDIR + D2H], g[NDIR + BOTH]);
             if (load_threads > 0)
-                printf(" load_threads=%d loaded_h2d=%.2f loaded_d2h=%.2f loaded_both=%.2f", load_threads,
+                printf(" load=%s load_threads=%d loaded_h2d=%.2f loaded_d2h=%.2f loaded_both=%.2f", adam ? "adam" : "triad",
+                       load_threads,
                        g[2 * NDIR + H2D], g[2 * NDIR + D2H], g[2 * NDIR + BOTH]);
             printf("\n");
         }

@@ -5,7 +5,8 @@
 # build/cuda/bench_pinned_copy, build/cuda/stage2, build/cuda/stage3).
 #   1. host Adam beside a STREAM-like triad, same threads (THREADS, default 1,16,32,64);
 #   2. pinned copy bandwidth, each GPU alone and all at once, N = 1, 2, 4, and all at once beside
-#      a host triad on host Adam's threads (the copies up overlap host Adam: shared DRAM);
+#      a host triad, then beside host Adam itself, on host Adam's threads (the copies up overlap
+#      host Adam: shared DRAM);
 #   3. stage2 and stage3 --preset lab-1b with and without --offload at N = 2 and 4, for ROWS
 #      rows per rank (default 8192 32768 131072), 3 steps each (step 1 is warm-up); a run that
 #      does not fit exits 2 before allocating and shows as such;
@@ -44,10 +45,14 @@ echo "rc=$?"; grep -E '^(host Adam:|summary:)' "$out/host_adam.txt"
 echo "== pinned copies"
 for n in 1 2 4; do
     [ "$n" -le "$gpus" ] || continue
-    # loaded: beside a host triad on the threads host Adam gets (the node's cores / ranks)
+    # loaded: beside a host triad, then host Adam itself, on the threads host Adam gets (the
+    # node's cores / ranks)
     timeout 120 $MPIEXEC -n "$n" build/cuda/bench_pinned_copy --load-threads $(($(nproc) / n)) \
         > "$out/pinned_N$n.txt" 2>&1
     echo "N=$n rc=$? $(grep -E '^node' "$out/pinned_N$n.txt")"
+    timeout 120 $MPIEXEC -n "$n" build/cuda/bench_pinned_copy --load-threads $(($(nproc) / n)) --load adam \
+        > "$out/pinned_adam_N$n.txt" 2>&1
+    echo "N=$n, loaded by host Adam: rc=$?"
 done
 
 run() { # name n prog flags...
@@ -94,14 +99,20 @@ for t, s in sorted(adam.items()):
 
 pinned = {}
 print("\n### Pinned copies, GB/s per GPU and direction (best of 10, 256 MiB)\n")
+pinned_adam = {}
 print("| ranks | rank | alone h2d | alone d2h | together h2d | together d2h | together both (each way) |"
-      " loaded h2d | loaded d2h |")
-print("|---|---|---|---|---|---|---|---|---|")
+      " loaded h2d | loaded d2h | loaded by host Adam h2d | loaded by host Adam d2h |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for n in (1, 2, 4):
+    by_adam = {s["rank"]: s for s in summary(f"{out}/pinned_adam_N{n}.txt")} if os.path.exists(
+        f"{out}/pinned_adam_N{n}.txt") else {}
     for s in summary(f"{out}/pinned_N{n}.txt"):
+        a = by_adam.get(s["rank"], {})
         print(f"| {n} | {s['rank']} | {s['alone_h2d']} | {s['alone_d2h']} | {s['together_h2d']} | "
-              f"{s['together_d2h']} | {s['together_both']} | {s.get('loaded_h2d', '—')} | {s.get('loaded_d2h', '—')} |")
+              f"{s['together_d2h']} | {s['together_both']} | {s.get('loaded_h2d', '—')} | {s.get('loaded_d2h', '—')} | "
+              f"{a.get('loaded_h2d', '—')} | {a.get('loaded_d2h', '—')} |")
         pinned.setdefault(n, []).append(s)
+        if a: pinned_adam.setdefault(n, []).append(a)
 
 def load(name):
     p = f"{out}/{name}.json"
@@ -118,7 +129,7 @@ print("D = device work (model spans + collectives), A = host Adam wall time, T =
       " pipelined = D - F + max(F, A + T) with F the device's work before the first loss span (host Adam"
       " waits for the verdict, then runs beside the next step's forward).\n")
 print("| stage | N | rows/rank | G ms | M ms | cost | D ms | A ms | thr | A GB/s x N / triad | T ms | d2h, h2d GB/s"
-      " / pinned together (h2d: / loaded) | max(G, A+T) | M / it | P | M/P | S | M/S | F | pipelined | M/pipelined |")
+      " / pinned together (h2d: / loaded by a triad, / by host Adam) | max(G, A+T) | M / it | P | M/P | S | M/S | F | pipelined | M/pipelined |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for n in (2, 4):
     for r in rows:
@@ -142,7 +153,9 @@ for n in (2, 4):
                 d2h = sum(float(s["together_d2h"]) for s in pin) / len(pin)
                 cp = f"{copy_GBps(o, 'd2h'):.1f}/{d2h:.1f}, {copy_GBps(o, 'h2d'):.1f}/{h2d:.1f}"
                 if all("loaded_h2d" in s for s in pin): # the copies up overlap host Adam: the loaded bound
-                    cp += f" (/{sum(float(s['loaded_h2d']) for s in pin) / len(pin):.1f})"
+                    cp += f" (/{sum(float(s['loaded_h2d']) for s in pin) / len(pin):.1f}"
+                    pa = pinned_adam.get(n)
+                    cp += f", /{sum(float(s['loaded_h2d']) for s in pa) / len(pa):.1f})" if pa else ")"
             else:
                 cp = f"{copy_GBps(o, 'd2h'):.1f}, {copy_GBps(o, 'h2d'):.1f}"
             print(f"| {p} | {n} | {r} | {G:.1f} | {M:.1f} | {100 * (M / G - 1):+.0f}% | {m['device_ms']:.1f} | "
