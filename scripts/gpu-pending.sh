@@ -1,22 +1,25 @@
 #!/bin/bash
 # shellcheck disable=SC2086  # $MPIEXEC may carry options (mpirun --bind-to none): split on purpose
 # gpu-pending.sh OUTDIR — the GPU measurements the open issues still lack, one section each, so a
-# lease can run what its device time allows: SECTIONS (default "verify gpt offload fill peer", in
-# that order; also table2, reference, attention, gemm, gptstep, done on 2026-11-26 and kept for
-# reruns), each under its own time limit (seconds, estimated on 4 GPUs with 64 host cores; the
-# limits are the estimates with a margin). Each section writes OUTDIR/<section>/ and its log
-# OUTDIR/<section>.log; one status line per section on stdout.
-#   verify     the same-bits GEMM choice's 10 % margin (f269343, not yet run on a GPU): every
-#              CUDA kernel vs the CPU, the stages bitwise equal at N = 1, 2 (MLP and GPT), lab-1b
-#              stage 2 at N = 2 with and without the choice (ZL_GEMM_TUNE=0)           ~150 s
+# lease can run what its device time allows: SECTIONS (default "offload clocks fill peer", in
+# that order; also verify, gpt, table2, reference, attention, gemm, gptstep, done on 2026-11-26
+# and kept for reruns), each under its own time limit (seconds, estimated on 4 GPUs with 64 host
+# cores; the limits are the estimates with a margin). Each section writes OUTDIR/<section>/ and
+# its log OUTDIR/<section>.log; one status line per section on stdout.
+#   verify     every CUDA kernel vs the CPU, the stages bitwise equal at N = 1, 2 (MLP and GPT),
+#              lab-1b stage 2 at N = 2 with and without the GEMM choice (ZL_GEMM_TUNE=0) ~190 s
 #   gpt        gpt2-124m every stage at N = 1, 2, 4; gpt2-1.5b at N = 4, batch 8, 16, 32, 48
 #              (issue 11: MFU >= 40 %, met on H200 at a8ed5ad: 44-48 %)             ~150 s
 #   offload    lab-1b with and without --offload at 32768 and 65536 rows, the pinned copies
 #              also beside a host triad and beside host Adam itself (issue 12: h2d against the
 #              bound when the copies overlap host Adam, on the same host); under
 #              `mpirun --bind-to none`                                                 ~250 s
+#   clocks     lab-1b stage 2 at N = 2, 20 steps, with and without the GEMM choice, GPU clocks,
+#              power and throttle reasons sampled every 100 ms beside it (nvidia-smi): are a
+#              run's slow late steps the clocks? (issue 15's 10-step means)             ~90 s
 #   fill       the 7.5 B "fill" MLP (D = 8192, L = 14, 1024 rows per rank), every stage at
-#              N = 2 and 4 (issue 15: >= 500 TFLOP/s, ZeRO-3 >= 450; measured on H100 only) ~60 s
+#              N = 2 and 4 (issue 15: >= 500 TFLOP/s, ZeRO-3 >= 450; H100, and H200 without
+#              DDP, 2026-11-26)                                                         ~60 s
 #   peer       zerolab vs its PyTorch peer per stage at N = 2, 4 (issue 15: >= 1.15x)   ~220 s
 #   table2     ZeRO-3 and the --offload rows of the measured Table 2 (issue 14, 12)     ~300 s
 #   reference  the PyTorch GPT reference on build/cuda, N = 1, 2 (issue 11)              ~150 s
@@ -39,7 +42,7 @@ nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export MPIEXEC=${MPIEXEC:-mpirun}
-SECTIONS=${SECTIONS:-verify gpt offload fill peer}
+SECTIONS=${SECTIONS:-offload clocks fill peer}
 section() { # name limit command...
     local name=$1 limit=$2 t0=$SECONDS
     shift 2
@@ -81,7 +84,22 @@ verify() {
         echo "lab-1b stage2 N=2 ZL_GEMM_TUNE=$tune rc=$? $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]*\|hash=[0-9a-f]*' | tr '\n' ' ')"
     done
 }
-export -f stages verify
+# clocks: step times beside the GPUs' clocks (nvidia-smi's CSV, one line per GPU per 100 ms)
+clocks() {
+    local tune f smi
+    for tune in 0 1 0 1; do
+        f="$out/clocks/lab-1b_stage2_N2_tune${tune}_$SECONDS"
+        nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+            --format=csv,nounits -lms 100 > "$f.clocks.csv" 2>&1 &
+        smi=$!
+        ZL_GEMM_TUNE=$tune timeout 60 $MPIEXEC -n 2 build/cuda/stage2 --preset lab-1b --steps 20 --quiet \
+            --json "$f.json" > "$f.txt" 2>&1
+        local rc=$?
+        kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
+        echo "lab-1b stage2 N=2 20 steps ZL_GEMM_TUNE=$tune rc=$rc $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]*')"
+    done
+}
+export -f stages verify clocks
 export out
 for s in $SECTIONS; do
     case $s in
@@ -96,6 +114,7 @@ for s in $SECTIONS; do
     gemm) section gemm 60 build/cuda/bench_gemm_tune ;;
     gptstep) section gptstep 60 build/cuda/bench_gpt_step ;;
     verify) section verify 240 bash -c verify ;;
+    clocks) section clocks 150 bash -c clocks ;;
     peer) OUT="$out/peer" section peer 290 scripts/bench-gpu.sh lab-1b ;;
     scaling8) section scaling8 300 bash -c 'stages scaling8 "1 2 4 8" --preset lab-1b' ;;
     table2-8) RANKS=8 CONFIGS="stage0_ddp stage1 stage2 stage3" section table2-8 590 scripts/gpu-table2.sh "$out/table2-8" ;;
