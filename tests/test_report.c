@@ -14,7 +14,8 @@ static const char *const progs[4] = {"stage0_ddp", "stage1", "stage2", "stage3"}
 /* The schema as README "JSON schema" documents it (schema_version 2). */
 static const char *const top_keys[] = {
     "schema_version", "stage", "world", "backend", "device", "date", "params", "params_padded", "units", "config",
-    "run", "steps", "loss", "ms_per_step", "step_ms", "exposed_comm_ms_per_step", "samples_per_s", "tflops_per_gpu",
+    "run", "steps", "loss", "ms_per_step", "ms_per_step_median", "step_ms", "exposed_comm_ms_per_step",
+    "samples_per_s", "tflops_per_gpu",
     "param_hash", "check", "ranks"};
 static const char *const config_keys[] = {"preset", "model", "layers", "dim", "batch", "seed", "loss_scale", "lr",
                                           "beta1", "beta2", "eps", "weight_decay", "prefetch"};
@@ -122,6 +123,24 @@ Test(schema, mlp_report_has_no_gpt_throughput) {
     cJSON *j = zl_run_json(0, "-n 2 {stage1} --steps 2");
     cr_expect(!cJSON_GetObjectItemCaseSensitive(j, "throughput"), "the MLP has no token throughput");
     cr_expect_str_eq(zl_get(j, "config.model")->valuestring, "mlp");
+    cJSON_Delete(j);
+}
+
+/* ms_per_step_median: the median of step_ms[] over steps 2..S, recomputed here by sorting;
+ * with 5 timed steps it is their middle one, which the mean is only by chance. */
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+Test(schema, median_of_the_timed_steps) {
+    cJSON *j = zl_run_json(0, "-n 2 {stage1} --steps 6");
+    cJSON *a = zl_get(j, "step_ms");
+    double v[5], mean = 0;
+    for (int i = 0; i < 5; i++) v[i] = cJSON_GetArrayItem(a, i + 1)->valuedouble, mean += v[i] / 5;
+    qsort(v, 5, sizeof v[0], by_value);
+    cr_expect_eq(zl_num(j, "ms_per_step_median"), v[2], "median %g, steps 2..6 sorted %g %g %g %g %g",
+                 zl_num(j, "ms_per_step_median"), v[0], v[1], v[2], v[3], v[4]);
+    cr_expect_float_eq(zl_num(j, "ms_per_step"), mean, 1e-6 * mean, "the mean stays the mean of steps 2..6");
     cJSON_Delete(j);
 }
 
