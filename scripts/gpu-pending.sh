@@ -19,7 +19,7 @@
 #              run's slow late steps the clocks? (issue 15's 10-step means)             ~90 s
 #   fill       the 7.5 B "fill" MLP (D = 8192, L = 14, 1024 rows per rank), every stage at
 #              N = 2 and 4 (issue 15: >= 500 TFLOP/s, ZeRO-3 >= 450; H100, and H200 without
-#              DDP, 2026-11-26)                                                         ~60 s
+#              DDP, 2026-11-26), then ZeRO-3 with --prefetch 2 and 3                    ~120 s
 #   peer       zerolab vs its PyTorch peer per stage at N = 2, 4 (issue 15: >= 1.15x)   ~220 s
 #   table2     ZeRO-3 and the --offload rows of the measured Table 2 (issue 14, 12)     ~300 s
 #   reference  the PyTorch GPT reference on build/cuda, N = 1, 2 (issue 11)              ~150 s
@@ -84,6 +84,23 @@ verify() {
         echo "lab-1b stage2 N=2 ZL_GEMM_TUNE=$tune rc=$? $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]*\|hash=[0-9a-f]*' | tr '\n' ' ')"
     done
 }
+# fill_prefetch: ZeRO-3 on the fill model gathering 2 and 3 units ahead (the default is 1; its
+# exposed communication was 15-19 ms a step on H200), with --trace
+fill_prefetch() {
+    local n k f gpus
+    gpus=$(nvidia-smi -L | grep -c '^GPU')
+    for n in 2 4; do
+        [ "$n" -le "$gpus" ] || continue
+        for k in 2 3; do
+            f="$out/fill/stage3_fill_N${n}_prefetch$k"
+            timeout 120 $MPIEXEC -n "$n" build/cuda/stage3 --layers 14 --dim 8192 --batch 1024 --steps 6 --no-param-hash \
+                --prefetch "$k" --quiet --check --json "$f.json" --trace "$f.trace.json" > "$f.txt" 2>&1
+            echo "stage3 N=$n --prefetch $k rc=$? $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]* tflops=[0-9.]*')" \
+                "$(grep -m1 -o 'exposed communication [0-9.]* ms' "$f.txt")"
+            gzip -f "$f.trace.json"
+        done
+    done
+}
 # clocks: step times beside the GPUs' clocks (nvidia-smi's CSV, one line per GPU per 100 ms)
 clocks() {
     local tune f smi
@@ -99,7 +116,7 @@ clocks() {
         echo "lab-1b stage2 N=2 20 steps ZL_GEMM_TUNE=$tune rc=$rc $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]*')"
     done
 }
-export -f stages verify clocks
+export -f stages verify clocks fill_prefetch
 export out
 for s in $SECTIONS; do
     case $s in
@@ -107,7 +124,7 @@ for s in $SECTIONS; do
     offload) MPIEXEC="${OFFLOAD_MPIEXEC:-mpirun --bind-to none}" ROWS="32768 65536" section offload 360 scripts/gpu-offload.sh "$out/offload" ;;
     # the 7.5 B model: 6 steps (step 1 warm-up), no final hash (an FNV of 7.5 B parameters on one
     # host core would take longer than the steps)
-    fill) section fill 240 bash -c 'stages fill "2 4" --layers 14 --dim 8192 --batch 1024 --steps 6 --no-param-hash' ;;
+    fill) section fill 300 bash -c 'stages fill "2 4" --layers 14 --dim 8192 --batch 1024 --steps 6 --no-param-hash && fill_prefetch' ;;
     gpt) section gpt 280 scripts/gpu-gpt.sh "$out/gpt" ;;
     reference) ZL_MPIEXEC="$MPIEXEC --oversubscribe" section reference 150 tests/gpu/gpt-reference.sh build/cuda 2 ;;
     attention) section attention 60 build/cuda/bench_attention ;;
