@@ -66,6 +66,7 @@ typedef struct {
     double skipped; /* steps this rank skipped on overflow (every rank must agree) */
     double timeline_steps, compute_busy_ms, comm_busy_ms, exposed_comm_ms, span_ms; /* per step (trace.h) */
     double optimizer_ms, model_comm_busy_ms, copy_busy_ms, exposed_copy_ms, forward_ms; /* per step (trace.h) */
+    double phase_ms[ZL_NPHASES]; /* per step: time in each phase's spans (trace.h) */
     double host_adam_bytes, host_threads; /* --offload: bytes host Adam moves per timed step; its OpenMP threads */
 } rank_summary;
 
@@ -140,6 +141,7 @@ static void summarize(const zl_report *r, rank_summary *s) {
     s->exposed_comm_ms = ts.exposed_comm_ms, s->span_ms = ts.span_ms;
     s->optimizer_ms = ts.optimizer_ms, s->model_comm_busy_ms = ts.model_comm_busy_ms;
     s->copy_busy_ms = ts.copy_busy_ms, s->exposed_copy_ms = ts.exposed_copy_ms, s->forward_ms = ts.forward_ms;
+    memcpy(s->phase_ms, ts.phase_ms, sizeof ts.phase_ms);
     if (r->fc.offload) {
         /* Host Adam moves 28 bytes an element (gradient 2 + master, m, v 4 read; master, m, v 4 +
          * parameter 2 written) over the elements whose parameters it copies up: 14 per h2d byte. */
@@ -468,6 +470,14 @@ static void print_timeline(const rank_summary *all, int N) {
            "ms,\n  exposed communication %.3f ms (communication while the compute lane is idle; max over ranks "
            "%.3f ms)\n",
            s->timeline_steps, s->compute_busy_ms, s->comm_busy_ms, s->exposed_comm_ms, worst);
+    /* Where the compute lane's time goes, phase by phase: the roofline's measured side (set the
+     * forward and backward against their GEMMs' time alone). The optimizer's spans run on their
+     * own stream, beside the next forward, so the phases may add up to more than the busy time. */
+    const char *sep = "  in spans, per step:";
+    for (int p = 0; p < ZL_NPHASES; p++)
+        if (s->phase_ms[p] > 0 || zl_lane_of_phase((zl_phase)p) == ZL_LANE_COMPUTE)
+            printf("%s %s %.3f ms", sep, zl_phase_name((zl_phase)p), s->phase_ms[p]), sep = ",";
+    printf("\n");
 }
 
 static void print_offload_model(const rank_summary *s) {
@@ -526,6 +536,9 @@ static cJSON *json_timeline(const rank_summary *s) {
     cJSON_AddNumberToObject(o, "copy_busy_ms_per_step", s->copy_busy_ms);
     cJSON_AddNumberToObject(o, "exposed_copy_ms_per_step", s->exposed_copy_ms);
     cJSON_AddNumberToObject(o, "forward_ms_per_step", s->forward_ms);
+    cJSON *ph = cJSON_CreateObject();
+    for (int p = 0; p < ZL_NPHASES; p++) cJSON_AddNumberToObject(ph, zl_phase_name((zl_phase)p), s->phase_ms[p]);
+    cJSON_AddItemToObject(o, "phase_ms_per_step", ph);
     return o;
 }
 

@@ -211,6 +211,7 @@ void zl_trace_step_end(int timed) {
                         (uint8_t)zl_lane_of_phase(e->phase), (uint8_t)e->phase, 0};
             zl_interval x = {r.t0, r.t1};
             if (e->phase == ZL_PHASE_LOSS) loss = fmin(loss, r.t0);
+            g_sum.phase_ms[e->phase] += r.t1 - r.t0;
             if (r.lane == ZL_LANE_COMPUTE) {
                 g_iv_compute[nc++] = x, g_iv_cover[nv++] = x;
                 if (e->phase == ZL_PHASE_OPTIMIZER) g_iv_opt[no++] = x;
@@ -225,7 +226,7 @@ void zl_trace_step_end(int timed) {
             zl_interval x = {g_step_comm[i].t0, g_step_comm[i].t1};
             if (g_step_comm[i].lane == ZL_LANE_COMM) /* copies are not communication */
                 g_iv_comm[nm++] = x, g_iv_busy[nb++] = x, g_iv_cover[nv++] = x;
-            else g_iv_copy[ny++] = x;
+            else g_iv_copy[ny++] = x, g_sum.phase_ms[g_step_comm[i].kind] += x.t1 - x.t0; /* kind: a copy phase */
             first = fmin(first, g_step_comm[i].t0), last = fmax(last, g_step_comm[i].t1);
             keep(g_step_comm[i]);
         }
@@ -258,6 +259,7 @@ zl_trace_summary zl_trace_get_summary(void) {
         s.exposed_comm_ms /= s.steps, s.span_ms /= s.steps;
         s.optimizer_ms /= s.steps, s.model_comm_busy_ms /= s.steps;
         s.copy_busy_ms /= s.steps, s.exposed_copy_ms /= s.steps, s.forward_ms /= s.steps;
+        for (int p = 0; p < ZL_NPHASES; p++) s.phase_ms[p] /= s.steps;
     }
     return s;
 }

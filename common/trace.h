@@ -14,7 +14,9 @@
  * the compute lane is idle, i.e. |∪comm \ ∪compute|. That is the part of the communication
  * the overlap did not hide. The same fold gives the offload model's parts (report.c): the
  * optimizer spans' union, the model's and the network's busy time without them, the copy
- * lane's busy time and its *exposed* part — copies that nothing on the other lanes hides.
+ * lane's busy time and its *exposed* part — copies that nothing on the other lanes hides —
+ * and the time in each phase's spans (forward, backward, optimizer, ...: the roofline's
+ * measured side).
  * The report prints their means; with --trace PATH every span of
  * steps 2..S of every rank also goes to PATH as Chrome trace-event JSON (rank 0 gathers
  * them): open it in https://ui.perfetto.dev or chrome://tracing.
@@ -85,6 +87,8 @@ typedef struct {
                                /* |∪copy \ (∪compute ∪ ∪comm)| */
     double forward_ms;         /* the model's work and the collectives before the step's first loss span */
                                /* (batch, forward): what the step before's host Adam can run beside */
+    double phase_ms[ZL_NPHASES]; /* time in the spans of each phase, summed (not a union: the */
+                                 /* optimizer's spans run beside the forward's on another stream) */
 } zl_trace_summary;
 zl_trace_summary zl_trace_get_summary(void);
 const double *zl_trace_step_times(int *n); /* this rank's wall ms per step, [steps] (0 where not run) */

@@ -26,7 +26,7 @@ static const char *const rank_keys[] = {"rank", "hostname", "device", "pci_bus_i
 static const char *const timeline_keys[] = {"steps", "compute_busy_ms_per_step", "comm_busy_ms_per_step",
                                             "exposed_comm_ms_per_step", "span_ms_per_step", "optimizer_ms_per_step",
                                             "model_comm_busy_ms_per_step", "copy_busy_ms_per_step",
-                                            "exposed_copy_ms_per_step"};
+                                            "exposed_copy_ms_per_step", "phase_ms_per_step"};
 #define N_OF(a) (sizeof a / sizeof a[0])
 
 static void expect_keys(cJSON *obj, const char *const *keys, size_t n, const char *where) {
@@ -338,6 +338,8 @@ static void check_trace_against_report(int stage, const char *extra) {
                 calls += zl_num(c, "calls_per_step");
         }
         double exposed = 0, mean_step = 0, f_opt = 0, f_busy = 0, f_copy = 0, f_exposed_copy = 0;
+        const char *phases[] = {"load_batch", "forward", "loss", "backward", "optimizer", "copy_d2h", "copy_h2d"};
+        double f_phase[7] = {0};
         for (int step = 2; step <= S; step++) {
             cr_expect_eq(count_events(ev, pid, 1, step, NULL), calls, "%s rank %d step %d", progs[stage], pid, step);
             int nc = 0, nm = 0, no = 0, nb = 0, ny = 0, nv = 0;
@@ -350,6 +352,9 @@ static void check_trace_against_report(int stage, const char *extra) {
                 cr_assert(x.t1 >= x.t0);
                 int tid = (int)zl_num(e, "tid");
                 cr_assert(nc < CAP && nm < CAP && ny < CAP, "more than %d spans in a lane", CAP);
+                if (tid != 1) /* a compute or copy span: time in its phase */
+                    for (int k = 0; k < 7; k++)
+                        if (!strcmp(zl_get(e, "args.phase")->valuestring, phases[k])) f_phase[k] += (x.t1 - x.t0) / (S - 1);
                 if (tid == 0) {
                     comp[nc++] = x, cover[nv++] = x;
                     if (!strncmp(zl_get(e, "name")->valuestring, "optimizer", 9)) opt[no++] = x;
@@ -371,6 +376,13 @@ static void check_trace_against_report(int stage, const char *extra) {
         expect_figure(f_busy, rk, "timeline.model_comm_busy_ms_per_step", progs[stage], pid);
         expect_figure(f_copy, rk, "timeline.copy_busy_ms_per_step", progs[stage], pid);
         expect_figure(f_exposed_copy, rk, "timeline.exposed_copy_ms_per_step", progs[stage], pid);
+        for (int k = 0; k < 7; k++) { /* every phase's time in spans, the trace's sum = the report's */
+            char key[64];
+            snprintf(key, sizeof key, "timeline.phase_ms_per_step.%s", phases[k]);
+            expect_figure(f_phase[k], rk, key, progs[stage], pid);
+            if (k == 1 || k == 3 || k == 4 || (k >= 5 && offload))
+                cr_expect(f_phase[k] > 0, "%s rank %d: no time in %s", progs[stage], pid, phases[k]);
+        }
         cr_expect(f_opt > 0 && f_busy > 0, "%s rank %d: optimizer %g, model + comm %g", progs[stage], pid, f_opt,
                   f_busy);
         cr_expect(reported >= 0 && reported <= zl_num(rk, "timeline.comm_busy_ms_per_step") + 1e-9);
