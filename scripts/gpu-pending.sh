@@ -103,10 +103,11 @@ fill_prefetch() {
 }
 # clocks: step times beside the GPUs' clocks (nvidia-smi's CSV, one line per GPU per 100 ms)
 clocks() {
-    local tune f smi
+    local tune f smi reasons=clocks_throttle_reasons.active # renamed clocks_event_reasons in newer drivers
+    nvidia-smi --query-gpu=$reasons --format=csv > /dev/null 2>&1 || reasons=clocks_event_reasons.active
     for tune in 0 1 0 1; do
         f="$out/clocks/lab-1b_stage2_N2_tune${tune}_$SECONDS"
-        nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+        nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu,$reasons \
             --format=csv,nounits -lms 100 > "$f.clocks.csv" 2>&1 &
         smi=$!
         ZL_GEMM_TUNE=$tune timeout 60 $MPIEXEC -n 2 build/cuda/stage2 --preset lab-1b --steps 20 --quiet \
