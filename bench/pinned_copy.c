@@ -4,7 +4,7 @@
  * PCIe switches, root complexes and memory are shared, so the concurrent figure per GPU can
  * be well below the one-GPU figure; --offload's copies should be judged against it.
  *
- *   mpirun -n 4 build/cuda/bench_pinned_copy [--bytes S] [--reps R] [--load-threads T [--load triad|adam]]
+ *   mpirun -n 4 build/cuda/bench_pinned_copy [--bytes S] [--reps R] [--split K] [--load-threads T [--load triad|adam]]
  *
  * Each rank takes a GPU as the programs do (kernels/gpu_select.h), allocates S bytes
  * (default 256 MiB) of pinned host memory twice (cudaHostAlloc; its pages are on the NUMA
@@ -20,6 +20,9 @@
  * of master, m, v, gradient and parameter — the DRAM traffic while --offload copies the new
  * parameters up. Host memory bandwidth is shared, so this is the bound for copies that
  * overlap host Adam; with --load adam the same load, not a stand-in for it.
+ * --split K (1..4, default 1): each direction's S bytes go as K copies of S/K at once, on K
+ * streams — more reads in flight from host memory, which may matter when host Adam makes DRAM
+ * slow to answer (a question for the "loaded" phase; --offload copies with one stream).
  * Rank 0 prints one row per rank and phase, GB/s = 1e9 bytes/s, and the node's sum. */
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -45,20 +48,32 @@
 
 enum { H2D, D2H, BOTH, NDIR };
 
+enum { MAX_SPLIT = 4 };
+
 typedef struct {
     void *host_in, *host_out, *dev_in, *dev_out; /* h2d: host_in -> dev_in; d2h: dev_out -> host_out */
-    cudaStream_t up, down;
+    cudaStream_t up[MAX_SPLIT], down[MAX_SPLIT];
     size_t bytes;
+    int split; /* copies per direction, at once, each on its own stream */
 } buffers;
 
 /* Seconds for one copy in direction d (both: the two at once, until both are done). */
 static double time_copy(const buffers *b, int d) {
     MPI_Barrier(MPI_COMM_WORLD); /* together: every rank starts now (alone: the others wait here too) */
     double t0 = MPI_Wtime();
-    if (d != D2H) CUDA_OK(cudaMemcpyAsync(b->dev_in, b->host_in, b->bytes, cudaMemcpyHostToDevice, b->up));
-    if (d != H2D) CUDA_OK(cudaMemcpyAsync(b->host_out, b->dev_out, b->bytes, cudaMemcpyDeviceToHost, b->down));
-    CUDA_OK(cudaStreamSynchronize(b->up));
-    CUDA_OK(cudaStreamSynchronize(b->down));
+    for (int k = 0; k < b->split; k++) { /* piece k: [k·S/K, (k+1)·S/K) */
+        size_t at = b->bytes * (size_t)k / (size_t)b->split, n = b->bytes * (size_t)(k + 1) / (size_t)b->split - at;
+        if (d != D2H)
+            CUDA_OK(cudaMemcpyAsync((char *)b->dev_in + at, (char *)b->host_in + at, n, cudaMemcpyHostToDevice,
+                                    b->up[k]));
+        if (d != H2D)
+            CUDA_OK(cudaMemcpyAsync((char *)b->host_out + at, (char *)b->dev_out + at, n, cudaMemcpyDeviceToHost,
+                                    b->down[k]));
+    }
+    for (int k = 0; k < b->split; k++) {
+        CUDA_OK(cudaStreamSynchronize(b->up[k]));
+        CUDA_OK(cudaStreamSynchronize(b->down[k]));
+    }
     return MPI_Wtime() - t0;
 }
 
@@ -118,7 +133,8 @@ static void load_alloc(host_load *t) {
         for (size_t i = 0; !bad && i < t->n; i++) t->master[i] = 1.0f, t->m[i] = t->v[i] = 0.0f, t->param[i] = 0x2e66;
     } else {
         t->n = ((size_t)256 << 20) / sizeof(double);
-        t->a = malloc(t->n * sizeof(double)), t->b = malloc(t->n * sizeof(double)), t->c = malloc(t->n * sizeof(double));
+        size_t each = t->n * sizeof(double);
+        t->a = malloc(each), t->b = malloc(each), t->c = malloc(each);
         bad = !t->a || !t->b || !t->c;
         for (size_t i = 0; !bad && i < t->n; i++) t->a[i] = 0, t->b[i] = 1, t->c[i] = 2;
     }
@@ -129,16 +145,17 @@ static void load_free(host_load *t) {
     free(t->a), free(t->b), free(t->c), free(t->master), free(t->m), free(t->v), free(t->param);
 }
 
-static int parse(int argc, char **argv, size_t *bytes, int *reps, int *load_threads, int *adam) {
+static int parse(int argc, char **argv, size_t *bytes, int *reps, int *load_threads, int *adam, int *split) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--bytes") && i + 1 < argc) *bytes = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) *reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--load-threads") && i + 1 < argc) *load_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--split") && i + 1 < argc) *split = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--load") && i + 1 < argc && !strcmp(argv[i + 1], "triad")) *adam = 0, i++;
         else if (!strcmp(argv[i], "--load") && i + 1 < argc && !strcmp(argv[i + 1], "adam")) *adam = 1, i++;
         else return 0;
     }
-    return *bytes > 0 && *reps > 0 && *load_threads >= 0;
+    return *bytes > 0 && *reps > 0 && *load_threads >= 0 && *split >= 1 && *split <= MAX_SPLIT;
 }
 
 int main(int argc, char **argv) {
@@ -151,12 +168,12 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(node, &local_rank);
     MPI_Comm_size(node, &local_size);
     size_t bytes = (size_t)256 << 20;
-    int reps = 10, load_threads = 0, adam = 0;
-    if (!parse(argc, argv, &bytes, &reps, &load_threads, &adam)) {
+    int reps = 10, load_threads = 0, adam = 0, split = 1;
+    if (!parse(argc, argv, &bytes, &reps, &load_threads, &adam, &split)) {
         if (!rank)
             fprintf(stderr,
-                    "usage: %s [--bytes S] [--reps R] [--load-threads T [--load triad|adam]]   (under mpirun, one rank "
-                    "per GPU)\n",
+                    "usage: %s [--bytes S] [--reps R] [--split 1..4] [--load-threads T [--load triad|adam]]   (under "
+                    "mpirun, one rank per GPU)\n",
                     argv[0]);
         MPI_Finalize();
         return 2;
@@ -171,15 +188,17 @@ int main(int argc, char **argv) {
     CUDA_OK(cudaSetDevice(dev));
     char bus[64] = "";
     CUDA_OK(cudaDeviceGetPCIBusId(bus, sizeof bus, dev));
-    buffers b = {.bytes = bytes};
+    buffers b = {.bytes = bytes, .split = split};
     CUDA_OK(cudaHostAlloc(&b.host_in, bytes, cudaHostAllocDefault));
     CUDA_OK(cudaHostAlloc(&b.host_out, bytes, cudaHostAllocDefault));
     memset(b.host_in, 1, bytes), memset(b.host_out, 0, bytes); /* touched: no page faults in the timing */
     CUDA_OK(cudaMalloc(&b.dev_in, bytes));
     CUDA_OK(cudaMalloc(&b.dev_out, bytes));
     CUDA_OK(cudaMemset(b.dev_out, 2, bytes));
-    CUDA_OK(cudaStreamCreateWithFlags(&b.up, cudaStreamNonBlocking));
-    CUDA_OK(cudaStreamCreateWithFlags(&b.down, cudaStreamNonBlocking));
+    for (int k = 0; k < split; k++) {
+        CUDA_OK(cudaStreamCreateWithFlags(&b.up[k], cudaStreamNonBlocking));
+        CUDA_OK(cudaStreamCreateWithFlags(&b.down[k], cudaStreamNonBlocking));
+    }
     CUDA_OK(cudaDeviceSynchronize());
 
     double mine[3][NDIR] = {{0}}; /* [alone, together, loaded][direction] */
@@ -206,8 +225,9 @@ int main(int argc, char **argv) {
     MPI_Gather(mine, 3 * NDIR, MPI_DOUBLE, all, 3 * NDIR, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Gather(bus, sizeof bus, MPI_CHAR, buses, sizeof bus, MPI_CHAR, 0, MPI_COMM_WORLD);
     if (!rank) {
-        printf("pinned copies, %zu bytes each, best of %d, %d rank(s), one GPU each; GB/s per direction%s\n", bytes,
-               reps, world,
+        printf("pinned copies, %zu bytes each (as %d cop%s at once), best of %d, %d rank(s), one GPU each; GB/s per "
+               "direction%s\n",
+               bytes, split, split > 1 ? "ies" : "y", reps, world,
                load_threads <= 0 ? ""
                : adam           ? "; loaded = together, beside host Adam on --load-threads threads a rank"
                                 : "; loaded = together, beside a host triad on --load-threads threads a rank");
@@ -226,13 +246,12 @@ int main(int argc, char **argv) {
         /* One line per rank for scripts (scripts/gpu-offload.sh). */
         for (int r = 0; r < world; r++) {
             const double *g = all + (size_t)r * 3 * NDIR;
-            printf("summary: world=%d rank=%d bytes=%zu alone_h2d=%.2f alone_d2h=%.2f alone_both=%.2f together_h2d=%.2f "
-                   "together_d2h=%.2f together_both=%.2f",
-                   world, r, bytes, g[H2D], g[D2H], g[BOTH], g[NDIR + H2D], g[NDIR + D2H], g[NDIR + BOTH]);
+            printf("summary: world=%d rank=%d bytes=%zu split=%d alone_h2d=%.2f alone_d2h=%.2f alone_both=%.2f "
+                   "together_h2d=%.2f together_d2h=%.2f together_both=%.2f",
+                   world, r, bytes, split, g[H2D], g[D2H], g[BOTH], g[NDIR + H2D], g[NDIR + D2H], g[NDIR + BOTH]);
             if (load_threads > 0)
-                printf(" load=%s load_threads=%d loaded_h2d=%.2f loaded_d2h=%.2f loaded_both=%.2f", adam ? "adam" : "triad",
-                       load_threads,
-                       g[2 * NDIR + H2D], g[2 * NDIR + D2H], g[2 * NDIR + BOTH]);
+                printf(" load=%s load_threads=%d loaded_h2d=%.2f loaded_d2h=%.2f loaded_both=%.2f",
+                       adam ? "adam" : "triad", load_threads, g[2 * NDIR + H2D], g[2 * NDIR + D2H], g[2 * NDIR + BOTH]);
             printf("\n");
         }
     }

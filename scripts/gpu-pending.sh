@@ -1,7 +1,7 @@
 #!/bin/bash
 # shellcheck disable=SC2086  # $MPIEXEC may carry options (mpirun --bind-to none): split on purpose
 # gpu-pending.sh OUTDIR — the GPU measurements the open issues still lack, one section each, so a
-# lease can run what its device time allows: SECTIONS (default "offload clocks fill peer", in
+# lease can run what its device time allows: SECTIONS (default "offload split clocks fill peer", in
 # that order; also verify, gpt, table2, reference, attention, gemm, gptstep, done on 2026-11-26
 # and kept for reruns), each under its own time limit (seconds, estimated on 4 GPUs with 64 host
 # cores; the limits are the estimates with a margin). Each section writes OUTDIR/<section>/ and
@@ -17,6 +17,9 @@
 #   clocks     lab-1b stage 2 at N = 2, 20 steps, with and without the GEMM choice, GPU clocks,
 #              power and throttle reasons sampled every 100 ms beside it (nvidia-smi): are a
 #              run's slow late steps the clocks? (issue 15's 10-step means)             ~90 s
+#   split      pinned copies beside host Adam (--load adam) as 1, 2 and 4 copies at once on as many
+#              streams, N = 2 and 4: do more reads in flight lift the copies up under host
+#              Adam's load? (issue 12: h2d at N = 2 is 69-82 % of the loaded bound)     ~120 s
 #   fill       the 7.5 B "fill" MLP (D = 8192, L = 14, 1024 rows per rank), every stage at
 #              N = 2 and 4 (issue 15: >= 500 TFLOP/s, ZeRO-3 >= 450; H100, and H200 without
 #              DDP, 2026-11-26), then ZeRO-3 with --prefetch 2 and 3                    ~120 s
@@ -42,7 +45,7 @@ nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export MPIEXEC=${MPIEXEC:-mpirun}
-SECTIONS=${SECTIONS:-offload clocks fill peer}
+SECTIONS=${SECTIONS:-offload split clocks fill peer}
 section() { # name limit command...
     local name=$1 limit=$2 t0=$SECONDS
     shift 2
@@ -101,6 +104,21 @@ fill_prefetch() {
         done
     done
 }
+# split: the loaded copies as 1, 2, 4 copies at once (bench_pinned_copy --split)
+split() {
+    local n k f gpus
+    gpus=$(nvidia-smi -L | grep -c '^GPU')
+    for n in 2 4; do
+        [ "$n" -le "$gpus" ] || continue
+        for k in 1 2 4; do
+            f="$out/split/pinned_adam_N${n}_split$k.txt"
+            timeout 120 $MPIEXEC -n "$n" build/cuda/bench_pinned_copy --load-threads $(($(nproc) / n)) --load adam \
+                --split "$k" > "$f" 2>&1
+            echo "N=$n split=$k rc=$? $(grep -E '^node' "$f")" \
+                "loaded h2d per rank: $(grep -o 'loaded_h2d=[0-9.]*' "$f" | cut -d= -f2 | tr '\n' ' ')"
+        done
+    done
+}
 # clocks: step times beside the GPUs' clocks (nvidia-smi's CSV, one line per GPU per 100 ms)
 clocks() {
     local tune f smi reasons=clocks_throttle_reasons.active # renamed clocks_event_reasons in newer drivers
@@ -117,7 +135,7 @@ clocks() {
         echo "lab-1b stage2 N=2 20 steps ZL_GEMM_TUNE=$tune rc=$rc $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]*')"
     done
 }
-export -f stages verify clocks fill_prefetch
+export -f stages verify clocks fill_prefetch split
 export out
 for s in $SECTIONS; do
     case $s in
@@ -133,6 +151,7 @@ for s in $SECTIONS; do
     gptstep) section gptstep 60 build/cuda/bench_gpt_step ;;
     verify) section verify 240 bash -c verify ;;
     clocks) section clocks 150 bash -c clocks ;;
+    split) MPIEXEC="${OFFLOAD_MPIEXEC:-mpirun --bind-to none}" section split 200 bash -c split ;;
     peer) OUT="$out/peer" section peer 290 scripts/bench-gpu.sh lab-1b ;;
     scaling8) section scaling8 300 bash -c 'stages scaling8 "1 2 4 8" --preset lab-1b' ;;
     table2-8) RANKS=8 CONFIGS="stage0_ddp stage1 stage2 stage3" section table2-8 590 scripts/gpu-table2.sh "$out/table2-8" ;;
