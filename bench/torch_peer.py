@@ -23,6 +23,7 @@ Without a GPU it runs on CPU ranks over gloo (tiny shapes only: a check of the c
 import argparse
 import json
 import os
+import statistics
 import time
 
 import torch
@@ -212,15 +213,26 @@ def main():
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     sync()
     dist.barrier()
-    if cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-    t0 = time.perf_counter()
-    losses += [train_step(model, opt, scaler, gen, a.batch, a.dim, device) for _ in range(a.steps - a.warmup)]
-    if cuda:
-        end.record()
+    # One mark before the timed steps and one after each: CUDA events on the GPU (recorded
+    # without waiting, read once at the end), the host clock on the CPU. The mean is what the
+    # run cost; the median what a typical step takes (zerolab reports both).
+    timed = a.steps - a.warmup
+    marks = [torch.cuda.Event(enable_timing=True) for _ in range(timed + 1)] if cuda else [0.0] * (timed + 1)
+
+    def mark(i):
+        if cuda:
+            marks[i].record()
+        else:
+            marks[i] = time.perf_counter()
+
+    mark(0)
+    for i in range(timed):
+        losses.append(train_step(model, opt, scaler, gen, a.batch, a.dim, device))
+        mark(i + 1)
     sync()
-    ms = (start.elapsed_time(end) if cuda else (time.perf_counter() - t0) * 1e3) / (a.steps - a.warmup)
+    step_ms = [marks[i].elapsed_time(marks[i + 1]) if cuda else (marks[i + 1] - marks[i]) * 1e3 for i in range(timed)]
+    ms = sum(step_ms) / timed
+    ms_median = statistics.median(step_ms)
 
     psi = a.layers * (8 * a.dim * a.dim + 5 * a.dim)
     tflops = 6.0 * psi * a.batch / (ms * 1e-3) / 1e12
@@ -228,12 +240,13 @@ def main():
     free, total = torch.cuda.mem_get_info() if cuda else (0, 0)
     out = dict(stage=a.stage, world=world, impl=["ddp", "zero1", "fsdp1-shard_grad_op", "fsdp2-fully_shard"][a.stage],
                layers=a.layers, dim=a.dim, rows=a.batch, steps=a.steps, warmup=a.warmup, psi=psi, ms=ms,
+               ms_median=ms_median, step_ms=step_ms,
                tflops=tflops, peak=peak, used=total - free, loss_first=losses[0].item(), loss=losses[-1].item(),
                loss_scale=SCALE.scale if scaler is None else scaler.get_scale(), torch=torch.__version__,
                device=torch.cuda.get_device_name(device) if cuda else "cpu")
     if rank == 0:
-        print("peer: stage=%d world=%d impl=%s ms=%.3f tflops=%.4g peak=%d used=%d loss=%.6f"
-              % (a.stage, world, out["impl"], ms, tflops, peak, out["used"], out["loss"]), flush=True)
+        print("peer: stage=%d world=%d impl=%s ms=%.3f ms_median=%.3f tflops=%.4g peak=%d used=%d loss=%.6f"
+              % (a.stage, world, out["impl"], ms, ms_median, tflops, peak, out["used"], out["loss"]), flush=True)
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(out, f, indent=1)

@@ -1,6 +1,7 @@
 #!/bin/bash
 # bench-gpu.sh [PRESET] — zerolab's four programs beside their PyTorch peers (bench/torch_peer.py),
-# same model, shapes and mixed precision, at N = 2 and, with 4 GPUs or more, N = 4; one table.
+# same model, shapes and mixed precision, at N = 2 and, with 4 GPUs or more, N = 4; one table
+# (means of the timed steps and their ratio, then the medians and theirs).
 # PRESET: lab-1b (D = 4096, L = 8, 8192 rows per rank; default) or fill (D = 8192, L = 14 on a
 # GPU of more than 100 GB, else L = 8; 1024 rows per rank). Logs in OUT (default results/gpu/bench-PRESET).
 # Needs build/cuda (made here if missing), mpirun and python3 with torch on the GPU machine.
@@ -47,12 +48,17 @@ for n in ${NS:-2 4}; do # NS: the rank counts (NS=8 on an 8-GPU node)
         python3 -m torch.distributed.run --standalone --nproc_per_node "$n" bench/torch_peer.py --stage "$s" \
             "${shape[@]}" --steps "$STEPS" --json "$out/peer${s}_N$n.json" > "$p" 2>&1
         zms=$(field ms "$z" summary:) pms=$(field ms "$p" peer:)
-        ratio=n/a
+        # the medians of the timed steps: zerolab's final line "... ms/step (median M) ...", the peer's ms_median=
+        zmed=$(grep -m1 -o '(median [0-9.]*)' "$z" | tr -d '()' | cut -d' ' -f2) pmed=$(field ms_median "$p" peer:)
+        ratio=n/a mratio=n/a
         [ -n "$zms" ] && [ -n "$pms" ] && ratio=$(awk -v z="$zms" -v p="$pms" 'BEGIN { printf "%.2f×", p / z }')
-        rows+=("| ${progs[$s]} vs ${peers[$s]} | $n | $(cell "$z" summary:) | $(cell "$p" peer:) | $ratio |")
+        [ -n "$zmed" ] && [ -n "$pmed" ] &&
+            mratio=$(awk -v z="$zmed" -v p="$pmed" 'BEGIN { printf "%.1f / %.1f = %.2f×", z, p, p / z }')
+        rows+=("| ${progs[$s]} vs ${peers[$s]} | $n | $(cell "$z" summary:) | $(cell "$p" peer:) | $ratio | $mratio |")
     done
 done
 echo
-echo "| stage | N | zerolab ms · TFLOP/s | PyTorch ms · TFLOP/s | ratio (PyTorch ms / zerolab ms) |"
-echo "|---|---|---|---|---|"
+echo "| stage | N | zerolab ms · TFLOP/s | PyTorch ms · TFLOP/s | ratio (PyTorch ms / zerolab ms) |" \
+    "medians, zerolab / PyTorch ms = ratio |"
+echo "|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
