@@ -439,6 +439,9 @@ static int same_split(const cublasLtMatmulAlgo_t *a, const cublasLtMatmulAlgo_t 
 static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t s) {
     p->tuned = 1;
     const char *env = getenv("ZL_GEMM_TUNE");
+    if (env && *env && strcmp(env, "0") && strcmp(env, "1") && strcmp(env, "log")) /* a typo must not pass unseen */
+        zl_cuda_fatal(__FILE__, __LINE__, "ZL_GEMM_TUNE",
+                      "want 0 (the heuristic's first answer), 1 (the same-bits choice; the default) or log");
     /* not: when asked, when running again would change an input (C is D), strided-batched products */
     if ((env && !strcmp(env, "0")) || (g->beta != 0.0f && (!g->C || g->C == g->D)) || g->batch > 1) return;
     cublasLtMatmulHeuristicResult_t res[ZL_TUNE_CANDIDATES];
