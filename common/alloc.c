@@ -29,6 +29,8 @@ static zl_raw_alloc_fn raw_alloc = malloc;
 static zl_raw_free_fn raw_free = free;
 static zl_raw_alloc_fn pinned_alloc = malloc;
 static zl_raw_free_fn pinned_free = free;
+static zl_raw_alloc_fn collective_alloc; /* NULL: raw_alloc */
+static zl_raw_free_fn collective_free;
 
 void zl_mem_init(zl_raw_alloc_fn dev_alloc, zl_raw_free_fn dev_free) {
     raw_alloc = dev_alloc;
@@ -40,12 +42,19 @@ void zl_mem_init_pinned(zl_raw_alloc_fn host_alloc, zl_raw_free_fn host_free) {
     pinned_free = host_free;
 }
 
+void zl_mem_init_collective(zl_raw_alloc_fn dev_alloc, zl_raw_free_fn dev_free) {
+    collective_alloc = dev_alloc;
+    collective_free = dev_free;
+}
+
 static void *raw_alloc_for(zl_mem_cat c, size_t bytes) {
     if (zl_mem_cat_is_pinned(c)) return pinned_alloc(bytes);
+    if (zl_mem_cat_is_collective(c) && collective_alloc) return collective_alloc(bytes);
     return zl_mem_cat_is_host(c) ? malloc(bytes) : raw_alloc(bytes);
 }
 static void raw_free_for(zl_mem_cat c, void *p) {
     if (zl_mem_cat_is_pinned(c)) pinned_free(p);
+    else if (zl_mem_cat_is_collective(c) && collective_free) collective_free(p);
     else if (zl_mem_cat_is_host(c)) free(p);
     else raw_free(p);
 }

@@ -63,6 +63,11 @@ void zl_mem_init(zl_raw_alloc_fn dev_alloc, zl_raw_free_fn dev_free);
 /* Pinned host memory for the offload categories (default malloc/free; the offload module
  * installs zl_host_alloc_pinned / zl_host_free_pinned). */
 void zl_mem_init_pinned(zl_raw_alloc_fn host_alloc, zl_raw_free_fn host_free);
+/* The buffers all-gathers read and write — params_fp16 and param_gather — through these
+ * (default: the device pair above; the runtime installs zl_dev_alloc_collective /
+ * zl_dev_free_collective, backend.h). Same bytes tracked either way. */
+void zl_mem_init_collective(zl_raw_alloc_fn dev_alloc, zl_raw_free_fn dev_free);
+static inline int zl_mem_cat_is_collective(zl_mem_cat c) { return c == ZL_MEM_PARAMS_FP16 || c == ZL_MEM_PARAM_GATHER; }
 
 /* Allocate `bytes` in category `c`, abort with a clear message (what, how much,
  * category) if the device is out of memory. Zero bytes returns NULL and records 0. */

@@ -57,6 +57,14 @@ const char *zl_backend_nccl_version(void);
  * tracked allocator (common/alloc.h), which records every byte by category. */
 void *zl_dev_alloc(size_t bytes); /* NULL on failure */
 void zl_dev_free(void *p);
+/* The same for the buffers all-gathers read and write (alloc.h: params_fp16, param_gather).
+ * On CUDA with ZL_NCCL_WINDOWS=1 they are NCCL symmetric windows (ncclMemAlloc, then
+ * ncclCommWindowRegister on every rank: allocate them in the same order and sizes
+ * everywhere, as the stages do), which with ZL_NCCL_CTA_POLICY=2 (NCCL's zero-CTA policy)
+ * lets NCCL run the all-gathers on the copy engines instead of the SMs — a lever for the
+ * GEMMs they overlap (docs/performance.md); otherwise, and on the CPU, zl_dev_alloc. */
+void *zl_dev_alloc_collective(size_t bytes);
+void zl_dev_free_collective(void *p);
 void zl_memcpy_d2h(void *host, const void *dev, size_t bytes, zl_stream s); /* returns when done */
 void zl_memcpy_h2d(void *dev, const void *host, size_t bytes, zl_stream s); /* returns when done */
 void zl_memset_async(void *dev, int value, size_t bytes, zl_stream s);

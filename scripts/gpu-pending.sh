@@ -1,11 +1,11 @@
 #!/bin/bash
 # shellcheck disable=SC2086  # $MPIEXEC may carry options (mpirun --bind-to none): split on purpose
 # gpu-pending.sh OUTDIR — the GPU measurements the open issues still lack, one section each, so a
-# lease can run what its device time allows: SECTIONS (default "offload split clocks fill peer", in
-# that order; also verify, gpt, table2, reference, attention, gemm, gptstep, done on 2026-11-26
-# and kept for reruns), each under its own time limit (seconds, estimated on 4 GPUs with 64 host
-# cores; the limits are the estimates with a margin). Each section writes OUTDIR/<section>/ and
-# its log OUTDIR/<section>.log; one status line per section on stdout.
+# lease can run what its device time allows: SECTIONS (default "zerocta offload split clocks fill
+# peer", in that order; also verify, gpt, table2, reference, attention, gemm, gptstep, done on
+# 2026-11-26 and kept for reruns), each under its own time limit (seconds, estimated on 4 GPUs
+# with 64 host cores; the limits are the estimates with a margin). Each section writes
+# OUTDIR/<section>/ and its log OUTDIR/<section>.log; one status line per section on stdout.
 #   verify     every CUDA kernel vs the CPU, the stages bitwise equal at N = 1, 2 (MLP and GPT),
 #              lab-1b stage 2 at N = 2 with and without the GEMM choice (ZL_GEMM_TUNE=0) ~190 s
 #   gpt        gpt2-124m every stage at N = 1, 2, 4; gpt2-1.5b at N = 4, batch 8, 16, 32, 48
@@ -17,6 +17,10 @@
 #   clocks     lab-1b stage 2 at N = 2, 20 steps, with and without the GEMM choice, GPU clocks,
 #              power and throttle reasons sampled every 100 ms beside it (nvidia-smi): are a
 #              run's slow late steps the clocks? (issue 15's 10-step means)             ~90 s
+#   zerocta    the all-gathers on the copy engines: ZL_NCCL_WINDOWS=1 ZL_NCCL_CTA_POLICY=2 (NCCL
+#              symmetric windows, zero-CTA policy) against the default, alternating, ZeRO-1..3
+#              on lab-1b and the fill model at N = 2 and 4, --check; param_hash must not
+#              move (issue 15: the GEMMs slowed beside NCCL's kernels)                 ~300 s
 #   split      pinned copies beside host Adam (--load adam) as 1, 2 and 4 copies at once on as many
 #              streams, N = 2 and 4: do more reads in flight lift the copies up under host
 #              Adam's load? (issue 12: h2d at N = 2 is 69-82 % of the loaded bound)     ~120 s
@@ -45,7 +49,7 @@ nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export MPIEXEC=${MPIEXEC:-mpirun}
-SECTIONS=${SECTIONS:-offload split clocks fill peer}
+SECTIONS=${SECTIONS:-zerocta offload split clocks fill peer}
 section() { # name limit command...
     local name=$1 limit=$2 t0=$SECONDS
     shift 2
@@ -104,6 +108,30 @@ fill_prefetch() {
         done
     done
 }
+# zerocta: each run twice, default then windows + zero-CTA; one line each: ms, median, hash
+zerocta() {
+    local n p f mode gpus model
+    gpus=$(nvidia-smi -L | grep -c '^GPU')
+    for model in lab-1b fill; do
+        local shape=(--preset lab-1b)
+        [ "$model" = fill ] && shape=(--layers 14 --dim 8192 --batch 1024 --steps 6 --no-param-hash)
+        for n in 2 4; do
+            [ "$n" -le "$gpus" ] || continue
+            for p in stage1 stage2 stage3; do
+                for mode in default zerocta; do
+                    f="$out/zerocta/${p}_${model}_N${n}_$mode"
+                    if [ "$mode" = zerocta ]; then export ZL_NCCL_WINDOWS=1 ZL_NCCL_CTA_POLICY=2
+                    else unset ZL_NCCL_WINDOWS ZL_NCCL_CTA_POLICY; fi
+                    timeout 120 $MPIEXEC -n "$n" "build/cuda/$p" "${shape[@]}" --quiet --check --json "$f.json" \
+                        > "$f.txt" 2>&1
+                    echo "$p $model N=$n $mode rc=$? $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]*\|hash=[0-9a-fnoe]*' | tr '\n' ' ')" \
+                        "$(grep -m1 -o '(median [0-9.]*)' "$f.txt")"
+                done
+            done
+        done
+    done
+    unset ZL_NCCL_WINDOWS ZL_NCCL_CTA_POLICY
+}
 # split: the loaded copies as 1, 2, 4 copies at once (bench_pinned_copy --split)
 split() {
     local n k f gpus
@@ -135,7 +163,7 @@ clocks() {
         echo "lab-1b stage2 N=2 20 steps ZL_GEMM_TUNE=$tune rc=$rc $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]*')"
     done
 }
-export -f stages verify clocks fill_prefetch split
+export -f stages verify clocks fill_prefetch split zerocta
 export out
 for s in $SECTIONS; do
     case $s in
@@ -151,6 +179,7 @@ for s in $SECTIONS; do
     gptstep) section gptstep 60 build/cuda/bench_gpt_step ;;
     verify) section verify 240 bash -c verify ;;
     clocks) section clocks 150 bash -c clocks ;;
+    zerocta) section zerocta 420 bash -c zerocta ;;
     split) MPIEXEC="${OFFLOAD_MPIEXEC:-mpirun --bind-to none}" section split 200 bash -c split ;;
     peer) OUT="$out/peer" section peer 290 scripts/bench-gpu.sh lab-1b ;;
     scaling8) section scaling8 300 bash -c 'stages scaling8 "1 2 4 8" --preset lab-1b' ;;

@@ -301,6 +301,31 @@ Test(alloc, allocation_after_freeze_is_counted) {
     zl_mem_reset();
 }
 
+/* The all-gathers' buffers (params_fp16, param_gather) go through the collective pair, every
+ * other device category through the device pair, and each is freed by the pair that made it. */
+static int n_dev_alloc, n_dev_free, n_coll_alloc, n_coll_free;
+static void *dev_alloc_counted(size_t n) { return n_dev_alloc++, malloc(n); }
+static void dev_free_counted(void *p) { n_dev_free++, free(p); }
+static void *coll_alloc_counted(size_t n) { return n_coll_alloc++, malloc(n); }
+static void coll_free_counted(void *p) { n_coll_free++, free(p); }
+
+Test(alloc, all_gather_buffers_use_the_collective_allocator) {
+    zl_mem_reset();
+    zl_mem_init(dev_alloc_counted, dev_free_counted);
+    zl_mem_init_collective(coll_alloc_counted, coll_free_counted);
+    for (int c = 0; c < ZL_MEM_NCAT; c++)
+        if (zl_mem_cat_is_device((zl_mem_cat)c)) zl_mem_alloc((zl_mem_cat)c, 16, "one of each");
+    cr_assert_eq(n_coll_alloc, 2, "params_fp16 and param_gather");
+    cr_assert_eq(n_dev_alloc, ZL_MEM_HOST_STAGING - 2, "every other device category");
+    const zl_mem_stats *s = zl_mem_get_stats();
+    cr_assert_eq(s->current_total, 16 * (size_t)ZL_MEM_HOST_STAGING, "tracked the same either way");
+    zl_mem_free_all();
+    cr_assert_eq(n_coll_free, 2);
+    cr_assert_eq(n_dev_free, n_dev_alloc);
+    zl_mem_init_collective(NULL, NULL); /* back to the device pair for the tests after this one */
+    zl_mem_reset();
+}
+
 Test(alloc, freeing_a_foreign_pointer_is_fatal, .exit_code = 1) {
     zl_mem_reset();
     int x;

@@ -176,6 +176,59 @@ void zl_dev_free(void *p) {
     if (p) cudaCheck(cudaFree(p));
 }
 
+static void require_comm(const char *op); /* collectives, below */
+
+/* ZL_NCCL_WINDOWS=1: the all-gathers' buffers as NCCL symmetric windows (backend.h). A
+ * window is registered collectively, so every rank must allocate these buffers in the same
+ * order and sizes — which the stages do — and the communicator must exist (zl_backend_init). */
+static int windows_wanted(void) {
+    static int wanted = -1;
+    if (wanted < 0) {
+        const char *e = getenv("ZL_NCCL_WINDOWS");
+        if (e && *e && strcmp(e, "0") && strcmp(e, "1"))
+            zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_WINDOWS", "want 0 or 1");
+        wanted = e && !strcmp(e, "1");
+    }
+    return wanted;
+}
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+enum { MAX_WINDOWS = 64 };
+static struct {
+    void *ptr;
+    ncclWindow_t win;
+} g_windows[MAX_WINDOWS];
+static int g_n_windows;
+
+void *zl_dev_alloc_collective(size_t bytes) {
+    if (!windows_wanted() || bytes == 0) return zl_dev_alloc(bytes);
+    require_comm("zl_dev_alloc_collective");
+    if (g_n_windows == MAX_WINDOWS) zl_cuda_fatal(__FILE__, __LINE__, "zl_dev_alloc_collective", "too many windows");
+    void *p = NULL;
+    if (ncclMemAlloc(&p, bytes) != ncclSuccess) return NULL; /* out of memory: the tracker says so */
+    ncclCheckComm(ncclCommWindowRegister(g_comm, p, bytes, &g_windows[g_n_windows].win, NCCL_WIN_COLL_SYMMETRIC));
+    g_windows[g_n_windows++].ptr = p;
+    return p;
+}
+
+void zl_dev_free_collective(void *p) {
+    for (int i = 0; i < g_n_windows; i++) {
+        if (g_windows[i].ptr != p) continue;
+        ncclCheckComm(ncclCommWindowDeregister(g_comm, g_windows[i].win));
+        ncclCheckComm(ncclMemFree(p));
+        g_windows[i] = g_windows[--g_n_windows];
+        return;
+    }
+    zl_dev_free(p); /* not a window: ZL_NCCL_WINDOWS unset, or zero bytes */
+}
+#else
+void *zl_dev_alloc_collective(size_t bytes) {
+    if (windows_wanted()) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_WINDOWS=1", "needs NCCL 2.27 or later");
+    return zl_dev_alloc(bytes);
+}
+void zl_dev_free_collective(void *p) { zl_dev_free(p); }
+#endif
+
 /* cudaMemcpyDefault: the pointers say where they live (unified addressing), so a "device"
  * buffer that --offload keeps in pinned host memory (the master, Adam m and v, which the
  * checkpoint code reads and writes through these calls) copies correctly too. */
