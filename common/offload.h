@@ -13,7 +13,10 @@
  *                   behind it and unit u's forward starts as soon as unit u is back, while
  *                   the host updates the units after it.
  *   host -> device  the new parameter slice, on the copy stream: it overlaps Adam of the
- *                   next unit. Only on applied steps, 2Ψ_pad/N bytes.
+ *                   next unit. Only on applied steps, 2Ψ_pad/N bytes. ZL_OFFLOAD_COPY_STREAMS=K
+ *                   (1..4, default 1) issues it as K copies at once on K streams — more
+ *                   reads in flight from host memory while host Adam keeps it busy (a lever
+ *                   under measurement: docs/performance.md).
  * The copies go through comm.h (op d2h / h2d, purpose offload_grads / offload_params):
  * logged, timed, and drawn on the timeline's copy lane, but not counted as network bytes.
  *
@@ -33,12 +36,17 @@
 #include "partition.h"
 #include "../kernels/kernels.h" /* zl_adam_hparams; streams and events (backend.h) */
 
+#define ZL_OFFLOAD_MAX_UP 4 /* ZL_OFFLOAD_COPY_STREAMS: 1..4 */
+
 typedef struct {
     const zl_partition *part;
     zl_dtype half;
     float *master, *m, *v;  /* host, pinned: shard_len fp32 each, unit u at part->slice_off[u] */
     zl_half *staging;       /* host, pinned: shard_len 16-bit; gradient slice in, parameter slice out */
     zl_stream copy;         /* every d2h and h2d copy, in issue order */
+    int n_up;               /* ZL_OFFLOAD_COPY_STREAMS: each h2d as n_up copies at once (default 1) */
+    zl_stream up_more[ZL_OFFLOAD_MAX_UP - 1]; /* the copies' other streams (joined into `copy`) */
+    zl_event up_fork, *up_join; /* events for them: one, n_up - 1 */
     zl_stream host;         /* host Adam, one host function a unit, in issue order */
     zl_event *grads_landed; /* one per unit: its gradient slice is in staging */
     zl_event *params_landed; /* one per unit: its new parameter slice is back on the device */

@@ -47,6 +47,17 @@ static void check_same_as_on_device(int stage, int N, const char *extra) {
 BITWISE_TESTS(2)
 BITWISE_TESTS(3)
 
+/* Each copy up as 3 copies at once on 3 streams (ZL_OFFLOAD_COPY_STREAMS, reaching the ranks
+ * through the launcher's environment): the same parameters. */
+Test(bitwise, stage2_N2_copies_up_on_3_streams_with_skips_and_clipping) {
+    setenv("ZL_OFFLOAD_COPY_STREAMS", "3", 1);
+    check_same_as_on_device(2, 2, NUMERICS);
+}
+Test(bitwise, stage3_N2_copies_up_on_3_streams_accum2) {
+    setenv("ZL_OFFLOAD_COPY_STREAMS", "3", 1);
+    check_same_as_on_device(3, 2, "--accum 2");
+}
+
 /* The numerics flags above do something, else the tests above could not fail for them. */
 Test(bitwise, the_numerics_flags_act) {
     cJSON *j = zl_run_json(0, "-n 2 {stage2} --steps 6 " NUMERICS " --offload");
@@ -142,10 +153,17 @@ Test(ckpt, save_and_resume_through_the_host_buffers) {
     cJSON_Delete(straight), cJSON_Delete(saved), cJSON_Delete(resumed), cJSON_Delete(on_device);
 }
 
-/* --trace: every unit's d2h and h2d copy of every timed step is a span on the copy lane. */
-Test(trace, the_copies_are_on_the_copy_lane) {
+/* --trace: every unit's d2h and h2d copy of every timed step is a span on the copy lane, one
+ * each however many streams a copy up is spread over (ZL_OFFLOAD_COPY_STREAMS; 0: unset), and
+ * the bytes up are 2 per element of the rank's slices. */
+static void check_copy_spans(int streams) {
     char trace[96];
     snprintf(trace, sizeof trace, "/tmp/zl_offload_trace_%d.json", getpid());
+    if (streams) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", streams);
+        setenv("ZL_OFFLOAD_COPY_STREAMS", v, 1);
+    }
     cJSON *j = zl_run_json(0, "-n 2 {stage3} --steps 3 --offload --trace %s", trace);
     cJSON *t = zl_load_json(trace);
     unlink(trace);
@@ -161,7 +179,21 @@ Test(trace, the_copies_are_on_the_copy_lane) {
     int units = (int)zl_num(j, "units"), timed = 2, ranks = 2;
     cr_expect_eq(d2h, units * timed * ranks, "d2h spans");
     cr_expect_eq(h2d, units * timed * ranks, "h2d spans");
+    cJSON *rank0 = cJSON_GetArrayItem(zl_get(j, "ranks"), 0);
+    cr_expect_eq(zl_num(rank0, "comm.measured.by_purpose.offload_params"), 2.0 * zl_num(j, "params_padded") / ranks,
+                 "h2d bytes a step: 2 Psi_pad / N");
     cJSON_Delete(j), cJSON_Delete(t);
+}
+Test(trace, the_copies_are_on_the_copy_lane) { check_copy_spans(0); }
+Test(trace, a_copy_up_on_3_streams_is_one_transfer) { check_copy_spans(3); }
+
+/* A malformed ZL_OFFLOAD_COPY_STREAMS stops the run with its name, not a silent default. */
+Test(trace, a_bad_copy_stream_count_is_refused) {
+    setenv("ZL_OFFLOAD_COPY_STREAMS", "5", 1);
+    zl_run_result r;
+    zl_run(&r, "-n 1 {stage3} --steps 1 --offload");
+    cr_expect_eq(r.exit_code, 1, "exit %d", r.exit_code);
+    cr_expect(strstr(r.err, "ZL_OFFLOAD_COPY_STREAMS") != NULL, "stderr: %s", r.err);
 }
 
 /* ---- the offload model ------------------------------------------------------------------- */
