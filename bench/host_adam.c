@@ -32,7 +32,7 @@
 #include "kernels.h"
 #include "kernels/cpu/adam_host.h"
 
-enum { CHUNK = 1 << 15, MAX_THREAD_COUNTS = 32 };
+enum { CHUNK = ZL_HOST_ADAM_CHUNK, MAX_THREAD_COUNTS = 32 }; /* offload.c's chunks (adam_host.h) */
 typedef void (*adam_fn)(float *, float *, float *, zl_half *, const zl_half *, size_t, float, int, zl_adam_hparams);
 
 /* ---- sizes ------------------------------------------------------------------------------ */

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/adam_host.h" /* zl_host_adam_update: --load adam */
+#include "kernels/cpu/adam_host.h" /* zl_host_adam_update_threads: --load adam */
 
 #include "gpu_select.h"
 
@@ -98,23 +98,12 @@ typedef struct {
     size_t n;
 } host_load;
 
-enum { ADAM_CHUNK = 1 << 15 }; /* elements per OpenMP work item, as common/offload.c */
-
-static void adam_pass(host_load *t, int step) {
-    const zl_adam_hparams hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f};
-    long chunks = (long)((t->n + ADAM_CHUNK - 1) / ADAM_CHUNK);
-#pragma omp parallel for num_threads(t->threads) schedule(static)
-    for (long k = 0; k < chunks; k++) {
-        size_t i = (size_t)k * ADAM_CHUNK, len = t->n - i < ADAM_CHUNK ? t->n - i : ADAM_CHUNK;
-        zl_host_adam_update(t->master + i, t->m + i, t->v + i, t->param + i, t->param + i, len, 1.0f, step, hp);
-    }
-}
-
 static void *run_load(void *arg) {
     host_load *t = arg;
+    const zl_adam_hparams hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f};
     for (int step = 1; !atomic_load(&t->stop); step++) {
-        if (t->adam) {
-            adam_pass(t, step);
+        if (t->adam) { /* as --offload runs it: in place, chunks over the threads */
+            zl_host_adam_update_threads(t->master, t->m, t->v, t->param, t->param, t->n, 1.0f, step, hp, t->threads);
             continue;
         }
 #pragma omp parallel for num_threads(t->threads) schedule(static)

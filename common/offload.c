@@ -94,26 +94,14 @@ void zl_offload_grads_to_host(zl_offload *o, int u, const zl_half *dev_grads, zl
     zl_event_record(o->grads_landed[u], o->copy);
 }
 
-/* Elements per OpenMP work item: large enough to stream, small enough to balance. */
-enum { ADAM_CHUNK = 1 << 15 };
-
-/* The host update (the CPU reference's results, vectorised: adam_host.h) over [off, off + n),
- * chunk by chunk across the threads. Each element sees the same float operations in the same
- * order whatever the chunking or the vector width, so the result depends on neither the
- * thread count nor the CPU. */
-static void host_adam(zl_offload *o, size_t off, size_t n, float grad_mult, int adam_step, zl_adam_hparams hp) {
-    long chunks = (long)((n + ADAM_CHUNK - 1) / ADAM_CHUNK);
-#pragma omp parallel for num_threads(o->threads) schedule(static)
-    for (long k = 0; k < chunks; k++) {
-        size_t i = off + (size_t)k * ADAM_CHUNK, len = off + n - i < ADAM_CHUNK ? off + n - i : ADAM_CHUNK;
-        zl_half *slice = o->staging + i; /* in place: element i's gradient is read before its parameter is written */
-        zl_host_adam_update(o->master + i, o->m + i, o->v + i, slice, slice, len, grad_mult, adam_step, hp);
-    }
-}
-
+/* The host update (the CPU reference's results, vectorised, over the threads: adam_host.h) of
+ * [off, off + n), in place: element i's gradient is read before its parameter is written. */
 static void run_job(void *arg) {
     struct zl_offload_job *j = arg;
-    host_adam(j->o, j->off, j->n, j->grad_mult, j->adam_step, j->hp);
+    zl_offload *o = j->o;
+    zl_half *slice = o->staging + j->off;
+    zl_host_adam_update_threads(o->master + j->off, o->m + j->off, o->v + j->off, slice, slice, j->n, j->grad_mult,
+                                j->adam_step, j->hp, o->threads);
 }
 
 zl_event zl_offload_adam(zl_offload *o, int u, zl_half *dev_params, float grad_mult, int adam_step,

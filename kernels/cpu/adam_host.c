@@ -175,3 +175,13 @@ const char *zl_host_simd_name(void) {
     if (!simd_usable(storage_is_bf16())) return "scalar";
     return storage_is_bf16() ? "avx2" : "avx2+f16c";
 }
+
+void zl_host_adam_update_threads(float *master, float *m, float *v, zl_half *param, const zl_half *grad, size_t n,
+                                 float grad_mult, int t, zl_adam_hparams hp, int threads) {
+    long chunks = (long)((n + ZL_HOST_ADAM_CHUNK - 1) / ZL_HOST_ADAM_CHUNK);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long k = 0; k < chunks; k++) {
+        size_t i = (size_t)k * ZL_HOST_ADAM_CHUNK, len = n - i < ZL_HOST_ADAM_CHUNK ? n - i : ZL_HOST_ADAM_CHUNK;
+        zl_host_adam_update(master + i, m + i, v + i, param + i, grad + i, len, grad_mult, t, hp);
+    }
+}

@@ -10,7 +10,8 @@
  * payload survives is the compiler's operand order, so a NaN output may carry another NaN
  * payload (still NaN; a skipped step never runs the update on non-finite gradients).
  *
- * defines: zl_host_adam_update, zl_host_widen_array, zl_host_round_array, zl_host_simd_name. */
+ * defines: zl_host_adam_update, zl_host_adam_update_threads, ZL_HOST_ADAM_CHUNK, zl_host_widen_array,
+ *          zl_host_round_array, zl_host_simd_name. */
 #ifndef ZL_ADAM_HOST_H
 #define ZL_ADAM_HOST_H
 
@@ -21,6 +22,15 @@
 /* zl_cpu_adam_update's contract and results (param may alias grad: in place). */
 void zl_host_adam_update(float *master, float *m, float *v, zl_half *param, const zl_half *grad, size_t n,
                          float grad_mult, int t, zl_adam_hparams hp);
+
+/* Elements per OpenMP work item: large enough to stream, small enough to balance. */
+#define ZL_HOST_ADAM_CHUNK ((size_t)1 << 15)
+
+/* zl_host_adam_update over n elements, ZL_HOST_ADAM_CHUNK at a time across `threads` OpenMP
+ * threads (static schedule): how --offload runs it. Each element sees the same operations
+ * whatever the chunking, so the result depends on neither the thread count nor the CPU. */
+void zl_host_adam_update_threads(float *master, float *m, float *v, zl_half *param, const zl_half *grad, size_t n,
+                                 float grad_mult, int t, zl_adam_hparams hp, int threads);
 
 /* The conversions the update uses, in the current storage format: dst[i] =
  * zl_widen_storage(src[i]) and zl_round_storage(src[i]), exactly (exported for the tests). */
