@@ -50,6 +50,8 @@ nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export MPIEXEC=${MPIEXEC:-mpirun}
+gpus=$(nvidia-smi -L | grep -c '^GPU') # the sections run what fits: N <= gpus
+export gpus
 SECTIONS=${SECTIONS:-zerocta offload split clocks fill peer}
 section() { # name limit command...
     local name=$1 limit=$2 t0=$SECONDS
@@ -62,9 +64,8 @@ section() { # name limit command...
 # stages NAME "N..." ARGS...: every stage at each N (those the GPUs allow), one run each into
 # OUTDIR/NAME/<prog>_NAME_N<n>.json|txt, with --check; one line each: exit code, ms, TFLOP/s.
 stages() {
-    local name=$1 ns=$2 n p f gpus
+    local name=$1 ns=$2 n p f
     shift 2
-    gpus=$(nvidia-smi -L | grep -c '^GPU')
     for n in $ns; do
         [ "$n" -le "$gpus" ] || continue
         for p in stage0_ddp stage1 stage2 stage3; do
@@ -95,8 +96,7 @@ verify() {
 # fill_prefetch: ZeRO-3 on the fill model gathering 2 and 3 units ahead (the default is 1; its
 # exposed communication was 15-19 ms a step on H200), with --trace
 fill_prefetch() {
-    local n k f gpus
-    gpus=$(nvidia-smi -L | grep -c '^GPU')
+    local n k f
     for n in 2 4; do
         [ "$n" -le "$gpus" ] || continue
         for k in 2 3; do
@@ -111,8 +111,7 @@ fill_prefetch() {
 }
 # zerocta: each run twice, default then windows + zero-CTA; one line each: ms, median, hash
 zerocta() {
-    local n p f mode gpus model
-    gpus=$(nvidia-smi -L | grep -c '^GPU')
+    local n p f mode model
     for model in lab-1b fill; do
         local shape=(--preset lab-1b)
         [ "$model" = fill ] && shape=(--layers 14 --dim 8192 --batch 1024 --steps 6 --no-param-hash)
@@ -135,8 +134,7 @@ zerocta() {
 }
 # split: the loaded copies as 1, 2, 4 copies at once (bench_pinned_copy --split)
 split_copies() {
-    local n k f gpus
-    gpus=$(nvidia-smi -L | grep -c '^GPU')
+    local n k f
     for n in 2 4; do
         [ "$n" -le "$gpus" ] || continue
         for k in 1 2 4; do
