@@ -114,6 +114,10 @@ for n in (1, 2, 4):
         pinned.setdefault(n, []).append(s)
         if a: pinned_adam.setdefault(n, []).append(a)
 
+def mean(rows, key):
+    """a bench figure averaged over the ranks that ran it"""
+    return sum(float(s[key]) for s in rows) / len(rows)
+
 def load(name):
     p = f"{out}/{name}.json"
     return json.load(open(p)) if os.path.exists(p) else None
@@ -149,13 +153,11 @@ for n in (2, 4):
                       if tri else "—")
             pin = pinned.get(n)
             if pin:
-                h2d = sum(float(s["together_h2d"]) for s in pin) / len(pin)
-                d2h = sum(float(s["together_d2h"]) for s in pin) / len(pin)
-                cp = f"{copy_GBps(o, 'd2h'):.1f}/{d2h:.1f}, {copy_GBps(o, 'h2d'):.1f}/{h2d:.1f}"
+                cp = (f"{copy_GBps(o, 'd2h'):.1f}/{mean(pin, 'together_d2h'):.1f}, "
+                      f"{copy_GBps(o, 'h2d'):.1f}/{mean(pin, 'together_h2d'):.1f}")
                 if all("loaded_h2d" in s for s in pin): # the copies up overlap host Adam: the loaded bound
-                    cp += f" (/{sum(float(s['loaded_h2d']) for s in pin) / len(pin):.1f}"
                     pa = pinned_adam.get(n)
-                    cp += f", /{sum(float(s['loaded_h2d']) for s in pa) / len(pa):.1f})" if pa else ")"
+                    cp += f" (/{mean(pin, 'loaded_h2d'):.1f}" + (f", /{mean(pa, 'loaded_h2d'):.1f})" if pa else ")")
             else:
                 cp = f"{copy_GBps(o, 'd2h'):.1f}, {copy_GBps(o, 'h2d'):.1f}"
             print(f"| {p} | {n} | {r} | {G:.1f} | {M:.1f} | {100 * (M / G - 1):+.0f}% | {m['device_ms']:.1f} | "
