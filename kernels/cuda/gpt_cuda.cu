@@ -1,7 +1,7 @@
 /* gpt_cuda.cu — gpt_kernels.h on CUDA: every GEMM through cuBLASLt (zl_cu_gemm, the plan
  * cache of kernels_cuda.cu), the strided attention's as strided-batched GEMMs over the B·H
- * (sequence, head) pairs (the fused attention is gpt_flash.cu), plus small kernels: embedding gather and its deterministic backward,
- * LayerNorm forward/backward, causal softmax forward/backward, permutes, the cross-entropy
+ * (sequence, head) pairs (the fused attention is gpt_flash.cu), plus small kernels: embedding
+ * gather and its deterministic backward, LayerNorm forward/backward, causal softmax forward/backward, permutes, the cross-entropy
  * fused with the logits' softmax.
  *
  * Layout as in kernels_cuda.cu: row-major tensors are column-major transposes, so the
