@@ -120,17 +120,21 @@ zerocta() {
             for p in stage1 stage2 stage3; do
                 for mode in default zerocta; do
                     f="$out/zerocta/${p}_${model}_N${n}_$mode"
-                    if [ "$mode" = zerocta ]; then export ZL_NCCL_WINDOWS=1 ZL_NCCL_CTA_POLICY=2
-                    else unset ZL_NCCL_WINDOWS ZL_NCCL_CTA_POLICY; fi
-                    timeout 120 $MPIEXEC -n "$n" "build/cuda/$p" "${shape[@]}" --quiet --check --json "$f.json" \
-                        > "$f.txt" 2>&1
+                    local on=0 # through env(1), not export: not every mpiexec hands its environment on
+                    [ "$mode" = zerocta ] && on=1
+                    timeout 120 $MPIEXEC -n "$n" env ZL_NCCL_WINDOWS=$on ZL_NCCL_CTA_POLICY=$((2 * on)) \
+                        "build/cuda/$p" "${shape[@]}" --quiet --check --json "$f.json" > "$f.txt" 2>&1
                     echo "$p $model N=$n $mode rc=$? $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]*\|hash=[0-9a-fnoe]*' | tr '\n' ' ')" \
                         "$(grep -m1 -o '(median [0-9.]*)' "$f.txt")"
                 done
             done
         done
     done
-    unset ZL_NCCL_WINDOWS ZL_NCCL_CTA_POLICY
+    # NCCL's own word on the path it took (does zero-CTA reach the copy engines here?)
+    timeout 60 $MPIEXEC -n 2 env ZL_NCCL_WINDOWS=1 ZL_NCCL_CTA_POLICY=2 NCCL_DEBUG=INFO \
+        NCCL_DEBUG_SUBSYS=INIT,COLL,REG build/cuda/stage3 --preset lab-1b --steps 2 --quiet \
+        > "$out/zerocta/nccl_debug_stage3_N2.txt" 2>&1
+    echo "NCCL_DEBUG run rc=$? ($(grep -ci 'symmetric\|copy engine\|CE ' "$out/zerocta/nccl_debug_stage3_N2.txt") lines on symmetric/CE)"
 }
 # split: the loaded copies as 1, 2, 4 copies at once (bench_pinned_copy --split)
 split_copies() {
