@@ -11,7 +11,8 @@
  * node of the rank's main thread) and two device buffers, and times three directions with
  * the host clock around the copies (MPI_Barrier before every rep, so in the concurrent phase
  * all ranks start together): h2d, d2h, and both at once on two streams (each direction moves
- * S bytes; GB/s is S / the time both took, per direction). Best of R after one warm-up.
+ * S bytes; GB/s is S / the time both took, per direction). Best of R after one warm-up
+ * (the loaded phase: the median of R, see GBps).
  * Phase "alone": ranks one after another, the others wait; phase "together": all ranks.
  * Phase "loaded" (--load-threads T, T > 0): all ranks together again, while each rank also
  * loads host memory on T threads of its own: --load triad (the default) runs a STREAM-like
@@ -77,15 +78,27 @@ static double time_copy(const buffers *b, int d) {
     return MPI_Wtime() - t0;
 }
 
-/* Best GB/s per direction of `reps` timed copies after one warm-up; `active` says whether
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* GB/s per direction of `reps` timed copies after one warm-up: the best one's (alone, together:
+ * what the link can do), or (median) the median one's — the loaded phase's, where the load
+ * varies over time (its OpenMP regions end and start again between sweeps) and the best of R
+ * would be the copy in the load's quietest moment, not a typical one. `active` says whether
  * this rank copies (alone: only one rank does; the others still join the barriers). */
-static double best_GBps(const buffers *b, int d, int reps, int active) {
-    double best = 1e30;
+static double GBps(const buffers *b, int d, int reps, int active, int median) {
+    double *t = malloc(sizeof *t * (size_t)reps);
+    if (!t) MPI_Abort(MPI_COMM_WORLD, 1);
     for (int r = 0; r < reps + 1; r++) {
         double dt = active ? time_copy(b, d) : (MPI_Barrier(MPI_COMM_WORLD), 1e30);
-        if (r > 0 && dt < best) best = dt;
+        if (r > 0) t[r - 1] = dt;
     }
-    return active ? (double)b->bytes / best / 1e9 : 0;
+    qsort(t, (size_t)reps, sizeof *t, by_value);
+    double pick = median ? (reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2) : t[0];
+    free(t);
+    return active ? (double)b->bytes / pick / 1e9 : 0;
 }
 
 /* ---- the host-memory load: a triad or host Adam on its own threads until told to stop ------ */
@@ -193,17 +206,17 @@ int main(int argc, char **argv) {
     double mine[3][NDIR] = {{0}}; /* [alone, together, loaded][direction] */
     for (int d = 0; d < NDIR; d++)
         for (int r = 0; r < world; r++) { /* alone: rank r copies, the others wait at the barriers */
-            double g = best_GBps(&b, d, reps, rank == r);
+            double g = GBps(&b, d, reps, rank == r, 0);
             if (rank == r) mine[0][d] = g;
         }
-    for (int d = 0; d < NDIR; d++) mine[1][d] = best_GBps(&b, d, reps, 1);
+    for (int d = 0; d < NDIR; d++) mine[1][d] = GBps(&b, d, reps, 1, 0);
     if (load_threads > 0) {
         host_load t = {.threads = load_threads, .adam = adam};
         load_alloc(&t);
         atomic_init(&t.stop, 0);
         pthread_t th;
         if (pthread_create(&th, NULL, run_load, &t)) MPI_Abort(MPI_COMM_WORLD, 1);
-        for (int d = 0; d < NDIR; d++) mine[2][d] = best_GBps(&b, d, reps, 1);
+        for (int d = 0; d < NDIR; d++) mine[2][d] = GBps(&b, d, reps, 1, 1);
         atomic_store(&t.stop, 1);
         pthread_join(th, NULL);
         load_free(&t);
@@ -214,8 +227,8 @@ int main(int argc, char **argv) {
     MPI_Gather(mine, 3 * NDIR, MPI_DOUBLE, all, 3 * NDIR, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Gather(bus, sizeof bus, MPI_CHAR, buses, sizeof bus, MPI_CHAR, 0, MPI_COMM_WORLD);
     if (!rank) {
-        printf("pinned copies, %zu bytes each (as %d cop%s at once), best of %d, %d rank(s), one GPU each; GB/s per "
-               "direction%s\n",
+        printf("pinned copies, %zu bytes each (as %d cop%s at once), best of %d (loaded: median), %d rank(s), one GPU "
+               "each; GB/s per direction%s\n",
                bytes, split, split > 1 ? "ies" : "y", reps, world,
                load_threads <= 0 ? ""
                : adam           ? "; loaded = together, beside host Adam on --load-threads threads a rank"

@@ -98,7 +98,7 @@ for t, s in sorted(adam.items()):
           f"{s['bf16_of_triad']} |")
 
 pinned = {}
-print("\n### Pinned copies, GB/s per GPU and direction (best of 10, 256 MiB)\n")
+print("\n### Pinned copies, GB/s per GPU and direction (256 MiB; best of 10, loaded: median of 10)\n")
 pinned_adam = {}
 print("| ranks | rank | alone h2d | alone d2h | together h2d | together d2h | together both (each way) |"
       " loaded h2d | loaded d2h | loaded by host Adam h2d | loaded by host Adam d2h |")

@@ -120,12 +120,15 @@ typedef struct {
     zl_half *param, *grad;
 } adam_state;
 
-/* +1: the arrays start one element past malloc's alignment, so vector loads are unaligned */
+/* The arrays start g_skew elements past malloc's alignment (1 unless a test sets it), so the
+ * vector loads and stores are unaligned. */
+static size_t g_skew = 1;
 static adam_state state_alloc(size_t n) {
-    adam_state s = {malloc((n + 1) * 4), malloc((n + 1) * 4), malloc((n + 1) * 4), malloc((n + 1) * 2),
-                    malloc((n + 1) * 2)};
+    size_t k = g_skew;
+    adam_state s = {malloc((n + k) * 4), malloc((n + k) * 4), malloc((n + k) * 4), malloc((n + k) * 2),
+                    malloc((n + k) * 2)};
     cr_assert(s.master && s.m && s.v && s.param && s.grad);
-    s.master++, s.m++, s.v++, s.param++, s.grad++;
+    s.master += k, s.m += k, s.v += k, s.param += k, s.grad += k;
     return s;
 }
 static void state_copy(adam_state *d, const adam_state *s, size_t n) {
@@ -133,7 +136,8 @@ static void state_copy(adam_state *d, const adam_state *s, size_t n) {
     memcpy(d->param, s->param, n * 2), memcpy(d->grad, s->grad, n * 2);
 }
 static void state_free(adam_state *s) {
-    free(s->master - 1), free(s->m - 1), free(s->v - 1), free(s->param - 1), free(s->grad - 1);
+    size_t k = g_skew;
+    free(s->master - k), free(s->m - k), free(s->v - k), free(s->param - k), free(s->grad - k);
 }
 
 /* Is this stored value a NaN (4 bytes: float; 2 bytes: the 16-bit format)? */
@@ -224,6 +228,27 @@ static void check_random(int bf16) {
 }
 Test(host_adam, update_fp16_random_odd_lengths) { check_random(0); }
 Test(host_adam, update_bf16_random_odd_lengths) { check_random(1); }
+
+/* Every position of the arrays against a 16-byte boundary (0..7 elements past it), lengths
+ * shorter and longer than the scalar head, separate and in place. */
+static void check_every_skew(int bf16) {
+    set_format(bf16);
+    const size_t lens[] = {3, 8, 17, 1003};
+    for (size_t skew = 0; skew < 8; skew++)
+        for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+            g_skew = skew;
+            size_t n = lens[li];
+            adam_state init = state_alloc(n);
+            random_state(&init, n, bf16);
+            zl_adam_hparams hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f};
+            for (int in_place = 0; in_place < 2; in_place++)
+                cr_assert_eq(check_update(&init, n, 1.0f, 3, hp, in_place, bf16), 0, "finite inputs: every bit equal");
+            state_free(&init);
+        }
+    g_skew = 1;
+}
+Test(host_adam, update_fp16_every_alignment) { check_every_skew(0); }
+Test(host_adam, update_bf16_every_alignment) { check_every_skew(1); }
 
 /* Special values in every input, cycled with coprime periods so they meet in many combinations:
  * infinite, NaN (quiet, signalling, negative) and subnormal gradients, huge, tiny, infinite
