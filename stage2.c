@@ -67,6 +67,7 @@ typedef struct {
     zl_event *bucket_free; /* two: the reduce-scatter that last read bucket b is done */
     zl_event loss_ready;
     int update_pending; /* the last step's verdict was "apply": its update runs at the next step's start */
+    int early; /* --offload, update known before the verdict (numerics.h): host Adam beside the backward */
 } Trainer;
 
 /* Unit u inside a full padded buffer (params or grads). */
@@ -144,6 +145,22 @@ static void forward(Trainer *t) {
     }
 }
 
+/* Adam on this rank's slice of unit u, the new fp16 values into dst: on the optimizer stream,
+ * or with --offload on the host and copied back (offload.h); then slice_updated[u] says dst
+ * holds them. grad_mult = 1/(loss_scale·N) (unscale, sum -> mean), times the clip factor.
+ * t->early: backward calls this before the verdict has counted the step, hence Adam step + 1. */
+static void update_slice(Trainer *t, int u, zl_half *dst) {
+    size_t off = t->part.slice_off[u];
+    int adam_step = t->num.adam_step + t->early;
+    zl_stream_wait_event(t->optim, t->grads_synced[u]);
+    if (t->off) /* the optimizer stream waits for the copy back */
+        zl_stream_wait_event(t->optim, zl_offload_adam(t->off, u, dst, t->num.grad_mult, adam_step, t->num.hp));
+    else
+        zl_numerics_adam(&t->num, u, t->master + off, t->adam_m + off, t->adam_v + off, dst, my_grads(t, u),
+                         t->part.slice_len[u], t->optim);
+    zl_event_record(t->slice_updated[u], t->optim);
+}
+
 /* Backward from the last use to the first, into alternating buckets. Before unit u's
  * gradients go into bucket b, the reduce-scatter that last read b must be done (event); the
  * moment they are final, the communication stream reduce-scatters the bucket into this
@@ -161,24 +178,12 @@ static void backward_and_reduce_scatter(Trainer *t, int micro) {
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
         reduce_scatter_into_shard(t, b, u, micro);
         zl_event_record(t->grads_synced[u], t->comm);
-        if (t->off && micro == t->rt.cfg.accum - 1) /* final: to the host, while backward goes on */
+        if (t->off && micro == t->rt.cfg.accum - 1) { /* final: to the host, while backward goes on */
             zl_offload_grads_to_host(t->off, u, my_grads(t, u), t->grads_synced[u]);
+            if (t->early) update_slice(t, u, my_slice(t, t->params, u)); /* and host Adam: no verdict to wait for */
+        }
         zl_event_record(t->bucket_free[b], t->comm);
     }
-}
-
-/* Adam on this rank's slice of unit u, the new fp16 values into dst: on the optimizer stream,
- * or with --offload on the host and copied back (offload.h); then slice_updated[u] says dst
- * holds them. grad_mult = 1/(loss_scale·N) (unscale, sum -> mean), times the clip factor. */
-static void update_slice(Trainer *t, int u, zl_half *dst) {
-    size_t off = t->part.slice_off[u];
-    zl_stream_wait_event(t->optim, t->grads_synced[u]);
-    if (t->off) /* the optimizer stream waits for the copy back */
-        zl_stream_wait_event(t->optim, zl_offload_adam(t->off, u, dst, t->num.grad_mult, t->num.adam_step, t->num.hp));
-    else
-        zl_numerics_adam(&t->num, u, t->master + off, t->adam_m + off, t->adam_v + off, dst, my_grads(t, u),
-                         t->part.slice_len[u], t->optim);
-    zl_event_record(t->slice_updated[u], t->optim);
 }
 
 /* Each rank updates only its slice of each unit — 1/N of DDP's optimizer work and state —
@@ -187,7 +192,7 @@ static void update_slice(Trainer *t, int u, zl_half *dst) {
  * unit u overlaps the update of unit u+1 (with --offload, so does the copy back of unit u). */
 static void optimizer_step_and_allgather(Trainer *t) {
     for (int u = 0; u < t->n_units; u++) {
-        update_slice(t, u, my_slice(t, t->params, u));
+        if (!t->early) update_slice(t, u, my_slice(t, t->params, u)); /* early: ran beside the backward */
         zl_stream_wait_event(t->comm, t->slice_updated[u]);
         zl_allgather(my_slice(t, t->params, u), unit(t, t->params, u), t->part.slice_len[u], t->half,
                      ZL_P_GATHER_STEP, u, t->comm);
@@ -273,7 +278,7 @@ static void resume(Trainer *t) {
     if (t->rt.cfg.resume_dir[0]) zl_numerics_resume(&t->num, t->start.adam_step, &t->start.scaler);
 }
 static void save_checkpoint(Trainer *t, int step) {
-    if (!zl_ckpt_due(t->ckpt, step)) return;
+    if (!zl_ckpt_due(t->ckpt, step) || (t->early && t->num.diverged)) return; /* early: bad update ran */
     finish_update(t); /* the checkpoint holds the state after this step's update */
     zl_ckpt_save_if_due(t->ckpt, owned(t), step, t->num.adam_step, &t->num.scaler, t->compute);
 }
@@ -314,6 +319,7 @@ int main(int argc, char **argv) {
     initialise(&t);
     zl_numerics_init(&t.num, &t.rt);
     resume(&t); /* --resume DIR: the checkpoint's state replaces it (written by any stage, at any N) */
+    t.early = rep.fc.early_update = c->offload && zl_numerics_update_known(&t.num); /* its scaler too */
 
     float *losses = zl_host_calloc((size_t)c->steps, sizeof(float));
     double timed_ms = 0;

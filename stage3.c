@@ -71,6 +71,7 @@ typedef struct {
     zl_event *slice_updated; /* one per unit: this rank's parameter slice holds the new values */
     zl_event loss_ready;
     int update_pending; /* the last step's verdict was "apply": its update runs at the next step's start */
+    int early; /* --offload, update known before the verdict (numerics.h): host Adam beside the backward */
 } Trainer;
 
 /* The unit whose parameters use k reads (the MLP: unit k). */
@@ -185,6 +186,22 @@ static void forward(Trainer *t, int micro) {
     }
 }
 
+/* Adam on this rank's slice of unit u, the new fp16 values into dst: on the optimizer stream,
+ * or with --offload on the host and copied back (offload.h); then slice_updated[u] says dst
+ * holds them. grad_mult = 1/(loss_scale·N) (unscale, sum -> mean), times the clip factor.
+ * t->early: backward calls this before the verdict has counted the step, hence Adam step + 1. */
+static void update_slice(Trainer *t, int u, zl_half *dst) {
+    size_t off = t->part.slice_off[u];
+    int adam_step = t->num.adam_step + t->early;
+    zl_stream_wait_event(t->optim, t->grads_synced[u]);
+    if (t->off) /* the optimizer stream waits for the copy back */
+        zl_stream_wait_event(t->optim, zl_offload_adam(t->off, u, dst, t->num.grad_mult, adam_step, t->num.hp));
+    else
+        zl_numerics_adam(&t->num, u, t->master + off, t->adam_m + off, t->adam_v + off, dst, my_grads(t, u),
+                         t->part.slice_len[u], t->optim);
+    zl_event_record(t->slice_updated[u], t->optim);
+}
+
 /* Backward from the last use to the first: gather the unit again, compute into
  * alternating buckets, release the parameters, and, once unit u's gradients are final,
  * reduce-scatter the bucket into this rank's gradient shard while backward goes on with
@@ -202,30 +219,18 @@ static void backward_and_reduce_scatter(Trainer *t, int micro) {
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
         reduce_scatter_into_shard(t, b, u, micro);
         zl_event_record(t->grads_synced[u], t->comm);
-        if (t->off && micro == t->rt.cfg.accum - 1) /* final: to the host, while backward goes on */
+        if (t->off && micro == t->rt.cfg.accum - 1) { /* final: to the host, while backward goes on */
             zl_offload_grads_to_host(t->off, u, my_grads(t, u), t->grads_synced[u]);
+            if (t->early) update_slice(t, u, my_params(t, u)); /* and host Adam: no verdict to wait for */
+        }
         zl_event_record(t->bucket_free[b], t->comm);
     }
-}
-
-/* Adam on this rank's slice of unit u, the new fp16 values into dst: on the optimizer stream,
- * or with --offload on the host and copied back (offload.h); then slice_updated[u] says dst
- * holds them. grad_mult = 1/(loss_scale·N) (unscale, sum -> mean), times the clip factor. */
-static void update_slice(Trainer *t, int u, zl_half *dst) {
-    size_t off = t->part.slice_off[u];
-    zl_stream_wait_event(t->optim, t->grads_synced[u]);
-    if (t->off) /* the optimizer stream waits for the copy back */
-        zl_stream_wait_event(t->optim, zl_offload_adam(t->off, u, dst, t->num.grad_mult, t->num.adam_step, t->num.hp));
-    else
-        zl_numerics_adam(&t->num, u, t->master + off, t->adam_m + off, t->adam_v + off, dst, my_grads(t, u),
-                         t->part.slice_len[u], t->optim);
-    zl_event_record(t->slice_updated[u], t->optim);
 }
 
 /* Each rank updates only its slice of each unit and writes the new fp16 values straight
  * into its parameter shard: the gathers of unit u wait for slice_updated[u] and fetch them. */
 static void optimizer_step(Trainer *t) {
-    for (int u = 0; u < t->n_units; u++) update_slice(t, u, my_params(t, u));
+    for (int u = 0; u < t->n_units && !t->early; u++) update_slice(t, u, my_params(t, u)); /* early: done */
 }
 
 /* Did the step overflow, and how large is the gradient? Each rank owns only slices, so neither
@@ -313,7 +318,7 @@ static void resume(Trainer *t) {
     if (t->rt.cfg.resume_dir[0]) zl_numerics_resume(&t->num, t->start.adam_step, &t->start.scaler);
 }
 static void save_checkpoint(Trainer *t, int step) {
-    if (!zl_ckpt_due(t->ckpt, step)) return;
+    if (!zl_ckpt_due(t->ckpt, step) || (t->early && t->num.diverged)) return; /* early: bad update ran */
     finish_update(t); /* the checkpoint holds the state after this step's update */
     zl_ckpt_save_if_due(t->ckpt, owned(t), step, t->num.adam_step, &t->num.scaler, t->compute);
 }
@@ -329,15 +334,11 @@ int main(int argc, char **argv) {
     if (zl_model_partition(&t.part, t.shape, t.rt.world)) zl_fatal("model too large: byte counts overflow");
     t.n_units = t.part.n_units, t.n_uses = zl_model_n_uses(t.shape);
 
-    t.compute = zl_stream_create();
-    t.comm = zl_stream_create();
-    t.optim = zl_stream_create();
+    t.compute = zl_stream_create(), t.comm = zl_stream_create(), t.optim = zl_stream_create();
     t.n_slots = 1 + c->prefetch;
     t.gather = zl_host_calloc((size_t)t.n_slots, sizeof(zl_half *));
-    t.grads_ready = zl_events_create(t.n_units);
-    t.grads_synced = zl_events_create(t.n_units);
-    t.gathered = zl_events_create(t.n_slots);
-    t.slot_free = zl_events_create(t.n_slots);
+    t.grads_ready = zl_events_create(t.n_units), t.grads_synced = zl_events_create(t.n_units);
+    t.gathered = zl_events_create(t.n_slots), t.slot_free = zl_events_create(t.n_slots);
     t.bucket_free = zl_events_create(2);
     t.slice_updated = zl_events_create(t.n_units);
     t.loss_ready = zl_event_create();
@@ -357,6 +358,7 @@ int main(int argc, char **argv) {
     initialise(&t);
     zl_numerics_init(&t.num, &t.rt);
     resume(&t); /* --resume DIR: the checkpoint's state replaces it (written by any stage, at any N) */
+    t.early = rep.fc.early_update = c->offload && zl_numerics_update_known(&t.num); /* its scaler too */
 
     float *losses = zl_host_calloc((size_t)c->steps, sizeof(float));
     double timed_ms = 0;
@@ -390,9 +392,7 @@ int main(int argc, char **argv) {
     zl_model_free(t.model);
     free(t.gather);
     zl_event_destroy(t.loss_ready);
-    zl_stream_destroy(t.compute);
-    zl_stream_destroy(t.comm);
-    zl_stream_destroy(t.optim);
+    zl_stream_destroy(t.compute), zl_stream_destroy(t.comm), zl_stream_destroy(t.optim);
     zl_ckpt_free(t.ckpt);
     zl_offload_free(t.off);
     zl_partition_free(&t.part);

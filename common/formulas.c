@@ -129,6 +129,9 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
     double N = p->world, fp16 = 2.0, K = zl_model_micro_batches(c->model);
     /* Stages 1-2 gather the params Adam changed; a step skipped on overflow changed none. */
     double applied = c->steps > 0 ? (double)(c->steps - c->skipped_steps) / c->steps : 1.0;
+    /* --offload copies the new params up once host Adam ran: early, even in a step that diverged */
+    double copied_up = c->early_update && c->steps > 0 ? (double)(c->steps - c->skipped_steps + c->diverged) / c->steps
+                                                       : applied;
     for (int u = 0; u < p->n_units; u++) {
         double ring = (N - 1) * (double)p->slice_len[u] * fp16; /* (N-1)/N · S */
         switch (c->stage) {
@@ -159,7 +162,7 @@ void zl_formula_comm(const zl_partition *p, const zl_formula_config *c, zl_comm_
         for (int u = 0; u < p->n_units; u++) {
             double slice = (double)p->slice_len[u] * fp16;
             out->bytes[ZL_P_OFFLOAD_GRADS] += slice, out->calls[ZL_P_OFFLOAD_GRADS] += 1;
-            out->bytes[ZL_P_OFFLOAD_PARAMS] += applied * slice, out->calls[ZL_P_OFFLOAD_PARAMS] += applied;
+            out->bytes[ZL_P_OFFLOAD_PARAMS] += copied_up * slice, out->calls[ZL_P_OFFLOAD_PARAMS] += copied_up;
         }
     /* Control: the fp32 loss of every micro-batch; from ZeRO-1 on also, once per step, the
      * gradient statistics (Σg², non-finite count: two fp64), since no rank holds the whole

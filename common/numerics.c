@@ -45,9 +45,15 @@ void zl_numerics_resume(zl_numerics *n, int adam_step, const zl_loss_scaler *sca
     n->scaler = *scaler;
 }
 
+/* unscale the sum over N ranks' gradients to the mean gradient, as this step's scale says */
+static float unscale_of(const zl_numerics *n) { return 1.0f / (n->step_scale * (float)n->world); }
+
+int zl_numerics_update_known(const zl_numerics *n) { return !n->scaler.dynamic && !(n->clip > 0); }
+
 float zl_numerics_step_begin(zl_numerics *n, int step) {
     n->step = step;
     n->step_scale = n->scaler.scale;
+    if (zl_numerics_update_known(n)) n->grad_mult = unscale_of(n); /* what the verdict will set */
     return n->step_scale;
 }
 
@@ -67,7 +73,7 @@ zl_step_verdict zl_numerics_decide(zl_numerics *n, int step, const double *dev_s
     double st[2];
     zl_memcpy_d2h(st, dev_stats, sizeof st, s);
     if (zl_is_ending()) zl_wait_for_the_end(); /* numbers read after a watchdog abort mean nothing */
-    float unscale = 1.0f / (n->step_scale * (float)n->world); /* sum over ranks -> mean, and unscale */
+    float unscale = unscale_of(n); /* sum over ranks -> mean, and unscale */
     int overflow = st[1] > 0;
     double norm = overflow ? NAN : sqrt(st[0]) * (double)unscale;
     n->grad_mult = unscale;
@@ -103,6 +109,7 @@ void zl_numerics_report(const zl_numerics *n, struct zl_report *r) {
     r->loss_scale = n->scales, r->grad_norm = n->norms;
     r->skipped_steps = n->skipped, r->n_skipped = n->n_skipped;
     r->fc.steps = n->steps_done, r->fc.skipped_steps = n->n_skipped + n->diverged; /* neither updated */
+    r->fc.diverged = n->diverged; /* (but with fc.early_update a diverged step's host Adam ran) */
     if (n->diverged && n->rank == 0) {
         fprintf(stderr, "%s: %s\n", r->rt->prog, n->diverged_why);
         fflush(stderr);

@@ -54,6 +54,14 @@ void zl_numerics_resume(zl_numerics *n, int adam_step, const zl_loss_scaler *sca
 /* A step begins: returns the loss scale for its backward (fixed until zl_numerics_decide). */
 float zl_numerics_step_begin(zl_numerics *n, int step);
 
+/* 1 when a step's update is known before its verdict: a static loss scale (fp16 with
+ * --loss-scale K; bf16) never skips a step, and without --clip-grad-norm nothing rescales the
+ * gradient, so the verdict can only be "apply" or "diverged" (training stops). Then
+ * zl_numerics_step_begin has set grad_mult to what the verdict will set, and the update runs
+ * at Adam step adam_step + 1 (the verdict counts it later). With --offload the stages start
+ * host Adam without waiting for the verdict (stage2.c, stage3.c). */
+int zl_numerics_update_known(const zl_numerics *n);
+
 /* --inject-overflow: 1 if this rank (N-1) writes +inf into a gradient in this step. */
 int zl_numerics_inject_now(const zl_numerics *n);
 /* Write +inf (in the run's dtype) into one gradient element, on stream s. */

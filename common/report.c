@@ -165,8 +165,10 @@ static void summarize(const zl_report *r, rank_summary *s) {
  * copies. This implementation sits between: host Adam needs the verdict, hence every unit's
  * gradient, so it cannot run beside the backward, but the next step's forward (forward: the
  * device's work before the first loss span) runs beside it, each unit waiting only for its own
- * parameters: pipelined = (device - forward) + max(forward, host + copies). The report prints
- * all three beside the measured step time. */
+ * parameters: pipelined = (device - forward) + max(forward, host + copies). Where the update
+ * is known before the verdict (fc.early_update: a static loss scale, no clipping), host Adam
+ * runs beside the backward instead, and predicted is that run's model. The report prints
+ * them all beside the measured step time. */
 typedef struct {
     double device_ms, host_adam_ms, copies_ms, predicted_ms, serial_ms, measured_ms, host_adam_GBps, threads;
     double forward_ms, pipelined_ms;
@@ -480,19 +482,24 @@ static void print_timeline(const rank_summary *all, int N) {
     printf("\n");
 }
 
-static void print_offload_model(const rank_summary *s) {
+static void print_offload_model(const rank_summary *s, int early) {
     offload_model m = offload_model_of(s);
+    printf("offload: host Adam %s\n", early ? "beside the backward, unit by unit as gradients land (the update is "
+                                              "known before the verdict: static loss scale, no clipping)"
+                                            : "after the verdict (it needs every gradient: overflow, clipping)");
     printf("offload model, rank 0, per step: device work %.3f ms (model spans + collectives), "
            "host Adam %.3f ms (threads %.0f, %.2f GB/s at 28 B/element), "
            "transfers not overlapped %.3f ms (of %.3f ms copying)\n"
            "  -> predicted max(%.3f, %.3f + %.3f) = %.3f ms; measured %.3f ms (M/P = %.3f); serial sum %.3f ms "
-           "(M/S = %.3f)\n"
-           "  -> pipelined (host Adam waits for the verdict, then runs beside the next forward, %.3f ms): "
-           "%.3f - %.3f + max(%.3f, %.3f + %.3f) = %.3f ms (M/pipelined = %.3f)\n",
+           "(M/S = %.3f)\n",
            m.device_ms, m.host_adam_ms, m.threads, m.host_adam_GBps, m.copies_ms, s->copy_busy_ms, m.device_ms,
            m.host_adam_ms, m.copies_ms, m.predicted_ms, m.measured_ms, ratio(m.measured_ms, m.predicted_ms),
-           m.serial_ms, ratio(m.measured_ms, m.serial_ms), m.forward_ms, m.device_ms, m.forward_ms, m.forward_ms,
-           m.host_adam_ms, m.copies_ms, m.pipelined_ms, ratio(m.measured_ms, m.pipelined_ms));
+           m.serial_ms, ratio(m.measured_ms, m.serial_ms));
+    if (!early) /* the model of host Adam after the verdict */
+        printf("  -> pipelined (host Adam waits for the verdict, then runs beside the next forward, %.3f ms): "
+               "%.3f - %.3f + max(%.3f, %.3f + %.3f) = %.3f ms (M/pipelined = %.3f)\n",
+               m.forward_ms, m.device_ms, m.forward_ms, m.forward_ms, m.host_adam_ms, m.copies_ms, m.pipelined_ms,
+               ratio(m.measured_ms, m.pipelined_ms));
 }
 
 /* ---- JSON (cJSON: every string escaped) ------------------------------------------------ */
@@ -543,9 +550,10 @@ static cJSON *json_timeline(const rank_summary *s) {
 }
 
 /* The offload model's parts and predictions (--offload only; offload_model above). */
-static cJSON *json_offload_model(const rank_summary *s) {
+static cJSON *json_offload_model(const rank_summary *s, int early) {
     offload_model m = offload_model_of(s);
     cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "host_adam_beside", early ? "backward" : "next forward");
     cJSON_AddNumberToObject(o, "device_ms", m.device_ms);
     cJSON_AddNumberToObject(o, "host_adam_ms", m.host_adam_ms);
     cJSON_AddNumberToObject(o, "transfers_not_overlapped_ms", m.copies_ms);
@@ -644,7 +652,7 @@ static cJSON *json_rank(const zl_report *r, const rank_summary *s, const rank_id
     cJSON_AddNumberToObject(o, "ms_per_step", s->ms_per_step);
     cJSON_AddItemToObject(o, "step_ms", cJSON_CreateDoubleArray(step_ms, r->steps));
     cJSON_AddItemToObject(o, "timeline", json_timeline(s));
-    if (r->fc.offload) cJSON_AddItemToObject(o, "offload_model", json_offload_model(s));
+    if (r->fc.offload) cJSON_AddItemToObject(o, "offload_model", json_offload_model(s, r->fc.early_update));
     return o;
 }
 
@@ -749,7 +757,8 @@ static cJSON *json_report(const zl_report *r, const gathered *g, const check_res
     cJSON_AddNumberToObject(j, "ms_per_step_median", g->median_ms);
     cJSON_AddItemToObject(j, "step_ms", cJSON_CreateDoubleArray(g->step_ms, r->steps));
     cJSON_AddNumberToObject(j, "exposed_comm_ms_per_step", g->all[0].exposed_comm_ms);
-    if (c->offload) cJSON_AddItemToObject(j, "offload_model", json_offload_model(&g->all[0])); /* rank 0's */
+    if (c->offload) /* rank 0's */
+        cJSON_AddItemToObject(j, "offload_model", json_offload_model(&g->all[0], r->fc.early_update));
     cJSON_AddNumberToObject(j, "samples_per_s", samples_s);
     cJSON_AddNumberToObject(j, "tflops_per_gpu", tflops);
     if (gpt) cJSON_AddItemToObject(j, "throughput", json_throughput(gpt));
@@ -911,7 +920,7 @@ static int print_and_write(const zl_report *r) {
                          r->steps_done ? r->loss_scale[r->steps_done - 1] : c->loss_scale, r->n_skipped,
                          c->clip_grad_norm > 0 ? ", gradient norm clipped" : "");
     print_timeline(all, N);
-    if (c->offload) print_offload_model(&all[0]);
+    if (c->offload) print_offload_model(&all[0], r->fc.early_update);
     print_who(r, g.ids, mpi_lib);
     char hash[24] = "not computed";
     if (!c->no_param_hash) snprintf(hash, sizeof hash, "%016llx", (unsigned long long)r->param_hash);

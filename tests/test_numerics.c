@@ -1,6 +1,7 @@
 /* test_numerics.c — unit tests for the mixed-precision numerics below the stage files:
  * the loss scaler's state machine (common/scaler.c) and the fused gradient statistics
- * (zl_cpu_grad_stats in kernels/cpu/kernels_cpu.c).
+ * (zl_cpu_grad_stats in kernels/cpu/kernels_cpu.c), and when an update is known before its
+ * verdict (zl_numerics_update_known).
  *
  * References are written independently here: the scaler against hand-traced sequences
  * and an integer-exponent model of the protocol; the statistics against a naive double
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/numerics.h"
 #include "common/scaler.h"
 #include "kernels.h"
 
@@ -270,4 +272,42 @@ Test(grad_stats, zero_helper_clears_both) {
     cr_assert_eq(st[1], 0.0);
     zl_grad_stats(NULL, 0, st, NULL);
     cr_assert_eq(st[0], 0.0);
+}
+
+/* ==== the update known before the verdict (common/numerics.c) ========================= */
+
+/* A static scale and no clipping: the verdict can only be apply or diverged, and the grad_mult
+ * set when the step begins is, bit for bit, the one the verdict sets; a dynamic scale (a step
+ * may be skipped) or clipping (the norm rescales it) leave the update to the verdict. */
+static zl_runtime runtime_with(int dynamic, float scale, float clip) {
+    zl_runtime rt = {.rank = 0, .world = 3}; /* 1/(s·3) and 1/s/3 differ in the last bit at s = 1000 */
+    rt.cfg.steps = 3, rt.cfg.loss_scale_dynamic = dynamic, rt.cfg.loss_scale = scale;
+    rt.cfg.loss_scale_window = 1000, rt.cfg.clip_grad_norm = clip, rt.cfg.lr = 1e-3f;
+    return rt;
+}
+Test(numerics, update_known_only_without_skip_or_clip) {
+    zl_runtime rt = runtime_with(0, 1000.0f, 0.0f);
+    zl_numerics n;
+    zl_numerics_init(&n, &rt);
+    cr_assert_eq(zl_numerics_update_known(&n), 1);
+    cr_expect_eq(zl_numerics_step_begin(&n, 1), 1000.0f);
+    float early = n.grad_mult, want = 1.0f / (1000.0f * 3.0f);
+    cr_expect_eq(memcmp(&early, &want, sizeof early), 0, "grad_mult set when the step begins: %a", (double)early);
+    double stats[2] = {16.0, 0.0}; /* Σg² of the scaled, summed gradient; no non-finite value */
+    cr_expect_eq(zl_numerics_decide(&n, 1, stats, 0.5f, NULL), ZL_STEP_APPLY);
+    cr_expect_eq(memcmp(&early, &n.grad_mult, sizeof early), 0, "the verdict's grad_mult, bit for bit");
+    cr_expect_eq(n.adam_step, 1, "the verdict counts the step: an early update ran at adam_step + 1");
+    zl_numerics_step_begin(&n, 2);
+    double inf_stats[2] = {16.0, 1.0};
+    cr_expect_eq(zl_numerics_decide(&n, 2, inf_stats, 0.5f, NULL), ZL_STEP_DIVERGED, "static: overflow stops");
+    zl_numerics_free(&n);
+
+    rt = runtime_with(1, 1024.0f, 0.0f);
+    zl_numerics_init(&n, &rt);
+    cr_expect_eq(zl_numerics_update_known(&n), 0, "dynamic scale: the verdict may skip the step");
+    zl_numerics_free(&n);
+    rt = runtime_with(0, 1024.0f, 1.0f);
+    zl_numerics_init(&n, &rt);
+    cr_expect_eq(zl_numerics_update_known(&n), 0, "clipping: the verdict's norm rescales the update");
+    zl_numerics_free(&n);
 }

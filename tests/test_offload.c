@@ -5,7 +5,9 @@
  * formulas written out from Ψ_pad and N alone; checkpoints save and resume through the host
  * buffers; the copies appear on the timeline's copy lane; the offload model's fields (device
  * work, host Adam, copies not overlapped, the predictions) are present and consistent with the
- * timeline and with Ψ_pad and N; stage 0 and 1 refuse the flag. */
+ * timeline and with Ψ_pad and N; with a static loss scale and no clipping host Adam runs in
+ * the backward (same bits, and a diverged step leaves no checkpoint); stage 0 and 1 refuse
+ * the flag. */
 #include "zl_test_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <math.h>
@@ -72,6 +74,85 @@ Test(bitwise, the_numerics_flags_act) {
     cJSON *plain = zl_run_json(0, "-n 2 {stage2} --steps 6 --offload");
     cr_expect_str_neq(zl_hash_of(j), zl_hash_of(plain), "skips and clipping leave the parameters unchanged?");
     cJSON_Delete(j), cJSON_Delete(plain);
+}
+
+/* ---- host Adam before the verdict: a static loss scale, no clipping --------------------- */
+
+/* The verdict can then only be "apply" or "stop" (numerics.h), so the stages start host Adam
+ * in the backward, unit by unit; the parameters stay bit for bit the device Adam's. */
+Test(early, stage2_N1_static_scale) { check_same_as_on_device(2, 1, "--loss-scale 1024"); }
+Test(early, stage2_N2_static_scale) { check_same_as_on_device(2, 2, "--loss-scale 1024"); }
+Test(early, stage3_N1_static_scale) { check_same_as_on_device(3, 1, "--loss-scale 1024"); }
+Test(early, stage3_N2_static_scale) { check_same_as_on_device(3, 2, "--loss-scale 1024"); }
+Test(early, stage2_N2_bf16) { check_same_as_on_device(2, 2, "--dtype bf16"); }
+Test(early, stage3_N2_static_scale_accum2) { check_same_as_on_device(3, 2, "--loss-scale 1024 --accum 2"); }
+
+static int is_rank0_span(cJSON *e) {
+    cJSON *ph = cJSON_GetObjectItem(e, "ph");
+    return cJSON_IsString(ph) && !strcmp(ph->valuestring, "X") && zl_num(e, "pid") == 0;
+}
+
+/* Rank 0's optimizer spans (host Adam) that start after the last step's loss span and before
+ * its last backward span; and the JSON's word on where host Adam runs. The CPU backend runs a
+ * rank's lanes in the order they were issued, so span order is issue order. */
+static int optimizer_spans_in_last_backward(int stage, const char *extra, const char *beside) {
+    char trace[96];
+    snprintf(trace, sizeof trace, "/tmp/zl_offload_early_%d.json", getpid());
+    cJSON *j = zl_run_json(0, "-n 2 {%s} --steps 3 --offload %s --trace %s", zl_progs[stage], extra, trace);
+    cr_expect_str_eq(zl_get(j, "offload_model.host_adam_beside")->valuestring, beside, "%s", extra);
+    cJSON *t = zl_load_json(trace);
+    unlink(trace);
+    cJSON *events = cJSON_IsArray(t) ? t : zl_get(t, "traceEvents"), *e;
+    double last_loss = -1, last_backward = -1;
+    cJSON_ArrayForEach(e, events) {
+        if (!is_rank0_span(e)) continue;
+        const char *name = cJSON_GetObjectItem(e, "name")->valuestring;
+        double ts = zl_num(e, "ts");
+        if (!strcmp(name, "loss") && ts > last_loss) last_loss = ts;
+        if (!strncmp(name, "backward", 8) && ts > last_backward) last_backward = ts;
+    }
+    int inside = 0;
+    cJSON_ArrayForEach(e, events) {
+        if (!is_rank0_span(e) || strncmp(cJSON_GetObjectItem(e, "name")->valuestring, "optimizer", 9)) continue;
+        double ts = zl_num(e, "ts");
+        inside += ts > last_loss && ts < last_backward;
+    }
+    cr_expect(last_loss >= 0 && last_backward > last_loss, "a last step with a backward");
+    int units = (int)zl_num(j, "units");
+    cJSON_Delete(j), cJSON_Delete(t);
+    return inside * 1000 + units;
+}
+static void check_where_host_adam_runs(int stage) {
+    int early = optimizer_spans_in_last_backward(stage, "--loss-scale 1024", "backward");
+    cr_expect_eq(early / 1000, early % 1000 - 1, "static scale: all but the first unit's host Adam in the backward");
+    int late = optimizer_spans_in_last_backward(stage, "", "next forward");
+    cr_expect_eq(late / 1000, 0, "dynamic scale: host Adam waits for the verdict");
+    int clipped = optimizer_spans_in_last_backward(stage, "--loss-scale 1024 --clip-grad-norm 1", "next forward");
+    cr_expect_eq(clipped / 1000, 0, "clipping: host Adam waits for the verdict's norm");
+}
+Test(early, stage2_host_adam_runs_in_the_backward) { check_where_host_adam_runs(2); }
+Test(early, stage3_host_adam_runs_in_the_backward) { check_where_host_adam_runs(3); }
+
+/* A step that diverges under a static scale stops training (exit 3) after its host Adam ran:
+ * that step's checkpoint is not written (the last one is the step before, its state intact),
+ * and --check holds: the formula counts that step's copies up, not its gathers. */
+Test(early, a_diverged_step_writes_no_checkpoint) {
+    char dir[128], cmd[160];
+    snprintf(dir, sizeof dir, "/tmp/zl_offload_early_ckpt_%d", getpid());
+    cJSON *j = zl_run_json(3, "-n 2 {stage2} --steps 4 --loss-scale 1024 --inject-overflow 3 --offload --check "
+                              "--save %s --save-every 1", dir);
+    cr_expect_str_eq(zl_get(j, "status")->valuestring, "diverged");
+    cr_expect(cJSON_IsTrue(zl_get(j, "check.ok")), "--check on the diverged run");
+    snprintf(cmd, sizeof cmd, "%s/manifest.json", dir);
+    cJSON *m = zl_load_json(cmd);
+    cr_expect_eq(zl_num(m, "step"), 2, "the last checkpoint is step 2's");
+    cr_expect_eq(zl_num(m, "adam_step"), 2);
+    cJSON *resumed = zl_run_json(0, "-n 2 {stage3} --steps 1 --loss-scale 1024 --resume %s", dir);
+    cJSON *three = zl_run_json(0, "-n 2 {stage2} --steps 3 --loss-scale 1024");
+    cr_expect_str_eq(zl_hash_of(resumed), zl_hash_of(three), "step 2's checkpoint + 1 step = 3 steps");
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+    cJSON_Delete(j), cJSON_Delete(m), cJSON_Delete(resumed), cJSON_Delete(three);
 }
 
 /* ---- exactness: device, host and PCIe bytes from Ψ_pad and N ------------------------- */
