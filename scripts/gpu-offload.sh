@@ -10,6 +10,8 @@
 #   3. stage2 and stage3 --preset lab-1b with and without --offload at N = 2 and 4, for ROWS
 #      rows per rank (default 8192 32768 131072), 3 steps each (step 1 is warm-up); a run that
 #      does not fit exits 2 before allocating and shows as such;
+#      and, for STATIC_ROWS (default 32768), both again with a static loss scale
+#      (--loss-scale 1024): no verdict to wait for, so host Adam runs beside the backward;
 #   4. a markdown table: offload's cost, the offload model beside the measurement, the
 #      copies and host Adam against what the benches measured.
 # Each run writes OUTDIR/<name>.json and .txt; the table goes to stdout and OUTDIR/table.md.
@@ -34,6 +36,7 @@ export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 MPIEXEC=${MPIEXEC:-mpirun --bind-to none}
 THREADS=${THREADS:-1,16,32,64}
 ROWS=${ROWS:-8192 32768 131072}
+STATIC_ROWS=${STATIC_ROWS:-32768}
 gpus=$(nvidia-smi -L | grep -c '^GPU')
 start=$SECONDS
 
@@ -71,6 +74,10 @@ for n in 2 4; do
         for p in stage2 stage3; do
             run "${p}_N${n}_rows${rows}" "$n" "$p" --batch "$rows"
             run "${p}_N${n}_rows${rows}_offload" "$n" "$p" --batch "$rows" --offload
+            case " $STATIC_ROWS " in *" $rows "*)
+                run "${p}_N${n}_rows${rows}_static" "$n" "$p" --batch "$rows" --loss-scale 1024
+                run "${p}_N${n}_rows${rows}_static_offload" "$n" "$p" --batch "$rows" --loss-scale 1024 --offload ;;
+            esac
         done
     done
 done
@@ -131,14 +138,18 @@ print("D = device work (model spans + collectives), A = host Adam wall time, T =
       " all from the offload run's timeline; M = the offload run's ms per step; G = the run without offload."
       " Issue model: M <= 1.1 x max(G, A + T). Same-run model: P = max(D, A + T); serial S = D + A + T;"
       " pipelined = D - F + max(F, A + T) with F the device's work before the first loss span (host Adam"
-      " waits for the verdict, then runs beside the next step's forward).\n")
+      " waits for the verdict, then runs beside the next step's forward). Rows marked static: --loss-scale 1024,"
+      " no verdict to wait for, host Adam beside the backward (the pipelined model does not apply).\n")
 print("| stage | N | rows/rank | G ms | M ms | cost | D ms | A ms | thr | A GB/s x N / triad | T ms | d2h, h2d GB/s"
       " / pinned together (h2d: / loaded by a triad, / by host Adam) | max(G, A+T) | M / it | P | M/P | S | M/S | F | pipelined | M/pipelined |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for n in (2, 4):
     for r in rows:
-        for p in ("stage2", "stage3"):
-            g, o = load(f"{p}_N{n}_rows{r}"), load(f"{p}_N{n}_rows{r}_offload")
+        for p, v in [(p, v) for v in ("", "_static") for p in ("stage2", "stage3")]:
+            g, o = load(f"{p}_N{n}_rows{r}{v}"), load(f"{p}_N{n}_rows{r}{v}_offload")
+            if v and not g and not o:
+                continue
+            p = p + (" static" if v else "")
             if not o:
                 print(f"| {p} | {n} | {r} | {g['ms_per_step']:.1f} | — (did not run) |" if g else
                       f"| {p} | {n} | {r} | — | — (did not run) |")
@@ -165,5 +176,5 @@ for n in (2, 4):
                   f"{issue:.1f} | {M / issue:.2f} | {m['predicted_ms']:.1f} | {m['measured_over_predicted']:.2f} | "
                   f"{m['serial_ms']:.1f} | {m['measured_over_serial']:.2f} | " +
                   (f"{m['forward_ms']:.1f} | {m['pipelined_ms']:.1f} | {m['measured_over_pipelined']:.2f} |"
-                   if "pipelined_ms" in m else "— | — | — |"))
+                   if "pipelined_ms" in m and m.get("host_adam_beside") != "backward" else "— | — | — |"))
 PY

@@ -10,10 +10,10 @@
 #              lab-1b stage 2 at N = 2 with and without the GEMM choice (ZL_GEMM_TUNE=0) ~190 s
 #   gpt        gpt2-124m every stage at N = 1, 2, 4; gpt2-1.5b at N = 4, batch 8, 16, 32, 48
 #              (issue 11: MFU >= 40 %, met on H200 at a8ed5ad: 44-48 %)             ~150 s
-#   offload    lab-1b with and without --offload at 32768 and 65536 rows, the pinned copies
-#              also beside a host triad and beside host Adam itself (issue 12: h2d against the
-#              bound when the copies overlap host Adam, on the same host); under
-#              `mpirun --bind-to none`                                                 ~250 s
+#   offload    lab-1b with and without --offload at 32768 and 65536 rows, and at 32768 with a
+#              static loss scale (host Adam beside the backward: issue 12's overlap), the pinned
+#              copies also beside a host triad and beside host Adam itself; under
+#              `mpirun --bind-to none`                                                 ~350 s
 #   clocks     lab-1b stage 2 at N = 2, 20 steps, with and without the GEMM choice, GPU clocks,
 #              power and throttle reasons sampled every 100 ms beside it (nvidia-smi): are a
 #              run's slow late steps the clocks? (issue 15's 10-step means)             ~90 s
@@ -183,7 +183,7 @@ export out
 for s in $SECTIONS; do
     case $s in
     table2) CONFIGS="stage3 stage3+offload stage2+offload" section table2 300 scripts/gpu-table2.sh "$out/table2" ;;
-    offload) MPIEXEC="${OFFLOAD_MPIEXEC:-mpirun --bind-to none}" ROWS="32768 65536" section offload 360 scripts/gpu-offload.sh "$out/offload" ;;
+    offload) MPIEXEC="${OFFLOAD_MPIEXEC:-mpirun --bind-to none}" ROWS="32768 65536" section offload 480 scripts/gpu-offload.sh "$out/offload" ;;
     # the 7.5 B model: 6 steps (step 1 warm-up), no final hash (an FNV of 7.5 B parameters on one
     # host core would take longer than the steps)
     fill) section fill 300 bash -c 'stages fill "2 4" --layers 14 --dim 8192 --batch 1024 --steps 6 --no-param-hash && fill_prefetch' ;;
