@@ -43,7 +43,7 @@ zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ra
     o->m = zl_mem_alloc(ZL_MEM_HOST_ADAM_M, 4 * shard, "host Adam m (this rank's slices)");
     o->v = zl_mem_alloc(ZL_MEM_HOST_ADAM_V, 4 * shard, "host Adam v (this rank's slices)");
     o->staging = zl_mem_alloc(ZL_MEM_OFFLOAD_STAGING, 2 * shard, "offload staging (16-bit slices)");
-    o->copy = zl_stream_create();
+    o->down = zl_stream_create(), o->up = zl_stream_create();
     o->host = zl_stream_create();
     o->n_up = copy_streams();
     for (int k = 0; k + 1 < o->n_up; k++) o->up_more[k] = zl_stream_create();
@@ -73,7 +73,7 @@ int zl_offload_threads(int local_ranks) {
 void zl_offload_free(zl_offload *o) {
     if (!o) return;
     /* grads_landed, params_landed, adam_done: with every event array, by zl_events_destroy_all */
-    zl_stream_destroy(o->copy);
+    zl_stream_destroy(o->down), zl_stream_destroy(o->up);
     zl_stream_destroy(o->host);
     for (int k = 0; k + 1 < o->n_up; k++) zl_stream_destroy(o->up_more[k]);
     zl_event_destroy(o->up_fork);
@@ -89,9 +89,9 @@ void zl_offload_master_from(zl_offload *o, int u, const zl_half *dev_params, zl_
 
 void zl_offload_grads_to_host(zl_offload *o, int u, const zl_half *dev_grads, zl_event final) {
     size_t off = o->part->slice_off[u];
-    zl_stream_wait_event(o->copy, final);
-    zl_copy_d2h(o->staging + off, dev_grads, o->part->slice_len[u], o->half, ZL_P_OFFLOAD_GRADS, u, o->copy);
-    zl_event_record(o->grads_landed[u], o->copy);
+    zl_stream_wait_event(o->down, final);
+    zl_copy_d2h(o->staging + off, dev_grads, o->part->slice_len[u], o->half, ZL_P_OFFLOAD_GRADS, u, o->down);
+    zl_event_record(o->grads_landed[u], o->down);
 }
 
 /* The host update (the CPU reference's results, vectorised, over the threads: adam_host.h) of
@@ -113,15 +113,16 @@ zl_event zl_offload_adam(zl_offload *o, int u, zl_half *dev_params, float grad_m
     zl_stream_launch_host(o->host, run_job, &o->jobs[u]);
     zl_trace_end(ZL_PHASE_OPTIMIZER, u, o->host);
     zl_event_record(o->adam_done[u], o->host);
-    zl_stream_wait_event(o->copy, o->adam_done[u]);
-    if (o->n_up == 1) zl_copy_h2d(dev_params, o->staging + off, n, o->half, ZL_P_OFFLOAD_PARAMS, u, o->copy);
-    else zl_copy_h2d_spread(dev_params, o->staging + off, n, o->half, ZL_P_OFFLOAD_PARAMS, u, o->copy, o->up_more,
+    zl_stream_wait_event(o->up, o->adam_done[u]);
+    if (o->n_up == 1) zl_copy_h2d(dev_params, o->staging + off, n, o->half, ZL_P_OFFLOAD_PARAMS, u, o->up);
+    else zl_copy_h2d_spread(dev_params, o->staging + off, n, o->half, ZL_P_OFFLOAD_PARAMS, u, o->up, o->up_more,
                             o->n_up - 1, o->up_fork, o->up_join);
-    zl_event_record(o->params_landed[u], o->copy);
+    zl_event_record(o->params_landed[u], o->up);
     return o->params_landed[u];
 }
 
 void zl_offload_sync(zl_offload *o) {
     zl_stream_sync(o->host);
-    zl_stream_sync(o->copy);
+    zl_stream_sync(o->down);
+    zl_stream_sync(o->up);
 }

@@ -3,7 +3,7 @@
  *
  * What moves, per step and rank (the stage files show when):
  *   device -> host  each unit's 16-bit gradient slice, as soon as it is final (after its
- *                   last reduce-scatter), on a copy stream: it overlaps the backward of the
+ *                   last reduce-scatter), on the stream of copies down: it overlaps the backward of the
  *                   units before it. Every step, 2Ψ_pad/N bytes.
  *   host            once the ranks agreed the step is applied (the verdict needs every
  *                   unit), Adam over the slice with OpenMP threads, in place: the staging
@@ -12,8 +12,11 @@
  *                   unit, so the caller returns at once: the next step's forward is issued
  *                   behind it and unit u's forward starts as soon as unit u is back, while
  *                   the host updates the units after it.
- *   host -> device  the new parameter slice, on the copy stream: it overlaps Adam of the
- *                   next unit. Only on applied steps, 2Ψ_pad/N bytes. ZL_OFFLOAD_COPY_STREAMS=K
+ *   host -> device  the new parameter slice, on the stream of copies up: it overlaps Adam of
+ *                   the next unit. Only on applied steps, 2Ψ_pad/N bytes. Up and down have a
+ *                   stream each, so when host Adam runs beside the backward (a static loss
+ *                   scale, stage2.c) a copy down never queues behind a copy up that waits for
+ *                   host Adam. ZL_OFFLOAD_COPY_STREAMS=K
  *                   (1..4, default 1) issues it as K copies at once on K streams — more
  *                   reads in flight from host memory while host Adam keeps it busy (a lever
  *                   under measurement: docs/performance.md).
@@ -43,9 +46,10 @@ typedef struct {
     zl_dtype half;
     float *master, *m, *v;  /* host, pinned: shard_len fp32 each, unit u at part->slice_off[u] */
     zl_half *staging;       /* host, pinned: shard_len 16-bit; gradient slice in, parameter slice out */
-    zl_stream copy;         /* every d2h and h2d copy, in issue order */
+    zl_stream down;         /* every d2h copy, in issue order */
+    zl_stream up;           /* every h2d copy, in issue order */
     int n_up;               /* ZL_OFFLOAD_COPY_STREAMS: each h2d as n_up copies at once (default 1) */
-    zl_stream up_more[ZL_OFFLOAD_MAX_UP - 1]; /* the copies' other streams (joined into `copy`) */
+    zl_stream up_more[ZL_OFFLOAD_MAX_UP - 1]; /* the copies' other streams (joined into `up`) */
     zl_event up_fork, *up_join; /* events for them: one, n_up - 1 */
     zl_stream host;         /* host Adam, one host function a unit, in issue order */
     zl_event *grads_landed; /* one per unit: its gradient slice is in staging */
@@ -60,7 +64,7 @@ typedef struct {
  * core (Open MPI's default for 2 ranks or fewer) leaves 1: run with --bind-to none. */
 int zl_offload_threads(int local_ranks);
 
-/* Allocate the host buffers (tracked, pinned), the copy stream and the events; before step 1. */
+/* Allocate the host buffers (tracked, pinned), the copy streams and the events; before step 1. */
 zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ranks);
 void zl_offload_free(zl_offload *o); /* the buffers go with zl_mem_free_all */
 
@@ -73,8 +77,8 @@ void zl_offload_master_from(zl_offload *o, int u, const zl_half *dev_params, zl_
 void zl_offload_grads_to_host(zl_offload *o, int u, const zl_half *dev_grads, zl_event final);
 
 /* Issue Adam on unit u's slice on the host (after its gradients landed; the host stream),
- * then the copy of the new 16-bit slice to dev_params (the copy stream); returns at once.
- * Returns the event that says it has landed there; the copy stream runs in order, so the
+ * then the copy of the new 16-bit slice to dev_params (the stream of copies up); returns at
+ * once. Returns the event that says it has landed there; the copies up run in order, so the
  * last unit's event covers all of them. */
 zl_event zl_offload_adam(zl_offload *o, int u, zl_half *dev_params, float grad_mult, int adam_step,
                          zl_adam_hparams hp);
