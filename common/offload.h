@@ -16,10 +16,10 @@
  *                   the next unit. Only on applied steps, 2Ψ_pad/N bytes. Up and down have a
  *                   stream each, so when host Adam runs beside the backward (a static loss
  *                   scale, stage2.c) a copy down never queues behind a copy up that waits for
- *                   host Adam. ZL_OFFLOAD_COPY_STREAMS=K
- *                   (1..4, default 1) issues it as K copies at once on K streams — more
- *                   reads in flight from host memory while host Adam keeps it busy (a lever
- *                   under measurement: docs/performance.md).
+ *                   host Adam. ZL_OFFLOAD_COPY_STREAMS=K (1..4, default 1) issues it as K
+ *                   copies at once on K streams — more reads in flight from host memory while
+ *                   host Adam keeps it busy (2 were measured on H200 and changed nothing:
+ *                   docs/performance.md).
  * The copies go through comm.h (op d2h / h2d, purpose offload_grads / offload_params):
  * logged, timed, and drawn on the timeline's copy lane, but not counted as network bytes.
  *
