@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/cpu/adam_host.h" /* zl_host_adam_update_threads: --load adam */
 
@@ -109,12 +110,22 @@ typedef struct {
     float *master, *m, *v;         /* adam: n floats each */
     zl_half *param;                /* adam: n 16-bit values, the gradient in, the parameter out */
     size_t n;
+    double GBps; /* what the load itself moved: whole sweeps' bytes / their time (set when it stops) */
 } host_load;
+
+/* Seconds on a monotonic clock (the load's thread makes no MPI call). */
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static void *run_load(void *arg) {
     host_load *t = arg;
     const zl_adam_hparams hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f};
-    for (int step = 1; !atomic_load(&t->stop); step++) {
+    double t0 = now(), t_end = t0;
+    int sweeps = 0;
+    for (int step = 1; !atomic_load(&t->stop); step++, sweeps++, t_end = now()) {
         if (t->adam) { /* as --offload runs it: in place, chunks over the threads */
             zl_host_adam_update_threads(t->master, t->m, t->v, t->param, t->param, t->n, 1.0f, step, hp, t->threads);
             continue;
@@ -122,6 +133,8 @@ static void *run_load(void *arg) {
 #pragma omp parallel for num_threads(t->threads) schedule(static)
         for (size_t i = 0; i < t->n; i++) t->a[i] = t->b[i] + 3.0 * t->c[i];
     }
+    /* bytes per element: host Adam 28 (master, m, v read and written; 16-bit in and out), the triad 24 */
+    t->GBps = sweeps ? (double)sweeps * (double)t->n * (t->adam ? 28.0 : 24.0) / (t_end - t0) / 1e9 : 0;
     return NULL;
 }
 
@@ -204,6 +217,7 @@ int main(int argc, char **argv) {
     CUDA_OK(cudaDeviceSynchronize());
 
     double mine[3][NDIR] = {{0}}; /* [alone, together, loaded][direction] */
+    double load_GBps = 0;          /* what the load moved while the loaded copies ran */
     for (int d = 0; d < NDIR; d++)
         for (int r = 0; r < world; r++) { /* alone: rank r copies, the others wait at the barriers */
             double g = GBps(&b, d, reps, rank == r, 0);
@@ -219,12 +233,15 @@ int main(int argc, char **argv) {
         for (int d = 0; d < NDIR; d++) mine[2][d] = GBps(&b, d, reps, 1, 1);
         atomic_store(&t.stop, 1);
         pthread_join(th, NULL);
+        load_GBps = t.GBps;
         load_free(&t);
     }
 
     double *all = rank ? NULL : malloc(sizeof mine * (size_t)world);
     char *buses = rank ? NULL : malloc(sizeof bus * (size_t)world);
     MPI_Gather(mine, 3 * NDIR, MPI_DOUBLE, all, 3 * NDIR, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    double *loads = rank ? NULL : malloc(sizeof(double) * (size_t)world);
+    MPI_Gather(&load_GBps, 1, MPI_DOUBLE, loads, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Gather(bus, sizeof bus, MPI_CHAR, buses, sizeof bus, MPI_CHAR, 0, MPI_COMM_WORLD);
     if (!rank) {
         printf("pinned copies, %zu bytes each (as %d cop%s at once), best of %d (loaded: median), %d rank(s), one GPU "
@@ -245,6 +262,8 @@ int main(int argc, char **argv) {
             }
         printf("node, together: h2d %.2f, d2h %.2f, both %.2f + %.2f GB/s (sum over ranks)\n", sum[H2D], sum[D2H],
                sum[BOTH], sum[BOTH]);
+        for (int r = 0; load_threads > 0 && r < world; r++) /* is the load as heavy as training's? */
+            printf("load beside the loaded copies, rank %d: %s at %.2f GB/s\n", r, adam ? "host Adam" : "triad", loads[r]);
         /* One line per rank for scripts (scripts/gpu-offload.sh). */
         for (int r = 0; r < world; r++) {
             const double *g = all + (size_t)r * 3 * NDIR;
@@ -252,12 +271,13 @@ int main(int argc, char **argv) {
                    "together_h2d=%.2f together_d2h=%.2f together_both=%.2f",
                    world, r, bytes, split, g[H2D], g[D2H], g[BOTH], g[NDIR + H2D], g[NDIR + D2H], g[NDIR + BOTH]);
             if (load_threads > 0)
-                printf(" load=%s load_threads=%d loaded_h2d=%.2f loaded_d2h=%.2f loaded_both=%.2f",
-                       adam ? "adam" : "triad", load_threads, g[2 * NDIR + H2D], g[2 * NDIR + D2H], g[2 * NDIR + BOTH]);
+                printf(" load=%s load_threads=%d load_GBps=%.2f loaded_h2d=%.2f loaded_d2h=%.2f loaded_both=%.2f",
+                       adam ? "adam" : "triad", load_threads, loads[r], g[2 * NDIR + H2D], g[2 * NDIR + D2H],
+                       g[2 * NDIR + BOTH]);
             printf("\n");
         }
     }
-    free(all), free(buses);
+    free(all), free(buses), free(loads);
     cudaFreeHost(b.host_in), cudaFreeHost(b.host_out), cudaFree(b.dev_in), cudaFree(b.dev_out);
     MPI_Finalize();
     return 0;

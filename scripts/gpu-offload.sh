@@ -108,8 +108,8 @@ pinned = {}
 print("\n### Pinned copies, GB/s per GPU and direction (256 MiB; best of 10, loaded: median of 10)\n")
 pinned_adam = {}
 print("| ranks | rank | alone h2d | alone d2h | together h2d | together d2h | together both (each way) |"
-      " loaded h2d | loaded d2h | loaded by host Adam h2d | loaded by host Adam d2h |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+      " loaded h2d | loaded d2h | loaded by host Adam h2d | loaded by host Adam d2h | host Adam's own GB/s meanwhile |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for n in (1, 2, 4):
     by_adam = {s["rank"]: s for s in summary(f"{out}/pinned_adam_N{n}.txt")} if os.path.exists(
         f"{out}/pinned_adam_N{n}.txt") else {}
@@ -117,7 +117,7 @@ for n in (1, 2, 4):
         a = by_adam.get(s["rank"], {})
         print(f"| {n} | {s['rank']} | {s['alone_h2d']} | {s['alone_d2h']} | {s['together_h2d']} | "
               f"{s['together_d2h']} | {s['together_both']} | {s.get('loaded_h2d', '—')} | {s.get('loaded_d2h', '—')} | "
-              f"{a.get('loaded_h2d', '—')} | {a.get('loaded_d2h', '—')} |")
+              f"{a.get('loaded_h2d', '—')} | {a.get('loaded_d2h', '—')} | {a.get('load_GBps', '—')} |")
         pinned.setdefault(n, []).append(s)
         if a: pinned_adam.setdefault(n, []).append(a)
 
