@@ -86,6 +86,10 @@ Test(early, stage3_N1_static_scale) { check_same_as_on_device(3, 1, "--loss-scal
 Test(early, stage3_N2_static_scale) { check_same_as_on_device(3, 2, "--loss-scale 1024"); }
 Test(early, stage2_N2_bf16) { check_same_as_on_device(2, 2, "--dtype bf16"); }
 Test(early, stage3_N2_static_scale_accum2) { check_same_as_on_device(3, 2, "--loss-scale 1024 --accum 2"); }
+/* GPT-2's tied embedding: its gradient is final only after its second use (the LM head's, first
+ * in the backward, then the lookup's), and only then may its host Adam run */
+Test(early, stage2_N2_gpt_tied_embedding) { check_same_as_on_device(2, 2, "--preset gpt-tiny --loss-scale 512"); }
+Test(early, stage3_N2_gpt_tied_embedding) { check_same_as_on_device(3, 2, "--preset gpt-tiny --loss-scale 512"); }
 
 static int is_rank0_span(cJSON *e) {
     cJSON *ph = cJSON_GetObjectItem(e, "ph");
