@@ -20,9 +20,9 @@
 # runs 2 ranks or fewer, which leaves host Adam 1 thread (the report prints its threads).
 # Host Adam uses (cores it may run on) / (ranks on the node) threads, as offload.c does.
 #
-# Time, estimated for 4 × H200 and 64 host cores: benches ~40 s; 24 training runs at ~6 s of
-# start-up each (CUDA, NCCL, pinning up to 7.5 GB per rank) ~150 s, plus their steps
-# (lab-1b ~95 ms per 8192 rows, host Adam ~0.4 s a step) ~70 s: about 4–5 minutes.
+# Time, measured on 4 × H200 and 64 host cores with ROWS="32768 65536" (gpu-pending.sh): 232 s
+# for the benches and 16 training runs (~12 s each with start-up); the 8 static-scale runs at
+# 32768 rows add ~100 s.
 set -u
 out=${1:?usage: gpu-offload.sh OUTDIR}
 nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
