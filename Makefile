@@ -140,7 +140,7 @@ build/cuda/bench_gpt_step: build/cuda/obj/bench/gpt_step.o $(CUDA_OBJ) build/cud
 # bench_pinned_copy: pinned host <-> device copy bandwidth, each GPU alone and all at once
 # (under mpirun, one rank per GPU; bench/pinned_copy.c), also beside a host triad or host Adam
 # (--load-threads T [--load triad|adam]). The CUDA runtime, MPI, OpenMP and the host Adam.
-build/cuda/bench_pinned_copy: build/cuda/obj/bench/pinned_copy.o build/cuda/obj/kernels/gpu_select.o build/cuda/obj/kernels/cpu/adam_host.o build/cuda/obj/kernels/cpu/kernels_cpu.o build/cuda/obj/kernels/storage.o
+build/cuda/bench_pinned_copy: build/cuda/obj/bench/pinned_copy.o build/cuda/obj/common/util.o build/cuda/obj/kernels/gpu_select.o build/cuda/obj/kernels/cpu/adam_host.o build/cuda/obj/kernels/cpu/kernels_cpu.o build/cuda/obj/kernels/storage.o
 	$(MPICC) $(CFLAGS) $^ -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lm -o $@
 
 # The cJSON shared library the CUDA programs load, copied (links resolved) next to them.

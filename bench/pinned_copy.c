@@ -26,6 +26,7 @@
  * slow to answer (a question for the "loaded" phase; --offload copies with one stream).
  * Rank 0 prints one row per rank and phase, GB/s = 1e9 bytes/s, and the node's sum. */
 #include <cuda_runtime.h>
+#include <math.h>
 #include <mpi.h>
 #include <omp.h>
 #include <pthread.h>
@@ -33,8 +34,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/util.h"            /* zl_median, zl_wall_seconds */
 #include "kernels/cpu/adam_host.h" /* zl_host_adam_update_threads: --load adam */
 
 #include "gpu_select.h"
@@ -79,11 +80,6 @@ static double time_copy(const buffers *b, int d) {
     return MPI_Wtime() - t0;
 }
 
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* GB/s per direction of `reps` timed copies after one warm-up: the best one's (alone, together:
  * what the link can do), or (median) the median one's — the loaded phase's, where the load
  * varies over time (its OpenMP regions end and start again between sweeps) and the best of R
@@ -96,8 +92,9 @@ static double GBps(const buffers *b, int d, int reps, int active, int median) {
         double dt = active ? time_copy(b, d) : (MPI_Barrier(MPI_COMM_WORLD), 1e30);
         if (r > 0) t[r - 1] = dt;
     }
-    qsort(t, (size_t)reps, sizeof *t, by_value);
-    double pick = median ? (reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2) : t[0];
+    double pick = t[0]; /* the best: the shortest time */
+    if (median) pick = zl_median(t, (size_t)reps);
+    else for (int r = 1; r < reps; r++) pick = fmin(pick, t[r]);
     free(t);
     return active ? (double)b->bytes / pick / 1e9 : 0;
 }
@@ -113,19 +110,12 @@ typedef struct {
     double GBps; /* what the load itself moved: whole sweeps' bytes / their time (set when it stops) */
 } host_load;
 
-/* Seconds on a monotonic clock (the load's thread makes no MPI call). */
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void *run_load(void *arg) {
     host_load *t = arg;
     const zl_adam_hparams hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f};
-    double t0 = now(), t_end = t0;
+    double t0 = zl_wall_seconds(), t_end = t0; /* a monotonic clock: this thread makes no MPI call */
     int sweeps = 0;
-    for (int step = 1; !atomic_load(&t->stop); step++, sweeps++, t_end = now()) {
+    for (int step = 1; !atomic_load(&t->stop); step++, sweeps++, t_end = zl_wall_seconds()) {
         if (t->adam) { /* as --offload runs it: in place, chunks over the threads */
             zl_host_adam_update_threads(t->master, t->m, t->v, t->param, t->param, t->n, 1.0f, step, hp, t->threads);
             continue;

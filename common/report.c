@@ -23,11 +23,6 @@
 #include "trace.h"
 #include "util.h"
 
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The median of rank 0's timed steps (2..S; step 1 when S = 1): the mean (ms_per_step) is
  * what a run cost, the median what a typical step takes — a few slow steps (a GPU's clocks
  * falling under sustained load, another job on the host) move the first, not the second. */
@@ -37,8 +32,7 @@ static double median_step_ms(const double *step_ms, int steps) {
     double *v = malloc((size_t)n * sizeof *v);
     if (!v) zl_fatal("out of host memory for the report");
     memcpy(v, step_ms + first, (size_t)n * sizeof *v);
-    qsort(v, (size_t)n, sizeof *v, by_value);
-    double m = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    double m = zl_median(v, (size_t)n);
     free(v);
     return m;
 }

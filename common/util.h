@@ -32,4 +32,7 @@ uint64_t zl_fnv1a(uint64_t h, const void *data, size_t n);
 
 double zl_wall_seconds(void); /* monotonic clock */
 
+/* The median of v[0..n) (n > 0): the middle value, or the mean of the two middle ones. Sorts v. */
+double zl_median(double *v, size_t n);
+
 #endif

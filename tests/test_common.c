@@ -13,6 +13,7 @@
 #include "common/formulas.h"
 #include "common/preflight.h"
 #include "common/throughput.h"
+#include "common/util.h"
 #include "common/trace.h"
 #include "model/model.h"
 
@@ -608,4 +609,13 @@ Test(throughput, peak_known_only_for_h100_and_h200_sxm) {
         cr_expect_eq(p, cases[i].peak, "'%s': %g, expected %g", cases[i].name, p, cases[i].peak);
         cr_expect_eq(family != NULL, cases[i].peak > 0, "'%s': family %s", cases[i].name, family ? family : "NULL");
     }
+}
+
+/* zl_median (the report's median step, the pinned-copy bench's loaded copies): the middle value
+ * of an odd count, the mean of the two middle ones of an even count, whatever the order. */
+Test(util, median_odd_and_even) {
+    double odd[] = {3.0, 1.0, 7.0, 2.0, 5.0}, even[] = {4.0, 1.0, 3.0, 2.0}, one[] = {9.5};
+    cr_expect_eq(zl_median(odd, 5), 3.0);
+    cr_expect_eq(zl_median(even, 4), 2.5);
+    cr_expect_eq(zl_median(one, 1), 9.5);
 }
