@@ -25,12 +25,10 @@ struct zl_offload_job {
 
 /* ZL_OFFLOAD_COPY_STREAMS: 1 (unset) .. ZL_OFFLOAD_MAX_UP; anything else stops the run. */
 static int copy_streams(void) {
-    const char *e = getenv("ZL_OFFLOAD_COPY_STREAMS");
-    if (!e || !*e) return 1;
-    char *end;
-    long k = strtol(e, &end, 10);
-    if (*end || k < 1 || k > ZL_OFFLOAD_MAX_UP)
-        zl_fatal("ZL_OFFLOAD_COPY_STREAMS=%s: want 1 to %d (copies at once for each h2d)", e, ZL_OFFLOAD_MAX_UP);
+    long k = 1;
+    if (zl_env_int("ZL_OFFLOAD_COPY_STREAMS", 1, ZL_OFFLOAD_MAX_UP, &k) < 0)
+        zl_fatal("ZL_OFFLOAD_COPY_STREAMS=%s: want 1 to %d (copies at once for each h2d)",
+                 getenv("ZL_OFFLOAD_COPY_STREAMS"), ZL_OFFLOAD_MAX_UP);
     return (int)k;
 }
 

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,6 +31,19 @@ typedef enum { ZL_F16 = 0, ZL_F32 = 1, ZL_F64 = 2, ZL_BF16 = 3, ZL_NDTYPES = 4 }
 static inline size_t zl_dtype_size(zl_dtype t) { return t == ZL_F16 || t == ZL_BF16 ? 2 : t == ZL_F32 ? 4 : 8; }
 static inline const char *zl_dtype_name(zl_dtype t) {
     return t == ZL_F16 ? "fp16" : t == ZL_BF16 ? "bf16" : t == ZL_F32 ? "fp32" : "fp64";
+}
+
+/* An integer knob from the environment (ZL_OFFLOAD_COPY_STREAMS, ZL_ADAM_BLOCKS): 0 when `name`
+ * is unset or empty, 1 with *value set when it is a whole integer in [lo, hi], -1 otherwise —
+ * then the caller stops the run with one line: a typo must not pass unseen. */
+static inline int zl_env_int(const char *name, long lo, long hi, long *value) {
+    const char *e = getenv(name);
+    if (!e || !*e) return 0;
+    char *end;
+    long v = strtol(e, &end, 10);
+    if (*end || v < lo || v > hi) return -1;
+    *value = v;
+    return 1;
 }
 
 /* ---- lifetime -------------------------------------------------------------------

@@ -949,10 +949,8 @@ template <int BF> __global__ void adam_kernel(adam_args p, size_t head, size_t n
 static unsigned adam_blocks_cap(void) {
     static long cap = -1;
     if (cap < 0) {
-        const char *e = getenv("ZL_ADAM_BLOCKS");
-        char *end = NULL;
-        cap = e && *e ? strtol(e, &end, 10) : 0;
-        if (e && *e && (*end || cap < 0 || cap > 65536))
+        cap = 0;
+        if (zl_env_int("ZL_ADAM_BLOCKS", 0, 65536, &cap) < 0)
             zl_cuda_fatal(__FILE__, __LINE__, "ZL_ADAM_BLOCKS", "want 0 (no cap) or a block count 1..65536");
     }
     return (unsigned)cap;
