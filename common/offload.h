@@ -3,15 +3,17 @@
  *
  * What moves, per step and rank (the stage files show when):
  *   device -> host  each unit's 16-bit gradient slice, as soon as it is final (after its
- *                   last reduce-scatter), on the stream of copies down: it overlaps the backward of the
- *                   units before it. Every step, 2Ψ_pad/N bytes.
+ *                   last reduce-scatter), on the stream of copies down: it overlaps the
+ *                   backward of the units before it. Every step, 2Ψ_pad/N bytes.
  *   host            once the ranks agreed the step is applied (the verdict needs every
- *                   unit), Adam over the slice with OpenMP threads, in place: the staging
- *                   slice that held the gradient receives the new 16-bit parameters. It runs
- *                   as a host function on its own stream (zl_stream_launch_host), unit after
- *                   unit, so the caller returns at once: the next step's forward is issued
- *                   behind it and unit u's forward starts as soon as unit u is back, while
- *                   the host updates the units after it.
+ *                   unit) — or, where the update is known before the verdict (a static
+ *                   loss scale, no clipping: numerics.h), as soon as the unit's gradient has
+ *                   landed, beside the backward — Adam over the slice with OpenMP threads, in
+ *                   place: the staging slice that held the gradient receives the new 16-bit
+ *                   parameters. It runs as a host function on its own stream
+ *                   (zl_stream_launch_host), unit after unit, so the caller returns at once:
+ *                   the next step's forward is issued behind it and unit u's forward starts
+ *                   as soon as unit u is back, while the host updates the units after it.
  *   host -> device  the new parameter slice, on the stream of copies up: it overlaps Adam of
  *                   the next unit. Only on applied steps, 2Ψ_pad/N bytes. Up and down have a
  *                   stream each, so when host Adam runs beside the backward (a static loss

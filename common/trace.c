@@ -139,9 +139,8 @@ void zl_trace_finalize(void) {
     if (g_origin) zl_event_destroy(g_origin);
     free(g_spans), free(g_step_comm), free(g_iv_compute), free(g_iv_comm), free(g_rec), free(g_step_ms);
     free(g_iv_opt), free(g_iv_copy), free(g_iv_busy), free(g_iv_cover), free(g_iv_fwd);
-    g_iv_fwd = NULL;
     g_spans = NULL, g_step_comm = NULL, g_iv_compute = g_iv_comm = NULL, g_rec = NULL, g_step_ms = NULL;
-    g_iv_opt = g_iv_copy = g_iv_busy = g_iv_cover = NULL;
+    g_iv_opt = g_iv_copy = g_iv_busy = g_iv_cover = g_iv_fwd = NULL;
     g_origin = NULL;
     memset(g_cap, 0, sizeof g_cap);
 }

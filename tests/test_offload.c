@@ -97,16 +97,17 @@ static int is_rank0_span(cJSON *e) {
 }
 
 /* Rank 0's optimizer spans (host Adam) that start after the last step's loss span and before
- * its last backward span; and the JSON's word on where host Adam runs. The CPU backend runs a
- * rank's lanes in the order they were issued, so span order is issue order. */
-static int optimizer_spans_in_last_backward(int stage, const char *extra, const char *beside) {
+ * its last backward span (and *units, the model's); and the JSON's word on where host Adam
+ * runs. The CPU backend runs a rank's lanes in the order they were issued, so span order is
+ * issue order. */
+static int optimizer_spans_in_last_backward(int stage, const char *extra, const char *beside, int *units) {
     char trace[96];
     snprintf(trace, sizeof trace, "/tmp/zl_offload_early_%d.json", getpid());
     cJSON *j = zl_run_json(0, "-n 2 {%s} --steps 3 --offload %s --trace %s", zl_progs[stage], extra, trace);
     cr_expect_str_eq(zl_get(j, "offload_model.host_adam_beside")->valuestring, beside, "%s", extra);
     cJSON *t = zl_load_json(trace);
     unlink(trace);
-    cJSON *events = cJSON_IsArray(t) ? t : zl_get(t, "traceEvents"), *e;
+    cJSON *events = zl_get(t, "traceEvents"), *e;
     double last_loss = -1, last_backward = -1;
     cJSON_ArrayForEach(e, events) {
         if (!is_rank0_span(e)) continue;
@@ -122,17 +123,19 @@ static int optimizer_spans_in_last_backward(int stage, const char *extra, const 
         inside += ts > last_loss && ts < last_backward;
     }
     cr_expect(last_loss >= 0 && last_backward > last_loss, "a last step with a backward");
-    int units = (int)zl_num(j, "units");
+    *units = (int)zl_num(j, "units");
     cJSON_Delete(j), cJSON_Delete(t);
-    return inside * 1000 + units;
+    return inside;
 }
 static void check_where_host_adam_runs(int stage) {
-    int early = optimizer_spans_in_last_backward(stage, "--loss-scale 1024", "backward");
-    cr_expect_eq(early / 1000, early % 1000 - 1, "static scale: all but the first unit's host Adam in the backward");
-    int late = optimizer_spans_in_last_backward(stage, "", "next forward");
-    cr_expect_eq(late / 1000, 0, "dynamic scale: host Adam waits for the verdict");
-    int clipped = optimizer_spans_in_last_backward(stage, "--loss-scale 1024 --clip-grad-norm 1", "next forward");
-    cr_expect_eq(clipped / 1000, 0, "clipping: host Adam waits for the verdict's norm");
+    int units;
+    int early = optimizer_spans_in_last_backward(stage, "--loss-scale 1024", "backward", &units);
+    cr_expect_eq(early, units - 1, "static scale: all but the first unit's host Adam in the backward");
+    int late = optimizer_spans_in_last_backward(stage, "", "next forward", &units);
+    cr_expect_eq(late, 0, "dynamic scale: host Adam waits for the verdict");
+    const char *clip = "--loss-scale 1024 --clip-grad-norm 1";
+    int clipped = optimizer_spans_in_last_backward(stage, clip, "next forward", &units);
+    cr_expect_eq(clipped, 0, "clipping: host Adam waits for the verdict's norm");
 }
 Test(early, stage2_host_adam_runs_in_the_backward) { check_where_host_adam_runs(2); }
 Test(early, stage3_host_adam_runs_in_the_backward) { check_where_host_adam_runs(3); }
@@ -252,7 +255,7 @@ static void check_copy_spans(int streams) {
     cJSON *j = zl_run_json(0, "-n 2 {stage3} --steps 3 --offload --trace %s", trace);
     cJSON *t = zl_load_json(trace);
     unlink(trace);
-    cJSON *events = cJSON_IsArray(t) ? t : zl_get(t, "traceEvents");
+    cJSON *events = zl_get(t, "traceEvents");
     int d2h = 0, h2d = 0;
     cJSON *e;
     cJSON_ArrayForEach(e, events) {

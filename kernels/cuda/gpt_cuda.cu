@@ -1,8 +1,8 @@
 /* gpt_cuda.cu — gpt_kernels.h on CUDA: every GEMM through cuBLASLt (zl_cu_gemm, the plan
  * cache of kernels_cuda.cu), the strided attention's as strided-batched GEMMs over the B·H
  * (sequence, head) pairs (the fused attention is gpt_flash.cu), plus small kernels: embedding
- * gather and its deterministic backward, LayerNorm forward/backward, causal softmax forward/backward, permutes, the cross-entropy
- * fused with the logits' softmax.
+ * gather and its deterministic backward, LayerNorm forward/backward, causal softmax
+ * forward/backward, permutes, the cross-entropy fused with the logits' softmax.
  *
  * Layout as in kernels_cuda.cu: row-major tensors are column-major transposes, so the
  * row-major C = A·B runs as Cᵀ = Bᵀ·Aᵀ with the operands swapped and nothing copied. The
@@ -41,7 +41,10 @@ static int ln_chunk_rows(int rows) {
     int per = (rows + ZL_LN_MAX_CHUNKS - 1) / ZL_LN_MAX_CHUNKS;
     return per > ZL_LN_CHUNK_ROWS ? per : ZL_LN_CHUNK_ROWS;
 }
-static int ln_chunks(int rows) { return rows > 0 ? (rows + ln_chunk_rows(rows) - 1) / ln_chunk_rows(rows) : 1; }
+static int ln_chunks(int rows) {
+    int per = ln_chunk_rows(rows);
+    return rows > 0 ? (rows + per - 1) / per : 1;
+}
 static size_t ln_partial_floats(int rows, int dim) { return 2 * (size_t)ln_chunks(rows) * (size_t)dim; }
 
 static size_t base_bytes(zl_gpt_dims d) { return zl_kernels_workspace_bytes(d.B * d.T, d.D); }
