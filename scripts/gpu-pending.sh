@@ -23,7 +23,7 @@
 #              move (issue 15: the GEMMs slowed beside NCCL's kernels)                 ~300 s
 #   adamgrid   Adam's grid capped (ZL_ADAM_BLOCKS = 0, 33, 66, 132), fill ZeRO-2 at N = 2, 4 and
 #              lab-1b at N = 4, twice; the Adam kernel tests under a cap first (issue 15: the
-#              fill model's forward is paced by Adam beside it)                        ~280 s
+#              fill model's forward is paced by Adam beside it)                        ~320 s
 #   split      pinned copies beside host Adam (--load adam) as 1, 2 and 4 copies at once on as many
 #              streams, N = 2 and 4: do more reads in flight lift the copies up under host
 #              Adam's load? (issue 12: h2d at N = 2 is 69-82 % of the loaded bound); then
@@ -54,7 +54,10 @@ mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export MPIEXEC=${MPIEXEC:-mpirun}
 gpus=$(nvidia-smi -L | grep -c '^GPU') # the sections run what fits: N <= gpus
-export gpus
+# the 7.5 B "fill" model: 6 steps (step 1 warm-up), no final hash (an FNV of 7.5 B parameters on
+# one host core would take longer than the steps); a string, so `bash -c` sections see it
+FILL="--layers 14 --dim 8192 --batch 1024 --steps 6 --no-param-hash"
+export gpus FILL
 SECTIONS=${SECTIONS:-offload adamgrid peer}
 section() { # name limit command...
     local name=$1 limit=$2 t0=$SECONDS
@@ -104,7 +107,7 @@ fill_prefetch() {
         [ "$n" -le "$gpus" ] || continue
         for k in 2 3; do
             f="$out/fill/stage3_fill_N${n}_prefetch$k"
-            timeout 120 $MPIEXEC -n "$n" build/cuda/stage3 --layers 14 --dim 8192 --batch 1024 --steps 6 --no-param-hash \
+            timeout 120 $MPIEXEC -n "$n" build/cuda/stage3 $FILL \
                 --prefetch "$k" --quiet --check --json "$f.json" --trace "$f.trace.json" > "$f.txt" 2>&1
             echo "stage3 N=$n --prefetch $k rc=$? $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]* tflops=[0-9.]*')" \
                 "$(grep -m1 -o 'exposed communication [0-9.]* ms' "$f.txt")"
@@ -112,12 +115,14 @@ fill_prefetch() {
         done
     done
 }
+# fill: every stage on the fill model at N = 2 and 4, then ZeRO-3 with deeper prefetch
+fill_all() { stages fill "2 4" $FILL && fill_prefetch; }
 # zerocta: each run twice, default then windows + zero-CTA; one line each: ms, median, hash
 zerocta() {
     local n p f mode model
     for model in lab-1b fill; do
         local shape=(--preset lab-1b)
-        [ "$model" = fill ] && shape=(--layers 14 --dim 8192 --batch 1024 --steps 6 --no-param-hash)
+        [ "$model" = fill ] && read -ra shape <<< "$FILL"
         for n in 2 4; do
             [ "$n" -le "$gpus" ] || continue
             for p in stage1 stage2 stage3; do
@@ -187,15 +192,15 @@ clocks() {
 # in turn, twice
 adamgrid() {
     local k n r f
-    ZL_ADAM_BLOCKS=7 timeout 60 build/cuda/test_kernels_gpu --filter '*adam*' > "$out/adamgrid/test_kernels_adam_7.txt" 2>&1
-    echo "test_kernels_gpu adam, ZL_ADAM_BLOCKS=7: rc=$? $(tail -1 "$out/adamgrid/test_kernels_adam_7.txt")"
+    ZL_ADAM_BLOCKS=7 timeout 100 build/cuda/test_kernels_gpu > "$out/adamgrid/test_kernels_gpu_blocks7.txt" 2>&1
+    echo "test_kernels_gpu (all, Adam among them), ZL_ADAM_BLOCKS=7: rc=$? $(tail -1 "$out/adamgrid/test_kernels_gpu_blocks7.txt")"
     for r in 1 2; do
         for k in 0 33 66 132; do
             for n in 2 4; do
                 [ "$n" -le "$gpus" ] || continue
                 f="$out/adamgrid/fill_stage2_N${n}_blocks${k}_$r"
-                timeout 60 $MPIEXEC -n "$n" env ZL_ADAM_BLOCKS=$k build/cuda/stage2 --layers 14 --dim 8192 --batch 1024 \
-                    --steps 6 --no-param-hash --quiet --json "$f.json" > "$f.txt" 2>&1
+                timeout 60 $MPIEXEC -n "$n" env ZL_ADAM_BLOCKS=$k build/cuda/stage2 $FILL --quiet --json "$f.json" \
+                    > "$f.txt" 2>&1
                 echo "fill stage2 N=$n blocks=$k rc=$? $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]* tflops=[0-9.]*')" \
                     "$(grep -m1 -o '(median [0-9.]*)' "$f.txt")"
             done
@@ -207,15 +212,13 @@ adamgrid() {
         done
     done
 }
-export -f stages verify clocks fill_prefetch split_copies zerocta adamgrid
+export -f stages verify clocks fill_prefetch fill_all split_copies zerocta adamgrid
 export out
 for s in $SECTIONS; do
     case $s in
     table2) CONFIGS="stage3 stage3+offload stage2+offload" section table2 300 scripts/gpu-table2.sh "$out/table2" ;;
     offload) MPIEXEC="${OFFLOAD_MPIEXEC:-mpirun --bind-to none}" ROWS="32768 65536" section offload 480 scripts/gpu-offload.sh "$out/offload" ;;
-    # the 7.5 B model: 6 steps (step 1 warm-up), no final hash (an FNV of 7.5 B parameters on one
-    # host core would take longer than the steps)
-    fill) section fill 300 bash -c 'stages fill "2 4" --layers 14 --dim 8192 --batch 1024 --steps 6 --no-param-hash && fill_prefetch' ;;
+    fill) section fill 300 bash -c fill_all ;;
     gpt) section gpt 280 scripts/gpu-gpt.sh "$out/gpt" ;;
     reference) ZL_MPIEXEC="$MPIEXEC --oversubscribe" section reference 150 tests/gpu/gpt-reference.sh build/cuda 2 ;;
     attention) section attention 60 build/cuda/bench_attention ;;
