@@ -244,7 +244,7 @@ test-scripts: $(CPU_BINS) build/zerocalc
 test-words:
 	tests/test-words.sh
 
-test-gpu: cpu cuda build/tests/test_gpt_integration
+test-gpu: cpu cuda build/tests/test_gpt_integration build/tests/test_offload
 	scripts/test-gpu.sh
 
 # --model gpt against a PyTorch rebuild of it (tests/gpu/torch_gpt_reference.py): step 1's loss

@@ -1,8 +1,8 @@
 #!/bin/bash
 # shellcheck disable=SC2086  # $MPIEXEC may carry options (mpirun --bind-to none): split on purpose
 # gpu-pending.sh OUTDIR — the GPU measurements the open issues still lack, one section each, so a
-# lease can run what its device time allows: SECTIONS (default "offload adamgrid peer", in that
-# order; also zerocta, split, clocks, fill, verify, gpt, table2, reference, attention, gemm,
+# lease can run what its device time allows: SECTIONS (default "offload peer", in that order;
+# also zerocta, split, clocks, fill, verify, gpt, table2, reference, attention, gemm,
 # gptstep, done on 2026-11-26 and kept for reruns), each under its own time limit (seconds, estimated on 4 GPUs
 # with 64 host cores; the limits are the estimates with a margin). Each section writes
 # OUTDIR/<section>/ and its log OUTDIR/<section>.log; one status line per section on stdout.
@@ -21,9 +21,6 @@
 #              symmetric windows, zero-CTA policy) against the default, alternating, ZeRO-1..3
 #              on lab-1b and the fill model at N = 2 and 4, --check; param_hash must not
 #              move (issue 15: the GEMMs slowed beside NCCL's kernels)                 ~300 s
-#   adamgrid   Adam's grid capped (ZL_ADAM_BLOCKS = 0, 33, 66, 132), fill ZeRO-2 at N = 2, 4 and
-#              lab-1b at N = 4, twice; the Adam kernel tests under a cap first (issue 15: the
-#              fill model's forward is paced by Adam beside it)                        ~320 s
 #   split      pinned copies beside host Adam (--load adam) as 1, 2 and 4 copies at once on as many
 #              streams, N = 2 and 4: do more reads in flight lift the copies up under host
 #              Adam's load? (issue 12: h2d at N = 2 is 69-82 % of the loaded bound); then
@@ -58,7 +55,7 @@ gpus=$(nvidia-smi -L | grep -c '^GPU') # the sections run what fits: N <= gpus
 # one host core would take longer than the steps); a string, so `bash -c` sections see it
 FILL="--layers 14 --dim 8192 --batch 1024 --steps 6 --no-param-hash"
 export gpus FILL
-SECTIONS=${SECTIONS:-offload adamgrid peer}
+SECTIONS=${SECTIONS:-offload peer}
 section() { # name limit command...
     local name=$1 limit=$2 t0=$SECONDS
     shift 2
@@ -186,33 +183,7 @@ clocks() {
         echo "lab-1b stage2 N=2 20 steps ZL_GEMM_TUNE=$tune rc=$rc $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]*')"
     done
 }
-# adamgrid: Adam's grid capped at K blocks (ZL_ADAM_BLOCKS; 0 = no cap), so that beside the
-# forward it leaves the GEMMs more SMs: the kernel tests with a cap first (same bits), then the
-# fill model's ZeRO-2 at N = 2, 4 and lab-1b's at N = 4 (its param_hash must not move), each cap
-# in turn, twice
-adamgrid() {
-    local k n r f
-    ZL_ADAM_BLOCKS=7 timeout 100 build/cuda/test_kernels_gpu > "$out/adamgrid/test_kernels_gpu_blocks7.txt" 2>&1
-    echo "test_kernels_gpu (all, Adam among them), ZL_ADAM_BLOCKS=7: rc=$? $(tail -1 "$out/adamgrid/test_kernels_gpu_blocks7.txt")"
-    for r in 1 2; do
-        for k in 0 33 66 132; do
-            for n in 2 4; do
-                [ "$n" -le "$gpus" ] || continue
-                f="$out/adamgrid/fill_stage2_N${n}_blocks${k}_$r"
-                timeout 60 $MPIEXEC -n "$n" env ZL_ADAM_BLOCKS=$k build/cuda/stage2 $FILL --quiet --json "$f.json" \
-                    > "$f.txt" 2>&1
-                echo "fill stage2 N=$n blocks=$k rc=$? $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]* tflops=[0-9.]*')" \
-                    "$(grep -m1 -o '(median [0-9.]*)' "$f.txt")"
-            done
-            [ 4 -le "$gpus" ] || continue
-            f="$out/adamgrid/lab-1b_stage2_N4_blocks${k}_$r"
-            timeout 60 $MPIEXEC -n 4 env ZL_ADAM_BLOCKS=$k build/cuda/stage2 --preset lab-1b --quiet --json "$f.json" \
-                > "$f.txt" 2>&1
-            echo "lab-1b stage2 N=4 blocks=$k rc=$? $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]*\|hash=[0-9a-f]*' | tr '\n' ' ')"
-        done
-    done
-}
-export -f stages verify clocks fill_prefetch fill_all split_copies zerocta adamgrid
+export -f stages verify clocks fill_prefetch fill_all split_copies zerocta
 export out
 for s in $SECTIONS; do
     case $s in
@@ -227,7 +198,6 @@ for s in $SECTIONS; do
     verify) section verify 240 bash -c verify ;;
     clocks) section clocks 150 bash -c clocks ;;
     zerocta) section zerocta 420 bash -c zerocta ;;
-    adamgrid) section adamgrid 360 bash -c adamgrid ;;
     split) MPIEXEC="${OFFLOAD_MPIEXEC:-mpirun --bind-to none}" section split 360 bash -c split_copies ;;
     peer) OUT="$out/peer" section peer 290 scripts/bench-gpu.sh lab-1b ;;
     scaling8) section scaling8 300 bash -c 'stages scaling8 "1 2 4 8" --preset lab-1b' ;;

@@ -1,7 +1,8 @@
 #!/bin/bash
 # test-gpu.sh — the GPU test suite, for a machine with NVIDIA GPUs (make test-gpu).
 #   1. each CUDA kernel against the CPU reference kernel (build/cuda/test_kernels_gpu)
-#   2. the integration tests (MLP and GPT) against build/cuda for N = 1 .. min(2, GPUs)
+#   2. the integration tests (MLP and GPT, --offload among them) against build/cuda for
+#      N = 1 .. min(2, GPUs)
 #   3. CUDA vs CPU stage0 on the tiny preset for 10 steps (inside the integration tests)
 #   4. compute-sanitizer (memcheck, racecheck-free synccheck) over short runs of every stage
 #   5. --model gpt against PyTorch (tests/gpu/gpt-reference.sh: step 1's loss and gradient norm
@@ -49,6 +50,14 @@ git=build/tests/test_gpt_integration
 [ -x build/gpu-tests/test_gpt_integration ] && git=build/gpu-tests/test_gpt_integration
 step "GPT integration tests on build/cuda, N <= $maxw ($git)"
 ZL_BUILD=build/cuda ZL_MPIEXEC="$MPIEXEC" ZL_MAX_WORLD=$maxw "$git" -j1 || fail=1
+
+off=build/tests/test_offload
+[ -x build/gpu-tests/test_offload ] && off=build/gpu-tests/test_offload
+# Host Adam's threads need the cores: Open MPI binds each rank to one core by default.
+offmpi=$MPIEXEC
+$MPIEXEC --version 2>&1 | grep -qi "open mpi" && offmpi="$MPIEXEC --bind-to none"
+step "--offload on build/cuda, N <= $maxw: bitwise vs device Adam, memory, transfers ($off)"
+ZL_BUILD=build/cuda ZL_MPIEXEC="$offmpi" ZL_MAX_WORLD=$maxw "$off" -j1 || fail=1
 
 step "compute-sanitizer"
 for prog in stage0_ddp stage1 stage2 stage3; do

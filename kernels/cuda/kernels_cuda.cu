@@ -941,21 +941,6 @@ template <int BF> __global__ void adam_kernel(adam_args p, size_t head, size_t n
     for (size_t i = head + 4 * nvec + tid; i < p.n; i += stride) adam_scalar<BF>(p, i);
 }
 
-/* ZL_ADAM_BLOCKS=K (1..65536; unset or 0: as many as the work wants): cap Adam's grid at K
- * blocks. Adam beside the forward (the update runs at the next step's start) takes SMs from
- * its GEMMs; a memory-bound kernel may keep most of its bandwidth on a fraction of the SMs
- * (a lever under measurement for the fill model: docs/performance.md). Each element's
- * operations do not depend on the grid: the same bits for any K. */
-static unsigned adam_blocks_cap(void) {
-    static long cap = -1;
-    if (cap < 0) {
-        cap = 0;
-        if (zl_env_int("ZL_ADAM_BLOCKS", 0, 65536, &cap) < 0)
-            zl_cuda_fatal(__FILE__, __LINE__, "ZL_ADAM_BLOCKS", "want 0 (no cap) or a block count 1..65536");
-    }
-    return (unsigned)cap;
-}
-
 void zl_adam_update(float *master, float *m, float *v, zl_half *param, const zl_half *grad, size_t n,
                     float grad_mult, int t, zl_adam_hparams hp, zl_stream s) {
     if (n == 0) return;
@@ -990,8 +975,7 @@ void zl_adam_update(float *master, float *m, float *v, zl_half *param, const zl_
     }
     if (nvec == 0) head = 0; /* all scalar */
     size_t work = nvec ? nvec : n;
-    unsigned grid = zl_cu_grid_for(work, 256), cap = adam_blocks_cap();
-    LAUNCH16(adam_kernel, cap && cap < grid ? cap : grid, 256, as_stream(s), p, head, nvec);
+    LAUNCH16(adam_kernel, zl_cu_grid_for(work, 256), 256, as_stream(s), p, head, nvec);
 }
 
 
