@@ -33,6 +33,10 @@ static inline const char *zl_build_dir(void) {
     return b && *b ? b : "build/cpu";
 }
 
+/* The CUDA build (ZL_BUILD=build/cuda): the CPU backend's test hooks (ZL_CPU_DEVICE_BYTES) do
+ * not reach it, and zerocalc's answer for it is --backend cuda. */
+static inline int zl_build_is_cuda(void) { return strstr(zl_build_dir(), "cuda") != NULL; }
+
 static inline void zl_read_file(const char *path, char *buf, size_t cap) {
     buf[0] = '\0';
     FILE *f = fopen(path, "r");
