@@ -39,7 +39,9 @@
 #              device memory, param_hash (equal across stages at N = 1, 2)              ~250 s
 #   table2-8   the measured Table 2 at N = 8 (gpu-table2.sh, RANKS=8), beside zerocalc    ~590 s
 #   peer8      zerolab vs its PyTorch peer per stage at N = 8 (bench-gpu.sh, NS=8)       ~250 s
-#   test8      make test-gpu's suite, the integration tests up to N = 8 (MAX_WORLD=8)    ~590 s
+#   test8      make test-gpu's kernels, integration, loud and report parts, N up to 8
+#              (MAX_WORLD=8; on 2 GPUs the whole suite outlasts one call)              ~590 s
+#   test8b     its gpt, offload, sanitizer, reference and benches parts, N up to 8        ~590 s
 # Needs `make cpu cuda` first (build/zlbatch, build/bench_host_adam, build/cuda/*); verify also
 # the Criterion test binaries, build/gpu-tests/ (make build/gpu-tests/test_integration
 # build/gpu-tests/test_gpt_integration where Criterion is, then copy) or build/tests/.
@@ -203,7 +205,8 @@ for s in $SECTIONS; do
     scaling8) section scaling8 300 bash -c 'stages scaling8 "1 2 4 8" --preset lab-1b' ;;
     table2-8) RANKS=8 CONFIGS="stage0_ddp stage1 stage2 stage3" section table2-8 590 scripts/gpu-table2.sh "$out/table2-8" ;;
     peer8) NS=8 OUT="$out/peer8" section peer8 300 scripts/bench-gpu.sh lab-1b ;;
-    test8) MAX_WORLD=8 section test8 590 scripts/test-gpu.sh ;;
+    test8) PARTS="kernels integration loud report" MAX_WORLD=8 section test8 590 scripts/test-gpu.sh ;;
+    test8b) PARTS="gpt offload sanitizer reference benches" MAX_WORLD=8 section test8b 590 scripts/test-gpu.sh ;;
     *) echo "gpu-pending: unknown section '$s'" >&2 ;;
     esac
 done
