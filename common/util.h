@@ -12,6 +12,9 @@
 /* Print "zerolab: file:line: <formatted message>" and abort every rank. */
 void zl_fatal_at(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
 #define zl_fatal(...) zl_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+/* End the job with `code` once this rank's message is written: MPI_Abort (after a pause that
+ * lets the launcher forward stderr) when MPI is up, else exit. */
+void zl_abort_job(int code) __attribute__((noreturn));
 /* calloc, or zl_fatal ("out of host memory") */
 void *zl_host_calloc(size_t n, size_t size);
 

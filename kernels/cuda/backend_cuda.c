@@ -15,7 +15,7 @@
 #include <mpi.h>
 #include <nccl.h>
 
-#include "../../common/util.h" /* zl_is_ending: the watchdog is ending the job */
+#include "../../common/util.h" /* zl_is_ending: the watchdog is ending the job; zl_abort_job */
 #include "backend.h"
 #include "cuda_check.h"
 #include "gpu_select.h"
@@ -36,9 +36,7 @@ void zl_cuda_fatal(const char *file, int line, const char *what, const char *det
     if (inited) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     fprintf(stderr, "[zerolab cuda] rank %d, %s:%d: %s failed: %s\n", rank, file, line, what,
             detail ? detail : "(no detail)");
-    fflush(stderr);
-    if (inited) MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
+    zl_abort_job(1);
 }
 
 /* NCCL errors: add ncclGetLastError, which names the actual cause (e.g. a failed socket). */
