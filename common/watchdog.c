@@ -49,16 +49,17 @@ static void fire(double idle_s) {
     else snprintf(where, sizeof where, "before training (%s)", atomic_load(&g_what));
     fprintf(stderr, "%s: rank %d: no progress for %.0f s %s, waiting in %s (--timeout %d); ending the job\n", g_prog,
             g_rank, idle_s, where, waiting[0] ? waiting : atomic_load(&g_what), g_timeout_s);
-    fflush(stderr);
     zl_backend_abort(); /* NCCL: abort the communicator so no kernel keeps the GPU */
-    MPI_Abort(MPI_COMM_WORLD, ZL_EXIT_WATCHDOG);
+    zl_abort_job(ZL_EXIT_WATCHDOG); /* after a pause: the launcher must forward the line first */
 }
 
-/* Ranks fire in rank order (50 ms apart): the lowest waiting rank speaks, its
- * MPI_Abort ends the others before they repeat the line. */
+/* Ranks fire in rank order (500 ms apart, beyond zl_abort_job's 250 ms pause and a 100 ms
+ * tick): the lowest waiting rank speaks, its MPI_Abort ends the others before they repeat the
+ * line. Modulo 16, so that no rank waits more than 7.5 s beyond --timeout (at N > 16 a line
+ * may then come from one rank in each 16). */
 static void *watch(void *arg) {
     (void)arg;
-    double stagger = 0.05 * (g_rank % 100), last_tick = zl_wall_seconds();
+    double stagger = 0.5 * (g_rank % 16), last_tick = zl_wall_seconds();
     int ticks = 0;
     while (!atomic_load(&g_stop)) {
         sleep_ms(100);
@@ -72,9 +73,8 @@ static void *watch(void *arg) {
         if (++ticks % 10 == 0 && zl_backend_async_error(msg, sizeof msg)) {
             zl_set_ending();
             fprintf(stderr, "%s: rank %d: communicator failed: %s; ending the job\n", g_prog, g_rank, msg);
-            fflush(stderr);
             zl_backend_abort();
-            MPI_Abort(MPI_COMM_WORLD, ZL_EXIT_RUNTIME);
+            zl_abort_job(ZL_EXIT_RUNTIME);
         }
         double idle = zl_wall_seconds() - atomic_load(&g_last_progress);
         if (g_timeout_s > 0 && idle > g_timeout_s + stagger) fire(idle);
