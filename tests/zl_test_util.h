@@ -222,6 +222,36 @@ static inline void zl_expect_traffic_by_purpose(cJSON *rk, const char *prog, int
 
 static inline const char *zl_hash_of(cJSON *j) { return zl_get(j, "param_hash")->valuestring; }
 
+static inline int zl_is_rank0_span(cJSON *e) {
+    cJSON *ph = cJSON_GetObjectItem(e, "ph");
+    return cJSON_IsString(ph) && !strcmp(ph->valuestring, "X") && zl_num(e, "pid") == 0;
+}
+
+/* In a --trace file: rank 0's optimizer spans that start after the last loss span and before
+ * the last backward span — the updates that ran inside the last step's backward. The CPU
+ * backend runs a rank's lanes in the order they were issued, so span order is issue order. */
+static inline int zl_optimizer_spans_in_last_backward(const char *trace) {
+    cJSON *t = zl_load_json(trace);
+    cJSON *events = zl_get(t, "traceEvents"), *e;
+    double last_loss = -1, last_backward = -1;
+    cJSON_ArrayForEach(e, events) {
+        if (!zl_is_rank0_span(e)) continue;
+        const char *name = cJSON_GetObjectItem(e, "name")->valuestring;
+        double ts = zl_num(e, "ts");
+        if (!strcmp(name, "loss") && ts > last_loss) last_loss = ts;
+        if (!strncmp(name, "backward", 8) && ts > last_backward) last_backward = ts;
+    }
+    int inside = 0;
+    cJSON_ArrayForEach(e, events) {
+        if (!zl_is_rank0_span(e) || strncmp(cJSON_GetObjectItem(e, "name")->valuestring, "optimizer", 9)) continue;
+        double ts = zl_num(e, "ts");
+        inside += ts > last_loss && ts < last_backward;
+    }
+    cr_expect(last_loss >= 0 && last_backward > last_loss, "%s: a last step with a backward", trace);
+    cJSON_Delete(t);
+    return inside;
+}
+
 /* ‖p − p_ref‖ / ‖p_ref‖ between two raw fp16 dumps (--dump-params) of the same length; the
  * reference must not be all zeros. *n (may be NULL) gets the element count. */
 static inline double zl_param_relative_diff(const char *path, const char *ref_path, size_t *n) {
