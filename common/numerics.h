@@ -59,8 +59,8 @@ float zl_numerics_step_begin(zl_numerics *n, int step);
  * --loss-scale K; bf16) never skips a step, and without --clip-grad-norm nothing rescales the
  * gradient, so the verdict can only be "apply" or "diverged" (training stops). Then
  * zl_numerics_step_begin has set grad_mult to what the verdict will set, and the update runs
- * at Adam step adam_step + 1 (the verdict counts it later). With --offload the stages start
- * host Adam without waiting for the verdict (stage2.c, stage3.c). */
+ * at Adam step adam_step + 1 (the verdict counts it later). Stages 2 and 3 may then start
+ * Adam without waiting for the verdict (zl_numerics_update_early, below). */
 int zl_numerics_update_known(const zl_numerics *n);
 
 /* 1 when stages 2 and 3 run each unit's update in the backward, as soon as its gradient is
