@@ -130,8 +130,8 @@ static void optimizer_step(Trainer *t) {
     zl_stream_wait_event(t->optim, t->comm_done);
     for (int u = 0; u < t->n_units; u++) {
         size_t off = t->part.off_pad[u];
-        zl_numerics_adam(&t->num, u, t->num.adam_step, t->master + off, t->adam_m + off, t->adam_v + off,
-                         unit(t, t->params, u), unit(t, t->grads, u), t->part.n_pad[u], t->optim);
+        zl_numerics_adam(&t->num, u, t->master + off, t->adam_m + off, t->adam_v + off, unit(t, t->params, u),
+                         unit(t, t->grads, u), t->part.n_pad[u], t->optim);
         zl_event_record(t->updated[u], t->optim);
     }
 }

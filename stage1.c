@@ -152,8 +152,8 @@ static void optimizer_step_and_allgather(Trainer *t) {
     for (int u = 0; u < t->n_units; u++) {
         size_t off = t->part.slice_off[u];
         zl_stream_wait_event(t->optim, t->grads_synced[u]);
-        zl_numerics_adam(&t->num, u, t->num.adam_step, t->master + off, t->adam_m + off, t->adam_v + off,
-                         my_slice(t, t->params, u), my_slice(t, t->grads, u), t->part.slice_len[u], t->optim);
+        zl_numerics_adam(&t->num, u, t->master + off, t->adam_m + off, t->adam_v + off, my_slice(t, t->params, u),
+                         my_slice(t, t->grads, u), t->part.slice_len[u], t->optim);
         zl_event_record(t->slice_updated[u], t->optim);
         zl_stream_wait_event(t->comm, t->slice_updated[u]);
         zl_allgather(my_slice(t, t->params, u), unit(t, t->params, u), t->part.slice_len[u], t->half,

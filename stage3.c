@@ -71,7 +71,7 @@ typedef struct {
     zl_event *slice_updated; /* one per unit: this rank's parameter slice holds the new values */
     zl_event loss_ready;
     int update_pending; /* the last step's verdict was "apply": its update runs at the next step's start */
-    int early; /* update known before the verdict, and --offload or ZL_EARLY_UPDATE=1: Adam in the backward */
+    int early; /* --offload, update known before the verdict (numerics.h): host Adam beside the backward */
 } Trainer;
 
 /* The unit whose parameters use k reads (the MLP: unit k). */
@@ -197,7 +197,7 @@ static void update_slice(Trainer *t, int u, zl_half *dst) {
     if (t->off) /* the optimizer stream waits for the copy back */
         zl_stream_wait_event(t->optim, zl_offload_adam(t->off, u, dst, t->num.grad_mult, adam_step, t->num.hp));
     else
-        zl_numerics_adam(&t->num, u, adam_step, t->master + off, t->adam_m + off, t->adam_v + off, dst, my_grads(t, u),
+        zl_numerics_adam(&t->num, u, t->master + off, t->adam_m + off, t->adam_v + off, dst, my_grads(t, u),
                          t->part.slice_len[u], t->optim);
     zl_event_record(t->slice_updated[u], t->optim);
 }
@@ -219,9 +219,9 @@ static void backward_and_reduce_scatter(Trainer *t, int micro) {
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
         reduce_scatter_into_shard(t, b, u, micro);
         zl_event_record(t->grads_synced[u], t->comm);
-        if (micro == t->rt.cfg.accum - 1) { /* final: (--offload) to the host, while backward goes on */
-            if (t->off) zl_offload_grads_to_host(t->off, u, my_grads(t, u), t->grads_synced[u]);
-            if (t->early) update_slice(t, u, my_params(t, u)); /* and Adam: no verdict to wait for */
+        if (t->off && micro == t->rt.cfg.accum - 1) { /* final: to the host, while backward goes on */
+            zl_offload_grads_to_host(t->off, u, my_grads(t, u), t->grads_synced[u]);
+            if (t->early) update_slice(t, u, my_params(t, u)); /* and host Adam: no verdict to wait for */
         }
         zl_event_record(t->bucket_free[b], t->comm);
     }
@@ -358,7 +358,7 @@ int main(int argc, char **argv) {
     initialise(&t);
     zl_numerics_init(&t.num, &t.rt);
     resume(&t); /* --resume DIR: the checkpoint's state replaces it (written by any stage, at any N) */
-    t.early = rep.fc.early_update = zl_numerics_update_early(&t.num, c->offload); /* its scaler too */
+    t.early = rep.fc.early_update = c->offload && zl_numerics_update_known(&t.num); /* its scaler too */
 
     float *losses = zl_host_calloc((size_t)c->steps, sizeof(float));
     double timed_ms = 0;

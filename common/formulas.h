@@ -24,8 +24,8 @@ typedef struct {
     size_t workspace_bytes; /* what the backend's kernels declare they need */
     int steps, skipped_steps; /* steps run, and how many skipped their update (no gather after Adam) */
     int offload;              /* stages 2-3 --offload: master, m, v on the host (common/offload.h) */
-    int early_update;         /* the update ran in the backward (zl_numerics_update_early); with
-                               * --offload host Adam and the copy up ran, in a step that diverged too */
+    int early_update;         /* --offload with the update known (numerics.h): host Adam ran in the
+                               * backward, and the copy up ran in a step that diverged too */
     int diverged;             /* 1: the last step diverged (counted in skipped_steps: no gather after it) */
     int no_param_hash;        /* --no-param-hash: no final gather for the hash (stage 3) */
 } zl_formula_config;

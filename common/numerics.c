@@ -28,10 +28,10 @@ void zl_numerics_init(zl_numerics *n, const zl_runtime *rt) {
     n->skipped = zl_host_calloc((size_t)c->steps, sizeof(int));
 }
 
-void zl_numerics_adam(const zl_numerics *n, int unit, int adam_step, float *master, float *m, float *v,
-                      zl_half *params, const zl_half *grads, size_t len, zl_stream s) {
+void zl_numerics_adam(const zl_numerics *n, int unit, float *master, float *m, float *v, zl_half *params,
+                      const zl_half *grads, size_t len, zl_stream s) {
     zl_trace_begin(ZL_PHASE_OPTIMIZER, unit, s);
-    zl_adam_update(master, m, v, params, grads, len, n->grad_mult, adam_step, n->hp, s);
+    zl_adam_update(master, m, v, params, grads, len, n->grad_mult, n->adam_step, n->hp, s);
     zl_trace_end(ZL_PHASE_OPTIMIZER, unit, s);
 }
 
@@ -49,13 +49,6 @@ void zl_numerics_resume(zl_numerics *n, int adam_step, const zl_loss_scaler *sca
 static float unscale_of(const zl_numerics *n) { return 1.0f / (n->step_scale * (float)n->world); }
 
 int zl_numerics_update_known(const zl_numerics *n) { return !n->scaler.dynamic && !(n->clip > 0); }
-
-int zl_numerics_update_early(const zl_numerics *n, int offload) {
-    long on = 0;
-    if (zl_env_int("ZL_EARLY_UPDATE", 0, 1, &on) < 0)
-        zl_fatal("ZL_EARLY_UPDATE: want 0 or 1 (1: the device Adam in the backward where the update is known)");
-    return (offload || on) && zl_numerics_update_known(n);
-}
 
 float zl_numerics_step_begin(zl_numerics *n, int step) {
     n->step = step;

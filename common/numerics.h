@@ -44,10 +44,9 @@ void zl_numerics_init(zl_numerics *n, const zl_runtime *rt);
 void zl_numerics_free(zl_numerics *n);
 
 /* Adam over n elements of one unit's (slice of) model states on stream s, with the step's
- * grad_mult at Adam step `adam_step` (n->adam_step, or + 1 before the verdict has counted the
- * step: zl_numerics_update_early): a span on the timeline's optimizer phase. */
-void zl_numerics_adam(const zl_numerics *n, int unit, int adam_step, float *master, float *m, float *v,
-                      zl_half *params, const zl_half *grads, size_t len, zl_stream s);
+ * grad_mult and Adam's step count: a span on the timeline's optimizer phase. */
+void zl_numerics_adam(const zl_numerics *n, int unit, float *master, float *m, float *v, zl_half *params,
+                      const zl_half *grads, size_t len, zl_stream s);
 
 /* --resume: continue from a checkpoint's Adam step count and loss-scaler state. */
 void zl_numerics_resume(zl_numerics *n, int adam_step, const zl_loss_scaler *scaler);
@@ -60,13 +59,8 @@ float zl_numerics_step_begin(zl_numerics *n, int step);
  * gradient, so the verdict can only be "apply" or "diverged" (training stops). Then
  * zl_numerics_step_begin has set grad_mult to what the verdict will set, and the update runs
  * at Adam step adam_step + 1 (the verdict counts it later). Stages 2 and 3 may then start
- * Adam without waiting for the verdict (zl_numerics_update_early, below). */
+ * host Adam (--offload) without waiting for the verdict. */
 int zl_numerics_update_known(const zl_numerics *n);
-
-/* 1 when stages 2 and 3 run each unit's update in the backward, as soon as its gradient is
- * reduced: the update is known (above) and either --offload (host Adam beside the backward) or
- * ZL_EARLY_UPDATE=1 (the device Adam too: a lever under measurement, docs/performance.md). */
-int zl_numerics_update_early(const zl_numerics *n, int offload);
 
 /* --inject-overflow: 1 if this rank (N-1) writes +inf into a gradient in this step. */
 int zl_numerics_inject_now(const zl_numerics *n);

@@ -33,7 +33,7 @@ static inline const char *zl_dtype_name(zl_dtype t) {
     return t == ZL_F16 ? "fp16" : t == ZL_BF16 ? "bf16" : t == ZL_F32 ? "fp32" : "fp64";
 }
 
-/* An integer knob from the environment (ZL_OFFLOAD_COPY_STREAMS, ZL_EARLY_UPDATE): 0 when `name`
+/* An integer knob from the environment (ZL_OFFLOAD_COPY_STREAMS): 0 when `name`
  * is unset or empty, 1 with *value set when it is a whole integer in [lo, hi], -1 otherwise —
  * then the caller stops the run with one line: a typo must not pass unseen. */
 static inline int zl_env_int(const char *name, long lo, long hi, long *value) {

@@ -2,8 +2,7 @@
  * injected overflows skipped by every rank of every stage, the agreement that makes that
  * possible (and what happens without it), dynamic scaling recovering from a real overflow,
  * the global gradient norm against an independent double-precision reference and across
- * stages, clipping, bf16, divergence stopping the run with exit 3, and the device Adam in the
- * backward where the update is known before the verdict (ZL_EARLY_UPDATE=1). */
+ * stages, clipping, bf16, and divergence stopping the run with exit 3. */
 #include "zl_test_util.h" /* first: it defines _GNU_SOURCE */
 
 #include "kernels/zl_math.h" /* the seed -> data and init functions (bit-exact, shared) */
@@ -284,84 +283,4 @@ Test(bf16, every_stage_exact_loss_falls_and_stages_agree) {
     cJSON *f16 = zl_run_json(0, "-n 2 {stage0_ddp} --steps 20");
     cr_expect_str_neq(zl_hash_of(f16), zl_hash_of(j0), "bf16 and fp16 trained bit-identical models: --dtype did nothing");
     cJSON_Delete(j0), cJSON_Delete(f16);
-}
-
-/* ---- the device Adam in the backward (ZL_EARLY_UPDATE=1): the update known before the verdict ---- */
-
-/* Under a static scale (or bf16) and no clipping the verdict can only apply or stop, so with
- * ZL_EARLY_UPDATE=1 stages 2 and 3 run each unit's Adam as soon as its gradient is reduced,
- * at Adam step + 1 (numerics.h). The parameters must be the default schedule's, bit for bit. */
-static void check_early_same_bits(int stage, int N, const char *extra) {
-    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
-    const char *p = zl_progs[stage];
-    unsetenv("ZL_EARLY_UPDATE");
-    cJSON *late = zl_run_json(0, "-n %d {%s} --steps 5 %s", N, p, extra);
-    setenv("ZL_EARLY_UPDATE", "1", 1);
-    cJSON *early = zl_run_json(0, "-n %d {%s} --steps 5 %s --check", N, p, extra);
-    unsetenv("ZL_EARLY_UPDATE");
-    cr_expect_str_eq(zl_hash_of(early), zl_hash_of(late), "%s N=%d %s: the early update changed the parameters", p, N,
-                     extra);
-    cr_expect(cJSON_IsTrue(zl_get(early, "check.ok")), "%s N=%d %s: --check", p, N, extra);
-    cJSON_Delete(late), cJSON_Delete(early);
-}
-Test(early_update, stage2_N1_static_scale) { check_early_same_bits(2, 1, "--loss-scale 1024"); }
-Test(early_update, stage2_N2_static_scale) { check_early_same_bits(2, 2, "--loss-scale 1024"); }
-Test(early_update, stage3_N2_static_scale) { check_early_same_bits(3, 2, "--loss-scale 1024"); }
-Test(early_update, stage2_N2_bf16_accum2) { check_early_same_bits(2, 2, "--dtype bf16 --accum 2"); }
-Test(early_update, stage3_N2_bf16_accum2) { check_early_same_bits(3, 2, "--dtype bf16 --accum 2"); }
-/* the tied embedding's gradient is final only after its second use in the backward */
-Test(early_update, stage3_N2_gpt_tied_embedding) { check_early_same_bits(3, 2, "--preset gpt-tiny --loss-scale 512"); }
-
-/* Where the device Adam ran: how many optimizer spans lie inside the last backward. */
-static int early_spans(int stage, const char *knob, const char *extra, int *units) {
-    char trace[96];
-    snprintf(trace, sizeof trace, "/tmp/zl_early_update_%d.json", getpid());
-    if (knob) setenv("ZL_EARLY_UPDATE", knob, 1);
-    cJSON *j = zl_run_json(0, "-n 2 {%s} --steps 3 %s --trace %s", zl_progs[stage], extra, trace);
-    unsetenv("ZL_EARLY_UPDATE");
-    int inside = zl_optimizer_spans_in_last_backward(trace);
-    unlink(trace);
-    *units = (int)zl_num(j, "units");
-    cJSON_Delete(j);
-    return inside;
-}
-static void check_where_the_update_runs(int stage) {
-    int units;
-    cr_expect_eq(early_spans(stage, "1", "--loss-scale 1024", &units), units - 1,
-                 "static scale, ZL_EARLY_UPDATE=1: all but the first unit's Adam inside the backward");
-    cr_expect_eq(early_spans(stage, NULL, "--loss-scale 1024", &units), 0, "without the knob: after the verdict");
-    cr_expect_eq(early_spans(stage, "1", "", &units), 0, "dynamic scale: Adam waits for the verdict");
-    cr_expect_eq(early_spans(stage, "1", "--loss-scale 1024 --clip-grad-norm 1", &units), 0,
-                 "clipping: Adam waits for the verdict's norm");
-}
-Test(early_update, stage2_runs_in_the_backward_only_when_known) { check_where_the_update_runs(2); }
-Test(early_update, stage3_runs_in_the_backward_only_when_known) { check_where_the_update_runs(3); }
-
-/* A step that diverges has already updated when the verdict comes: it writes no checkpoint,
- * the step before's stands and resumes to the same parameters as a straight run. */
-Test(early_update, a_diverged_step_writes_no_checkpoint) {
-    char dir[128], path[160];
-    snprintf(dir, sizeof dir, "/tmp/zl_early_update_ckpt_%d", getpid());
-    setenv("ZL_EARLY_UPDATE", "1", 1);
-    cJSON *j = zl_run_json(3, "-n 2 {stage3} --steps 4 --loss-scale 1024 --inject-overflow 3 --check "
-                              "--save %s --save-every 1", dir);
-    unsetenv("ZL_EARLY_UPDATE");
-    cr_expect_str_eq(zl_get(j, "status")->valuestring, "diverged");
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    cJSON *m = zl_load_json(path);
-    cr_expect_eq(zl_num(m, "step"), 2, "the last checkpoint is step 2's");
-    cJSON *resumed = zl_run_json(0, "-n 2 {stage2} --steps 1 --loss-scale 1024 --resume %s", dir);
-    cJSON *three = zl_run_json(0, "-n 2 {stage2} --steps 3 --loss-scale 1024");
-    cr_expect_str_eq(zl_hash_of(resumed), zl_hash_of(three), "step 2's checkpoint + 1 step = 3 steps");
-    snprintf(path, sizeof path, "rm -rf %s", dir);
-    cr_expect_eq(system(path), 0);
-    cJSON_Delete(j), cJSON_Delete(m), cJSON_Delete(resumed), cJSON_Delete(three);
-}
-
-Test(early_update, a_bad_value_is_refused) {
-    setenv("ZL_EARLY_UPDATE", "yes", 1);
-    zl_run_result r;
-    zl_run(&r, "-n 1 {stage2} --steps 1 --quiet");
-    cr_expect_eq(r.exit_code, 1, "exit %d", r.exit_code);
-    cr_expect(strstr(r.err, "ZL_EARLY_UPDATE: want 0 or 1"), "%s", r.err);
 }
