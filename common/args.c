@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "util.h"
+#include "offload.h" /* ZL_OFFLOAD_MAX_UP */
+#include "../kernels/backend.h" /* zl_env_int */
 #include "../kernels/gpt_kernels.h" /* zl_gpt_flash_supported */
 
 static const char *const stage_prog[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
@@ -406,8 +408,40 @@ static int parse(zl_config *c, int stage, int argc, char **argv, char *err, int 
     return finish_config(c, stage, err, len);
 }
 
+/* The ZL_ environment knobs (README's table) are checked with the flags: a typo must not pass
+ * unseen, and a bad value is bad input like a bad flag — exit 2 before anything is allocated,
+ * not a runtime error halfway through set-up. Where the backends read them they are then
+ * well formed. A knob for the other backend is checked too (a script may set it for both). */
+typedef struct {
+    const char *name;
+    long lo, hi;       /* a whole integer in [lo, hi] */
+    const char *word;  /* or this word (NULL: none) */
+    const char *means; /* for the error line */
+} env_knob;
+static const env_knob env_knobs[] = {
+    {"ZL_GEMM_TUNE", 0, 1, "log", "0 (heuristic), 1 (the same-bits choice) or log"},
+    {"ZL_CUBLASLT_EPILOGUES", 0, 31, NULL, "a mask of the five epilogue bits (kernels/cuda/cuda_common.cuh)"},
+    {"ZL_NCCL_CTA_POLICY", 0, 2, NULL, "0 default, 1 efficiency, 2 zero-CTA"},
+    {"ZL_NCCL_WINDOWS", 0, 1, NULL, "1: the all-gathers' buffers as NCCL windows"},
+    {"ZL_OFFLOAD_COPY_STREAMS", 1, ZL_OFFLOAD_MAX_UP, NULL, "copies at once for each h2d of --offload"},
+};
+
+static int check_env_knobs(char *err, int len) {
+    for (size_t i = 0; i < sizeof env_knobs / sizeof env_knobs[0]; i++) {
+        const env_knob *k = &env_knobs[i];
+        const char *e = getenv(k->name);
+        long v;
+        if (!e || !*e || (k->word && !strcmp(e, k->word))) continue;
+        if (zl_env_int(k->name, k->lo, k->hi, &v) > 0) continue;
+        return fail(err, len, "%s=%s: want %ld..%ld%s%s (%s)", k->name, e, k->lo, k->hi, k->word ? " or " : "",
+                    k->word ? k->word : "", k->means);
+    }
+    return ZL_ARGS_OK;
+}
+
 int zl_args_parse(zl_config *c, int stage, int argc, char **argv, char *err, int len) {
     int rc = parse(c, stage, argc, argv, err, len);
+    if (rc == ZL_ARGS_OK) rc = check_env_knobs(err, len);
     if (rc == ZL_ARGS_ERROR) escape_controls(err, len);
     return rc;
 }

@@ -33,12 +33,14 @@ static inline const char *zl_dtype_name(zl_dtype t) {
     return t == ZL_F16 ? "fp16" : t == ZL_BF16 ? "bf16" : t == ZL_F32 ? "fp32" : "fp64";
 }
 
-/* An integer knob from the environment (ZL_OFFLOAD_COPY_STREAMS): 0 when `name`
- * is unset or empty, 1 with *value set when it is a whole integer in [lo, hi], -1 otherwise —
- * then the caller stops the run with one line: a typo must not pass unseen. */
+/* An integer knob from the environment (the ZL_ knobs, checked with the flags in args.c): 0
+ * when `name` is unset or empty, 1 with *value set when it is a non-negative integer in [lo, hi]
+ * written plainly (digits only, no sign, space or leading zero: "01" is a typo too), -1
+ * otherwise — then the caller stops the run with one line: a typo must not pass unseen. */
 static inline int zl_env_int(const char *name, long lo, long hi, long *value) {
     const char *e = getenv(name);
     if (!e || !*e) return 0;
+    if (e[0] < '0' || e[0] > '9' || (e[0] == '0' && e[1])) return -1;
     char *end;
     long v = strtol(e, &end, 10);
     if (*end || v < lo || v > hi) return -1;

@@ -326,6 +326,32 @@ Test(flags, flag_equals_value_and_default_prefetch) {
     expect_refused("-n 1 {stage1} --quiet=1", "--quiet takes no value");
 }
 
+/* The ZL_ knobs are input like the flags: a bad value is refused by every rank in one line,
+ * exit 2, before the backend starts (args.c); a good one runs. */
+Test(flags, bad_environment_knobs_are_refused_before_anything_is_allocated) {
+    static const char *const bad[][2] = {
+        {"ZL_GEMM_TUNE", "yes"},         {"ZL_CUBLASLT_EPILOGUES", "32"}, {"ZL_NCCL_CTA_POLICY", "-1"},
+        {"ZL_NCCL_WINDOWS", "01"},       {"ZL_NCCL_WINDOWS", "1 "},       {"ZL_OFFLOAD_COPY_STREAMS", "0"},
+        {"ZL_OFFLOAD_COPY_STREAMS", "+2"}, {"ZL_OFFLOAD_COPY_STREAMS", "99999999999999999999"},
+    };
+    char expect[128];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv(bad[i][0], bad[i][1], 1);
+        snprintf(expect, sizeof expect, "%s=%s: want ", bad[i][0], bad[i][1]);
+        expect_refused("-n 2 {stage2} --steps 2 --offload --quiet", expect);
+        unsetenv(bad[i][0]);
+    }
+    setenv("ZL_GEMM_TUNE", "log", 1); /* the words and the ends of the ranges are accepted */
+    setenv("ZL_CUBLASLT_EPILOGUES", "31", 1);
+    setenv("ZL_OFFLOAD_COPY_STREAMS", "4", 1);
+    setenv("ZL_NCCL_WINDOWS", "0", 1);
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage2} --steps 2 --offload --quiet");
+    cr_expect_eq(r.exit_code, 0, "good knob values refused: %s", r.err);
+    unsetenv("ZL_GEMM_TUNE"), unsetenv("ZL_CUBLASLT_EPILOGUES"), unsetenv("ZL_OFFLOAD_COPY_STREAMS");
+    unsetenv("ZL_NCCL_WINDOWS");
+}
+
 Test(flags, help_on_one_rank_of_an_mpmd_launch_does_not_hang) {
     zl_run_result r;
     double t0 = now();

@@ -252,14 +252,8 @@ static void check_copy_spans(int streams) {
 Test(trace, the_copies_are_on_the_copy_lane) { check_copy_spans(0); }
 Test(trace, a_copy_up_on_3_streams_is_one_transfer) { check_copy_spans(3); }
 
-/* A malformed ZL_OFFLOAD_COPY_STREAMS stops the run with its name, not a silent default. */
-Test(trace, a_bad_copy_stream_count_is_refused) {
-    setenv("ZL_OFFLOAD_COPY_STREAMS", "5", 1);
-    zl_run_result r;
-    zl_run(&r, "-n 1 {stage3} --steps 1 --offload");
-    cr_expect_eq(r.exit_code, 1, "exit %d", r.exit_code);
-    cr_expect(strstr(r.err, "ZL_OFFLOAD_COPY_STREAMS") != NULL, "stderr: %s", r.err);
-}
+/* A malformed ZL_OFFLOAD_COPY_STREAMS is refused with the flags (exit 2): test_loud.c,
+ * bad_environment_knobs_are_refused_before_anything_is_allocated. */
 
 /* ---- the offload model ------------------------------------------------------------------- */
 
