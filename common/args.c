@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "util.h"
-#include "offload.h" /* ZL_OFFLOAD_MAX_UP */
 #include "../kernels/backend.h" /* zl_env_int */
 #include "../kernels/gpt_kernels.h" /* zl_gpt_flash_supported */
 
@@ -423,7 +422,6 @@ static const env_knob env_knobs[] = {
     {"ZL_CUBLASLT_EPILOGUES", 0, 31, NULL, "a mask of the five epilogue bits (kernels/cuda/cuda_common.cuh)"},
     {"ZL_NCCL_CTA_POLICY", 0, 2, NULL, "0 default, 1 efficiency, 2 zero-CTA"},
     {"ZL_NCCL_WINDOWS", 0, 1, NULL, "1: the all-gathers' buffers as NCCL windows"},
-    {"ZL_OFFLOAD_COPY_STREAMS", 1, ZL_OFFLOAD_MAX_UP, NULL, "copies at once for each h2d of --offload"},
 };
 
 static int check_env_knobs(char *err, int len) {

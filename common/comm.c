@@ -133,22 +133,6 @@ void zl_copy_h2d(void *dev, const void *host, size_t count, zl_dtype t, zl_purpo
     end_entry(e, s);
 }
 
-void zl_copy_h2d_spread(void *dev, const void *host, size_t count, zl_dtype t, zl_purpose why, int unit,
-                        zl_stream s, const zl_stream *more, int n_more, zl_event fork, const zl_event *join) {
-    log_entry *e = begin_entry(ZL_OP_H2D, why, t, unit, count, s);
-    size_t es = zl_dtype_size(t), parts = (size_t)n_more + 1;
-    zl_event_record(fork, s);
-    for (size_t k = 0; k < parts; k++) { /* part k: elements [k·count/parts, (k+1)·count/parts) */
-        size_t at = count * k / parts, len = count * (k + 1) / parts - at;
-        zl_stream on = k ? more[k - 1] : s;
-        if (k) zl_stream_wait_event(on, fork);
-        zl_memcpy_h2d_async((char *)dev + at * es, (const char *)host + at * es, len * es, on);
-        if (k) zl_event_record(join[k - 1], on);
-    }
-    for (int k = 0; k < n_more; k++) zl_stream_wait_event(s, join[k]);
-    end_entry(e, s);
-}
-
 void zl_comm_step_begin(void) {
     g_n = 0;
     zl_trace_step_begin();

@@ -75,12 +75,6 @@ void zl_allgather(const void *send, void *recv, size_t send_count, zl_dtype t, z
  * collectives (op d2h / h2d) and drawn on the timeline's copy lane. */
 void zl_copy_d2h(void *host, const void *dev, size_t count, zl_dtype t, zl_purpose why, int unit, zl_stream s);
 void zl_copy_h2d(void *dev, const void *host, size_t count, zl_dtype t, zl_purpose why, int unit, zl_stream s);
-/* The same as 1 + n_more copies at once, for more reads from host memory in flight: the first
- * part on s, the others on more[0..n_more) (each waits for `fork`, recorded on s first; s waits
- * for their join[k] before the end). One logged transfer: its time runs from the start on s to
- * the end on s, after every part. */
-void zl_copy_h2d_spread(void *dev, const void *host, size_t count, zl_dtype t, zl_purpose why, int unit,
-                        zl_stream s, const zl_stream *more, int n_more, zl_event fork, const zl_event *join);
 
 /* Bracket one training step. step_end must be called once the communication stream
  * has finished (after a zl_stream_sync): it reads the events and folds this step's log

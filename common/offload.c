@@ -23,15 +23,6 @@ struct zl_offload_job {
     zl_adam_hparams hp;
 };
 
-/* ZL_OFFLOAD_COPY_STREAMS: 1 (unset) .. ZL_OFFLOAD_MAX_UP; anything else stops the run. */
-static int copy_streams(void) {
-    long k = 1;
-    if (zl_env_int("ZL_OFFLOAD_COPY_STREAMS", 1, ZL_OFFLOAD_MAX_UP, &k) < 0)
-        zl_fatal("ZL_OFFLOAD_COPY_STREAMS=%s: want 1 to %d (copies at once for each h2d)",
-                 getenv("ZL_OFFLOAD_COPY_STREAMS"), ZL_OFFLOAD_MAX_UP);
-    return (int)k;
-}
-
 zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ranks) {
     zl_offload *o = zl_host_calloc(1, sizeof *o);
     size_t shard = p->shard_len;
@@ -43,10 +34,6 @@ zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ra
     o->staging = zl_mem_alloc(ZL_MEM_OFFLOAD_STAGING, 2 * shard, "offload staging (16-bit slices)");
     o->down = zl_stream_create(), o->up = zl_stream_create();
     o->host = zl_stream_create();
-    o->n_up = copy_streams();
-    for (int k = 0; k + 1 < o->n_up; k++) o->up_more[k] = zl_stream_create();
-    o->up_fork = zl_event_create();
-    o->up_join = zl_events_create(ZL_OFFLOAD_MAX_UP - 1);
     o->grads_landed = zl_events_create(p->n_units);
     o->params_landed = zl_events_create(p->n_units);
     o->adam_done = zl_events_create(p->n_units);
@@ -73,8 +60,6 @@ void zl_offload_free(zl_offload *o) {
     /* grads_landed, params_landed, adam_done: with every event array, by zl_events_destroy_all */
     zl_stream_destroy(o->down), zl_stream_destroy(o->up);
     zl_stream_destroy(o->host);
-    for (int k = 0; k + 1 < o->n_up; k++) zl_stream_destroy(o->up_more[k]);
-    zl_event_destroy(o->up_fork);
     free(o->jobs);
     free(o);
 }
@@ -112,9 +97,7 @@ zl_event zl_offload_adam(zl_offload *o, int u, zl_half *dev_params, float grad_m
     zl_trace_end(ZL_PHASE_OPTIMIZER, u, o->host);
     zl_event_record(o->adam_done[u], o->host);
     zl_stream_wait_event(o->up, o->adam_done[u]);
-    if (o->n_up == 1) zl_copy_h2d(dev_params, o->staging + off, n, o->half, ZL_P_OFFLOAD_PARAMS, u, o->up);
-    else zl_copy_h2d_spread(dev_params, o->staging + off, n, o->half, ZL_P_OFFLOAD_PARAMS, u, o->up, o->up_more,
-                            o->n_up - 1, o->up_fork, o->up_join);
+    zl_copy_h2d(dev_params, o->staging + off, n, o->half, ZL_P_OFFLOAD_PARAMS, u, o->up);
     zl_event_record(o->params_landed[u], o->up);
     return o->params_landed[u];
 }

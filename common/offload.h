@@ -18,10 +18,8 @@
  *                   the next unit. Only on applied steps, 2Ψ_pad/N bytes. Up and down have a
  *                   stream each, so when host Adam runs beside the backward (a static loss
  *                   scale, stage2.c) a copy down never queues behind a copy up that waits for
- *                   host Adam. ZL_OFFLOAD_COPY_STREAMS=K (1..4, default 1) issues it as K
- *                   copies at once on K streams — more reads in flight from host memory while
- *                   host Adam keeps it busy (2 were measured on H200 and changed nothing:
- *                   docs/performance.md).
+ *                   host Adam. (Each copy up split over 2 streams, for more reads in flight
+ *                   from host memory, was measured on H200 and changed nothing: not kept.)
  * The copies go through comm.h (op d2h / h2d, purpose offload_grads / offload_params):
  * logged, timed, and drawn on the timeline's copy lane, but not counted as network bytes.
  *
@@ -41,8 +39,6 @@
 #include "partition.h"
 #include "../kernels/kernels.h" /* zl_adam_hparams; streams and events (backend.h) */
 
-#define ZL_OFFLOAD_MAX_UP 4 /* ZL_OFFLOAD_COPY_STREAMS: 1..4 */
-
 typedef struct {
     const zl_partition *part;
     zl_dtype half;
@@ -50,9 +46,6 @@ typedef struct {
     zl_half *staging;       /* host, pinned: shard_len 16-bit; gradient slice in, parameter slice out */
     zl_stream down;         /* every d2h copy, in issue order */
     zl_stream up;           /* every h2d copy, in issue order */
-    int n_up;               /* ZL_OFFLOAD_COPY_STREAMS: each h2d as n_up copies at once (default 1) */
-    zl_stream up_more[ZL_OFFLOAD_MAX_UP - 1]; /* the copies' other streams (joined into `up`) */
-    zl_event up_fork, *up_join; /* events for them: one, n_up - 1 */
     zl_stream host;         /* host Adam, one host function a unit, in issue order */
     zl_event *grads_landed; /* one per unit: its gradient slice is in staging */
     zl_event *params_landed; /* one per unit: its new parameter slice is back on the device */

@@ -23,8 +23,7 @@
 #              move (issue 15: the GEMMs slowed beside NCCL's kernels)                 ~300 s
 #   split      pinned copies beside host Adam (--load adam) as 1, 2 and 4 copies at once on as many
 #              streams, N = 2 and 4: do more reads in flight lift the copies up under host
-#              Adam's load? (issue 12: h2d at N = 2 is 69-82 % of the loaded bound); then
-#              lab-1b --offload at 32768 rows with ZL_OFFLOAD_COPY_STREAMS 1 and 2       ~240 s
+#              Adam's load? (issue 12: h2d at N = 2 is 69-82 % of the loaded bound)    ~60 s
 #   fill       the 7.5 B "fill" MLP (D = 8192, L = 14, 1024 rows per rank), every stage at
 #              N = 2 and 4 (issue 15: >= 500 TFLOP/s, ZeRO-3 >= 450; H100, and H200 without
 #              DDP, 2026-11-26), then ZeRO-3 with --prefetch 2 and 3                    ~120 s
@@ -154,18 +153,6 @@ split_copies() {
                 --split "$k" > "$f" 2>&1
             echo "N=$n split=$k rc=$? $(grep -E '^node' "$f")" \
                 "loaded h2d per rank: $(grep -o 'loaded_h2d=[0-9.]*' "$f" | cut -d= -f2 | tr '\n' ' ')"
-        done
-    done
-    for n in 2 4; do
-        [ "$n" -le "$gpus" ] || continue
-        for p in stage2 stage3; do
-            for k in 1 2 1 2; do
-                f="$out/split/${p}_N${n}_rows32768_offload_streams${k}_$SECONDS"
-                ZL_OFFLOAD_COPY_STREAMS=$k timeout 120 $MPIEXEC -n "$n" "build/cuda/$p" --preset lab-1b --batch 32768 \
-                    --steps 3 --offload --quiet --check --json "$f.json" > "$f.txt" 2>&1
-                echo "$p N=$n --offload, copy streams $k: rc=$? $(grep -m1 '^summary:' "$f.txt" | grep -o 'ms=[0-9.]*')" \
-                    "h2d GB/s $(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(max(c["algbw_GBps"] for c in j["ranks"][0]["comm"]["collectives"] if c["op"] == "h2d"))' "$f.json" 2>/dev/null)"
-            done
         done
     done
 }

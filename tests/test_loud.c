@@ -331,8 +331,8 @@ Test(flags, flag_equals_value_and_default_prefetch) {
 Test(flags, bad_environment_knobs_are_refused_before_anything_is_allocated) {
     static const char *const bad[][2] = {
         {"ZL_GEMM_TUNE", "yes"},         {"ZL_CUBLASLT_EPILOGUES", "32"}, {"ZL_NCCL_CTA_POLICY", "-1"},
-        {"ZL_NCCL_WINDOWS", "01"},       {"ZL_NCCL_WINDOWS", "1 "},       {"ZL_OFFLOAD_COPY_STREAMS", "0"},
-        {"ZL_OFFLOAD_COPY_STREAMS", "+2"}, {"ZL_OFFLOAD_COPY_STREAMS", "99999999999999999999"},
+        {"ZL_NCCL_WINDOWS", "01"},       {"ZL_NCCL_WINDOWS", "1 "},       {"ZL_NCCL_CTA_POLICY", "3"},
+        {"ZL_NCCL_CTA_POLICY", "+2"},    {"ZL_CUBLASLT_EPILOGUES", "99999999999999999999"},
     };
     char expect[128];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -343,12 +343,12 @@ Test(flags, bad_environment_knobs_are_refused_before_anything_is_allocated) {
     }
     setenv("ZL_GEMM_TUNE", "log", 1); /* the words and the ends of the ranges are accepted */
     setenv("ZL_CUBLASLT_EPILOGUES", "31", 1);
-    setenv("ZL_OFFLOAD_COPY_STREAMS", "4", 1);
+    setenv("ZL_NCCL_CTA_POLICY", "2", 1);
     setenv("ZL_NCCL_WINDOWS", "0", 1);
     zl_run_result r;
     zl_run(&r, "-n 2 {stage2} --steps 2 --offload --quiet");
     cr_expect_eq(r.exit_code, 0, "good knob values refused: %s", r.err);
-    unsetenv("ZL_GEMM_TUNE"), unsetenv("ZL_CUBLASLT_EPILOGUES"), unsetenv("ZL_OFFLOAD_COPY_STREAMS");
+    unsetenv("ZL_GEMM_TUNE"), unsetenv("ZL_CUBLASLT_EPILOGUES"), unsetenv("ZL_NCCL_CTA_POLICY");
     unsetenv("ZL_NCCL_WINDOWS");
 }
 

@@ -49,17 +49,6 @@ static void check_same_as_on_device(int stage, int N, const char *extra) {
 BITWISE_TESTS(2)
 BITWISE_TESTS(3)
 
-/* Each copy up as 3 copies at once on 3 streams (ZL_OFFLOAD_COPY_STREAMS, reaching the ranks
- * through the launcher's environment): the same parameters. */
-Test(bitwise, stage2_N2_copies_up_on_3_streams_with_skips_and_clipping) {
-    setenv("ZL_OFFLOAD_COPY_STREAMS", "3", 1);
-    check_same_as_on_device(2, 2, NUMERICS);
-}
-Test(bitwise, stage3_N2_copies_up_on_3_streams_accum2) {
-    setenv("ZL_OFFLOAD_COPY_STREAMS", "3", 1);
-    check_same_as_on_device(3, 2, "--accum 2");
-}
-
 /* The numerics flags above do something, else the tests above could not fail for them. */
 Test(bitwise, the_numerics_flags_act) {
     cJSON *j = zl_run_json(0, "-n 2 {stage2} --steps 6 " NUMERICS " --offload");
@@ -218,17 +207,11 @@ Test(ckpt, save_and_resume_through_the_host_buffers) {
     cJSON_Delete(straight), cJSON_Delete(saved), cJSON_Delete(resumed), cJSON_Delete(on_device);
 }
 
-/* --trace: every unit's d2h and h2d copy of every timed step is a span on the copy lane, one
- * each however many streams a copy up is spread over (ZL_OFFLOAD_COPY_STREAMS; 0: unset), and
+/* --trace: every unit's d2h and h2d copy of every timed step is a span on the copy lane, and
  * the bytes up are 2 per element of the rank's slices. */
-static void check_copy_spans(int streams) {
+Test(trace, the_copies_are_on_the_copy_lane) {
     char trace[96];
     snprintf(trace, sizeof trace, "/tmp/zl_offload_trace_%d.json", getpid());
-    if (streams) {
-        char v[16];
-        snprintf(v, sizeof v, "%d", streams);
-        setenv("ZL_OFFLOAD_COPY_STREAMS", v, 1);
-    }
     cJSON *j = zl_run_json(0, "-n 2 {stage3} --steps 3 --offload --trace %s", trace);
     cJSON *t = zl_load_json(trace);
     unlink(trace);
@@ -249,11 +232,6 @@ static void check_copy_spans(int streams) {
                  "h2d bytes a step: 2 Psi_pad / N");
     cJSON_Delete(j), cJSON_Delete(t);
 }
-Test(trace, the_copies_are_on_the_copy_lane) { check_copy_spans(0); }
-Test(trace, a_copy_up_on_3_streams_is_one_transfer) { check_copy_spans(3); }
-
-/* A malformed ZL_OFFLOAD_COPY_STREAMS is refused with the flags (exit 2): test_loud.c,
- * bad_environment_knobs_are_refused_before_anything_is_allocated. */
 
 /* ---- the offload model ------------------------------------------------------------------- */
 
