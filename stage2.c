@@ -18,7 +18,6 @@
  * (K+1)(N-1)/N·2Ψ_pad — the price of ZeRO-2's memory under accumulation.
  *
  * Run: mpiexec -n N build/cpu/stage2 --preset demo   (or build/cuda/stage2). */
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "common/alloc.h"    /* zl_mem_alloc: every buffer, by category */
@@ -30,9 +29,8 @@
 #include "common/preflight.h" /* zl_preflight: does the run fit? (before any allocation) */
 #include "common/report.h"   /* zl_report: measured beside formulas, at the end */
 #include "common/runtime.h"  /* zl_runtime_start: MPI, flags, backend; the param digest */
-#include "common/trace.h"    /* zl_trace_begin/end: a span on the timeline's compute lane */
 #include "common/util.h"     /* zl_fatal, zl_wall_seconds */
-#include "kernels/kernels.h" /* zl_adam_update, zl_half_to_float_array; streams and events (backend.h) */
+#include "kernels/kernels.h" /* zl_half_to_float_array; streams and events (backend.h) */
 #include "model/model.h"     /* zl_model_*: the network behind its shard units */
 
 enum { STAGE = 2 };

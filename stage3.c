@@ -32,9 +32,8 @@
 #include "common/preflight.h" /* zl_preflight: does the run fit? (before any allocation) */
 #include "common/report.h"   /* zl_report: measured beside formulas, at the end */
 #include "common/runtime.h"  /* zl_runtime_start: MPI, flags, backend; the param digest */
-#include "common/trace.h"    /* zl_trace_begin/end: a span on the timeline's compute lane */
 #include "common/util.h"     /* zl_fatal, zl_wall_seconds */
-#include "kernels/kernels.h" /* zl_adam_update, zl_half_to_float_array; streams and events (backend.h) */
+#include "kernels/kernels.h" /* zl_half_to_float_array; streams and events (backend.h) */
 #include "model/model.h"     /* zl_model_*: the network behind its shard units */
 
 enum { STAGE = 3 };

@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "util.h"
-#include "../kernels/backend.h" /* zl_env_int */
 #include "../kernels/gpt_kernels.h" /* zl_gpt_flash_supported */
 
 static const char *const stage_prog[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
@@ -437,6 +436,32 @@ static int check_env_knobs(char *err, int len) {
     return ZL_ARGS_OK;
 }
 
+/* Names a ZL_ variable may have besides the knobs: the test hooks (README) and what the test
+ * harness sets for itself (tests/zl_test_util.h), which reaches the ranks too. */
+static const char *const env_other[] = {"ZL_CPU_DEVICE_BYTES", "ZL_CKPT_TEST_SLEEP_MS", "ZL_TEST_",
+                                         "ZL_BUILD",            "ZL_REFERENCE_BUILD",    "ZL_MPIEXEC",
+                                         "ZL_MAX_WORLD",        "ZL_CKPT_FUZZ_N"};
+
+static int env_name_known(const char *var) { /* var: "NAME=value" */
+    size_t n = strcspn(var, "=");
+    for (size_t i = 0; i < sizeof env_knobs / sizeof env_knobs[0]; i++)
+        if (strlen(env_knobs[i].name) == n && !strncmp(var, env_knobs[i].name, n)) return 1;
+    for (size_t i = 0; i < sizeof env_other / sizeof env_other[0]; i++) {
+        size_t k = strlen(env_other[i]);
+        int prefix = env_other[i][k - 1] == '_';
+        if ((prefix ? n > k : n == k) && !strncmp(var, env_other[i], k)) return 1;
+    }
+    return 0;
+}
+
+extern char **environ; /* POSIX */
+void zl_args_warn_unknown_knobs(const char *prog) {
+    for (char **e = environ; *e; e++)
+        if (!strncmp(*e, "ZL_", 3) && !env_name_known(*e))
+            fprintf(stderr, "%s: warning: %.*s is set but is no variable zerolab reads (a typo, or a knob since "
+                            "removed? README: environment variables)\n", prog, (int)strcspn(*e, "="), *e);
+}
+
 int zl_args_parse(zl_config *c, int stage, int argc, char **argv, char *err, int len) {
     int rc = parse(c, stage, argc, argv, err, len);
     if (rc == ZL_ARGS_OK) rc = check_env_knobs(err, len);
@@ -508,5 +533,10 @@ uint64_t zl_args_hash(const zl_config *c) {
     h = zl_fnv1a(h, c->dump_path, strlen(c->dump_path));
     h = zl_fnv1a(h, c->trace_path, strlen(c->trace_path));
     h = zl_fnv1a(h, c->data_path, strlen(c->data_path));
+    for (size_t i = 0; i < sizeof env_knobs / sizeof env_knobs[0]; i++) { /* e.g. ZL_NCCL_WINDOWS: */
+        const char *e = getenv(env_knobs[i].name); /* one rank registering windows alone would hang */
+        h = zl_fnv1a(h, e ? e : "", e ? strlen(e) : 0);
+        h = zl_fnv1a(h, "\n", 1);
+    }
     return hash_ckpt_flags(h, c);
 }

@@ -70,12 +70,17 @@ typedef struct {
 
 enum { ZL_ARGS_OK = 0, ZL_ARGS_HELP = 1, ZL_ARGS_ERROR = 2 };
 
-/* Parse argv for program `stage`. On error, writes one line (no newline) into err;
+/* Parse argv for program `stage`, and check the ZL_ knobs of the environment (args.c's
+ * env_knobs: README's table) the same way. On error, writes one line (no newline) into err;
  * control characters of echoed values are escaped, so it stays one line.
  * Both `--flag value` and `--flag=value` are accepted. */
 int zl_args_parse(zl_config *cfg, int stage, int argc, char **argv, char *err, int err_len);
 void zl_args_usage(const char *prog, int stage);
-/* Hash of every field that changes what the program computes or writes. */
+/* One warning line on stderr for each ZL_ variable that is neither a knob nor a test hook: a
+ * misspelt knob would otherwise change nothing, silently. (Rank 0 calls it.) */
+void zl_args_warn_unknown_knobs(const char *prog);
+/* Hash of every field that changes what the program computes or writes, and of the ZL_ knobs'
+ * values (the environment: a rank with other collectives or buffers would hang the others). */
 uint64_t zl_args_hash(const zl_config *cfg);
 
 #endif

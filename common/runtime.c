@@ -45,7 +45,7 @@ static void agree_on_arguments(zl_runtime *rt, int status, const char *err) {
         if (rt->rank == 0)
             fprintf(stderr,
                     "%s: ranks were launched with different arguments (argument hash differs across %d ranks); "
-                    "every rank must get the same flags\n",
+                    "every rank must get the same flags and ZL_ knobs\n",
                     rt->prog, rt->world);
         MPI_Finalize();
         exit(ZL_EXIT_INPUT);
@@ -70,6 +70,7 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     char err[512];
     int status = zl_args_parse(&rt->cfg, stage, argc, argv, err, sizeof err);
     agree_on_arguments(rt, status, err);
+    if (rt->rank == 0) zl_args_warn_unknown_knobs(rt->prog);
     zl_outputs_open(rt);
     zl_watchdog_start(rt->prog, rt->rank, rt->cfg.timeout_s);
 

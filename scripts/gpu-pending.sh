@@ -187,7 +187,7 @@ for s in $SECTIONS; do
     verify) section verify 240 bash -c verify ;;
     clocks) section clocks 150 bash -c clocks ;;
     zerocta) section zerocta 420 bash -c zerocta ;;
-    split) MPIEXEC="${OFFLOAD_MPIEXEC:-mpirun --bind-to none}" section split 360 bash -c split_copies ;;
+    split) MPIEXEC="${OFFLOAD_MPIEXEC:-mpirun --bind-to none}" section split 120 bash -c split_copies ;;
     peer) OUT="$out/peer" section peer 290 scripts/bench-gpu.sh lab-1b ;;
     scaling8) section scaling8 300 bash -c 'stages scaling8 "1 2 4 8" --preset lab-1b' ;;
     table2-8) RANKS=8 CONFIGS="stage0_ddp stage1 stage2 stage3" section table2-8 590 scripts/gpu-table2.sh "$out/table2-8" ;;

@@ -13,7 +13,8 @@
  * build trains on. (A --resume'd run continues the stream where the checkpoint left it: not
  * covered.)
  *
- * No MPI job, no device. Exit 0, or 2 and one line for bad flags. */
+ * No MPI job, no device. Exit 0, or 2 and one line for bad flags (or a bad ZL_ knob: args.c checks
+ * them for every program that parses flags). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdint.h>

@@ -109,10 +109,14 @@ void zl_backend_init(int rank, int world, int local_rank, int local_size, const 
         zl_cuda_fatal(__FILE__, __LINE__, "MPI_Bcast(ncclUniqueId)", "MPI error");
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     /* ZL_NCCL_CTA_POLICY=1 asks NCCL for its "efficiency" CTA policy (fewer SMs for its
-     * kernels, more for the GEMMs they overlap): measured within noise on lab-1b
-     * (docs/performance.md), so not the default; kept for the lever's re-measurement. */
-    const char *pol = getenv("ZL_NCCL_CTA_POLICY");
-    if (pol) cfg.CTAPolicy = atoi(pol);
+     * kernels, more for the GEMMs they overlap): measured within noise on lab-1b; =2 for its
+     * zero-CTA policy, with ZL_NCCL_WINDOWS=1 the all-gathers on the copy engines (faster on
+     * the fill model's ZeRO-1/2, slower on its ZeRO-3 at N = 4; docs/performance.md). Neither
+     * is the default. Unset or empty: NCCL's default. */
+    long pol;
+    int have = zl_env_int("ZL_NCCL_CTA_POLICY", 0, 2, &pol);
+    if (have < 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY", "want 0, 1 or 2");
+    if (have > 0) cfg.CTAPolicy = (int)pol;
     ncclCheckComm(ncclCommInitRankConfig(&g_comm, world, id, rank, &cfg));
 }
 
@@ -182,10 +186,9 @@ static void require_comm(const char *op); /* collectives, below */
 static int windows_wanted(void) {
     static int wanted = -1;
     if (wanted < 0) {
-        const char *e = getenv("ZL_NCCL_WINDOWS");
-        if (e && *e && strcmp(e, "0") && strcmp(e, "1"))
-            zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_WINDOWS", "want 0 or 1");
-        wanted = e && !strcmp(e, "1");
+        long on = 0;
+        if (zl_env_int("ZL_NCCL_WINDOWS", 0, 1, &on) < 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_WINDOWS", "want 0 or 1");
+        wanted = (int)on;
     }
     return wanted;
 }

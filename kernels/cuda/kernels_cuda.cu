@@ -28,7 +28,7 @@
  *
  * When cuBLASLt offers no algorithm for a fused epilogue (odd shapes, odd alignment), the
  * GEMM runs without it and a small elementwise / reduction kernel below does the rest:
- * slower, same contract. ZL_CUBLASLT_EPILOGUES (a bit mask, see epilogue_mask) switches
+ * slower, same contract. ZL_CUBLASLT_EPILOGUES (a bit mask, see zl_cu_epilogue_mask) switches
  * epilogues off one by one, 0 = all; the GPU test runs the fused and unfused paths.
  *
  * cuBLASLt descriptors, layouts and the algorithm are cached per GEMM configuration
@@ -543,9 +543,13 @@ gemm_args zl_cu_gemm_make(const char *what, cublasOperation_t ta, cublasOperatio
     return g;
 }
 
+/* The stages refuse a bad ZL_CUBLASLT_EPILOGUES before allocating (args.c, exit 2); the
+ * benches and the GPU test, which parse no flags, stop here with the same range. */
 int zl_cu_epilogue_mask(void) {
-    const char *e = getenv("ZL_CUBLASLT_EPILOGUES");
-    return e && e[0] ? (int)strtol(e, NULL, 10) : EPI_DEFAULT_MASK;
+    long mask = EPI_DEFAULT_MASK;
+    if (zl_env_int("ZL_CUBLASLT_EPILOGUES", 0, 31, &mask) < 0)
+        zl_cuda_fatal(__FILE__, __LINE__, "ZL_CUBLASLT_EPILOGUES", "want a mask of the five epilogue bits, 0..31");
+    return (int)mask;
 }
 
 /* ======================================================================================
