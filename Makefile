@@ -57,8 +57,9 @@ CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/storage.c kernel
 # cJSON writes the report and the checkpoint manifests; a GPU machine may have no cJSON, so the
 # CUDA programs carry theirs in build/cuda/lib/ (found through an rpath of $ORIGIN/lib), as
 # build/gpu-tests does.
-CUDA_LIBS = -Wl,-rpath,'$$ORIGIN/lib' -L$(CUDA_HOME)/lib64 $(if $(NCCL_LIB_DIR),-L$(NCCL_LIB_DIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIB_DIR)) \
-            -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++ $(LIBS)
+# NCCL's directory goes first, so that NCCL_HOME wins over a CUDA toolkit that ships NCCL too.
+CUDA_LIBS = -Wl,-rpath,'$$ORIGIN/lib' $(if $(NCCL_LIB_DIR),-L$(NCCL_LIB_DIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIB_DIR)) \
+            -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++ $(LIBS)
 comma := ,
 
 CPU_BINS  := $(addprefix build/cpu/,$(STAGES))
@@ -103,7 +104,7 @@ build/bench_host_adam: build/cpu/obj/bench/host_adam.o $(CPU_OBJ)
 # ---- CUDA backend (same stage sources) ----
 build/cuda/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) -I$(CUDA_HOME)/include $(if $(NCCL_INC_DIR),-I$(NCCL_INC_DIR)) -c $< -o $@
+	$(MPICC) $(CFLAGS) $(if $(NCCL_INC_DIR),-I$(NCCL_INC_DIR)) -I$(CUDA_HOME)/include -c $< -o $@
 
 NVCC_FLAGS = -std=c++17 -O3 -lineinfo $(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -I. -Ikernels $(MPI_INC) \
              $(if $(NCCL_INC_DIR),-I$(NCCL_INC_DIR))

@@ -14,6 +14,11 @@
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 #include <nccl.h>
+#if !defined(__CUDA_BF16_TYPES_EXIST__) && NCCL_VERSION_CODE < NCCL_VERSION(2, 28, 0)
+/* Older headers name bf16 only for C++ code that included cuda_bf16.h first; the library has
+ * summed it (type 9) since NCCL 2.10. */
+#define ncclBfloat16 ((ncclDataType_t)9)
+#endif
 
 #include "../../common/util.h" /* zl_is_ending: the watchdog is ending the job; zl_abort_job */
 #include "backend.h"
@@ -116,7 +121,14 @@ void zl_backend_init(int rank, int world, int local_rank, int local_size, const 
     long pol;
     int have = zl_env_int("ZL_NCCL_CTA_POLICY", 0, 2, &pol);
     if (have < 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY", "want 0, 1 or 2");
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0) /* the zero-CTA policy came in 2.28, the field in 2.27 */
     if (have > 0) cfg.CTAPolicy = (int)pol;
+#elif NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+    if (have > 0 && pol == 2) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY=2", "needs NCCL >= 2.28 (zero-CTA)");
+    if (have > 0) cfg.CTAPolicy = (int)pol;
+#else
+    if (have > 0 && pol != 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY", "needs NCCL >= 2.27");
+#endif
     ncclCheckComm(ncclCommInitRankConfig(&g_comm, world, id, rank, &cfg));
 }
 
