@@ -38,14 +38,20 @@
 #              device memory, param_hash (equal across stages at N = 1, 2)              ~250 s
 #   table2-8   the measured Table 2 at N = 8 (gpu-table2.sh, RANKS=8), beside zerocalc    ~590 s
 #   peer8      zerolab vs its PyTorch peer per stage at N = 8 (bench-gpu.sh, NS=8)       ~250 s
-#   test8      make test-gpu's kernels, integration, loud and report parts, N up to 8
-#              (MAX_WORLD=8; on 2 GPUs the whole suite outlasts one call)              ~590 s
-#   test8b     its gpt, offload, sanitizer, reference and benches parts, N up to 8        ~590 s
+#   test8      make test-gpu's kernels and integration parts, N up to 8 (MAX_WORLD=8)  ~400 s
+#   test8b     its loud and report parts, N up to 8                                     ~250 s
+#   test8c     its gpt and offload parts, N up to 8                                     ~450 s
+#   test8d     its sanitizer, reference and benches parts                               ~350 s
+#              (on 2 × H200 the four took 250, 200, 390 and 310 s at N <= 2: one call each)
 # Needs `make cpu cuda` first (build/zlbatch, build/bench_host_adam, build/cuda/*); verify also
 # the Criterion test binaries, build/gpu-tests/ (make build/gpu-tests/test_integration
 # build/gpu-tests/test_gpt_integration where Criterion is, then copy) or build/tests/.
 set -u
 out=${1:?usage: gpu-pending.sh OUTDIR}
+known=" table2 offload fill gpt reference attention gemm gptstep verify clocks zerocta split peer scaling8 table2-8 peer8 test8 test8b test8c test8d "
+for s in ${SECTIONS:-offload peer}; do # a misspelt section must not cost a lease for nothing
+    case $known in *" $s "*) ;; *) echo "gpu-pending: unknown section '$s' (known:$known)" >&2; exit 2 ;; esac
+done
 nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
     { echo "gpu-pending: needs an NVIDIA GPU and nvidia-smi -L lists none" >&2; exit 1; }
 mkdir -p "$out"
@@ -192,8 +198,10 @@ for s in $SECTIONS; do
     scaling8) section scaling8 300 bash -c 'stages scaling8 "1 2 4 8" --preset lab-1b' ;;
     table2-8) RANKS=8 CONFIGS="stage0_ddp stage1 stage2 stage3" section table2-8 590 scripts/gpu-table2.sh "$out/table2-8" ;;
     peer8) NS=8 OUT="$out/peer8" section peer8 300 scripts/bench-gpu.sh lab-1b ;;
-    test8) PARTS="kernels integration loud report" MAX_WORLD=8 section test8 590 scripts/test-gpu.sh ;;
-    test8b) PARTS="gpt offload sanitizer reference benches" MAX_WORLD=8 section test8b 590 scripts/test-gpu.sh ;;
+    test8) PARTS="kernels integration" MAX_WORLD=8 section test8 590 scripts/test-gpu.sh ;;
+    test8b) PARTS="loud report" MAX_WORLD=8 section test8b 590 scripts/test-gpu.sh ;;
+    test8c) PARTS="gpt offload" MAX_WORLD=8 section test8c 590 scripts/test-gpu.sh ;;
+    test8d) PARTS="sanitizer reference benches" MAX_WORLD=8 section test8d 590 scripts/test-gpu.sh ;;
     *) echo "gpu-pending: unknown section '$s'" >&2 ;;
     esac
 done

@@ -19,6 +19,12 @@ for t in scripts/slurm/one-node.sbatch scripts/slurm/two-node.sbatch; do
     grep -q '^#SBATCH --ntasks-per-node=' "$t" || fail "$t sets no --ntasks-per-node"
     grep -q 'exec bash scripts/slurm/run-stages.sh' "$t" || fail "$t does not run scripts/slurm/run-stages.sh"
 done
+# The GPU scripts refuse a misspelt part or section (exit 2) before they look for a GPU, so a
+# lease is not spent on nothing.
+for cmd in "PARTS='kernels integartion' scripts/test-gpu.sh" "SECTIONS='scaling8 tset8' scripts/gpu-pending.sh /tmp"; do
+    rc=0; out=$(bash -c "$cmd" 2>&1) || rc=$?
+    if [ "$rc" -ne 2 ] || ! grep -q "unknown" <<< "$out"; then fail "$cmd: exit $rc, '$out' (want 2 and 'unknown')"; fi
+done
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
