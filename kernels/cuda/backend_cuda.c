@@ -121,10 +121,10 @@ void zl_backend_init(int rank, int world, int local_rank, int local_size, const 
     long pol;
     int have = zl_env_int("ZL_NCCL_CTA_POLICY", 0, 2, &pol);
     if (have < 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY", "want 0, 1 or 2");
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0) /* the zero-CTA policy came in 2.28, the field in 2.27 */
-    if (have > 0) cfg.CTAPolicy = (int)pol;
-#elif NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 28, 0) /* the zero-CTA policy came in 2.28 */
     if (have > 0 && pol == 2) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY=2", "needs NCCL >= 2.28 (zero-CTA)");
+#endif
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0) /* the field came in 2.27 */
     if (have > 0) cfg.CTAPolicy = (int)pol;
 #else
     if (have > 0 && pol != 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY", "needs NCCL >= 2.27");
