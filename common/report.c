@@ -501,6 +501,23 @@ static void print_offload_model(const rank_summary *s, int early) {
 /* Bump when a key changes meaning or goes; adding keys does not (README "JSON schema"). */
 enum { SCHEMA_VERSION = 2 };
 
+/* A number as the shortest text that reads back as the same double; NaN and infinities as
+ * null (JSON has neither). cJSON's own printing stops at 15 digits whenever they read back
+ * within DBL_EPSILON, which loses the last bit of about one double in five (cJSON 1.7.15): a
+ * reader recomputing max(D, A + T) from the printed parts could then disagree with the printed
+ * result. With every number exact, what the JSON says equals what the program computed. */
+static cJSON *json_number(double v) {
+    if (!isfinite(v)) return cJSON_CreateNull();
+    char text[32];
+    for (int digits = 15; digits <= 17; digits++) { /* 17 always reads back exactly */
+        snprintf(text, sizeof text, "%.*g", digits, v);
+        if (strtod(text, NULL) == v) break;
+    }
+    return cJSON_CreateRaw(text);
+}
+
+static void add_number(cJSON *o, const char *key, double v) { cJSON_AddItemToObject(o, key, json_number(v)); }
+
 static cJSON *add_object(cJSON *parent, const char *key) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(parent, key, o);
@@ -509,17 +526,22 @@ static cJSON *add_object(cJSON *parent, const char *key) {
 
 static cJSON *json_mem_object(const double *cat, double states, double peak, double host_states) {
     cJSON *o = cJSON_CreateObject();
-    for (int c = 0; c < ZL_MEM_NCAT; c++) cJSON_AddNumberToObject(o, zl_mem_cat_name((zl_mem_cat)c), cat[c]);
-    cJSON_AddNumberToObject(o, "model_states", states);
-    cJSON_AddNumberToObject(o, "peak_total", peak);
-    cJSON_AddNumberToObject(o, "host_states", host_states); /* --offload: master + m + v on the host */
+    for (int c = 0; c < ZL_MEM_NCAT; c++) add_number(o, zl_mem_cat_name((zl_mem_cat)c), cat[c]);
+    add_number(o, "model_states", states);
+    add_number(o, "peak_total", peak);
+    add_number(o, "host_states", host_states); /* --offload: master + m + v on the host */
     return o;
 }
 
-/* NaN and infinities become null (JSON has neither); cJSON prints them so. */
 static cJSON *float_array(const float *v, int n) {
     cJSON *a = cJSON_CreateArray();
-    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, isfinite(v[i]) ? cJSON_CreateNumber(v[i]) : cJSON_CreateNull());
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, json_number(v[i]));
+    return a;
+}
+
+static cJSON *double_array(const double *v, int n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, json_number(v[i]));
     return a;
 }
 
@@ -527,18 +549,18 @@ static cJSON *string_or_null(const char *s) { return s ? cJSON_CreateString(s) :
 
 static cJSON *json_timeline(const rank_summary *s) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "steps", s->timeline_steps);
-    cJSON_AddNumberToObject(o, "compute_busy_ms_per_step", s->compute_busy_ms);
-    cJSON_AddNumberToObject(o, "comm_busy_ms_per_step", s->comm_busy_ms);
-    cJSON_AddNumberToObject(o, "exposed_comm_ms_per_step", s->exposed_comm_ms);
-    cJSON_AddNumberToObject(o, "span_ms_per_step", s->span_ms);
-    cJSON_AddNumberToObject(o, "optimizer_ms_per_step", s->optimizer_ms);
-    cJSON_AddNumberToObject(o, "model_comm_busy_ms_per_step", s->model_comm_busy_ms);
-    cJSON_AddNumberToObject(o, "copy_busy_ms_per_step", s->copy_busy_ms);
-    cJSON_AddNumberToObject(o, "exposed_copy_ms_per_step", s->exposed_copy_ms);
-    cJSON_AddNumberToObject(o, "forward_ms_per_step", s->forward_ms);
+    add_number(o, "steps", s->timeline_steps);
+    add_number(o, "compute_busy_ms_per_step", s->compute_busy_ms);
+    add_number(o, "comm_busy_ms_per_step", s->comm_busy_ms);
+    add_number(o, "exposed_comm_ms_per_step", s->exposed_comm_ms);
+    add_number(o, "span_ms_per_step", s->span_ms);
+    add_number(o, "optimizer_ms_per_step", s->optimizer_ms);
+    add_number(o, "model_comm_busy_ms_per_step", s->model_comm_busy_ms);
+    add_number(o, "copy_busy_ms_per_step", s->copy_busy_ms);
+    add_number(o, "exposed_copy_ms_per_step", s->exposed_copy_ms);
+    add_number(o, "forward_ms_per_step", s->forward_ms);
     cJSON *ph = cJSON_CreateObject();
-    for (int p = 0; p < ZL_NPHASES; p++) cJSON_AddNumberToObject(ph, zl_phase_name((zl_phase)p), s->phase_ms[p]);
+    for (int p = 0; p < ZL_NPHASES; p++) add_number(ph, zl_phase_name((zl_phase)p), s->phase_ms[p]);
     cJSON_AddItemToObject(o, "phase_ms_per_step", ph);
     return o;
 }
@@ -548,21 +570,21 @@ static cJSON *json_offload_model(const rank_summary *s, int early) {
     offload_model m = offload_model_of(s);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "host_adam_beside", early ? "backward" : "next forward");
-    cJSON_AddNumberToObject(o, "device_ms", m.device_ms);
-    cJSON_AddNumberToObject(o, "host_adam_ms", m.host_adam_ms);
-    cJSON_AddNumberToObject(o, "transfers_not_overlapped_ms", m.copies_ms);
-    cJSON_AddNumberToObject(o, "copy_busy_ms", s->copy_busy_ms);
-    cJSON_AddNumberToObject(o, "predicted_ms", m.predicted_ms);
-    cJSON_AddNumberToObject(o, "serial_ms", m.serial_ms);
-    cJSON_AddNumberToObject(o, "measured_ms", m.measured_ms);
-    cJSON_AddNumberToObject(o, "measured_over_predicted", ratio(m.measured_ms, m.predicted_ms));
-    cJSON_AddNumberToObject(o, "measured_over_serial", ratio(m.measured_ms, m.serial_ms));
-    cJSON_AddNumberToObject(o, "forward_ms", m.forward_ms);
-    cJSON_AddNumberToObject(o, "pipelined_ms", m.pipelined_ms);
-    cJSON_AddNumberToObject(o, "measured_over_pipelined", ratio(m.measured_ms, m.pipelined_ms));
-    cJSON_AddNumberToObject(o, "host_adam_bytes_per_step", s->host_adam_bytes);
-    cJSON_AddNumberToObject(o, "host_adam_GBps", m.host_adam_GBps);
-    cJSON_AddNumberToObject(o, "host_adam_threads", m.threads);
+    add_number(o, "device_ms", m.device_ms);
+    add_number(o, "host_adam_ms", m.host_adam_ms);
+    add_number(o, "transfers_not_overlapped_ms", m.copies_ms);
+    add_number(o, "copy_busy_ms", s->copy_busy_ms);
+    add_number(o, "predicted_ms", m.predicted_ms);
+    add_number(o, "serial_ms", m.serial_ms);
+    add_number(o, "measured_ms", m.measured_ms);
+    add_number(o, "measured_over_predicted", ratio(m.measured_ms, m.predicted_ms));
+    add_number(o, "measured_over_serial", ratio(m.measured_ms, m.serial_ms));
+    add_number(o, "forward_ms", m.forward_ms);
+    add_number(o, "pipelined_ms", m.pipelined_ms);
+    add_number(o, "measured_over_pipelined", ratio(m.measured_ms, m.pipelined_ms));
+    add_number(o, "host_adam_bytes_per_step", s->host_adam_bytes);
+    add_number(o, "host_adam_GBps", m.host_adam_GBps);
+    add_number(o, "host_adam_threads", m.threads);
     return o;
 }
 
@@ -570,21 +592,21 @@ static cJSON *json_comm(const zl_report *r, const rank_summary *s) {
     int N = r->rt->world;
     cJSON *comm = cJSON_CreateObject();
     cJSON *measured = add_object(comm, "measured");
-    cJSON_AddNumberToObject(measured, "wire_bytes_per_step", s->wire_measured);
+    add_number(measured, "wire_bytes_per_step", s->wire_measured);
     cJSON *by = add_object(measured, "by_purpose");
     for (int p = 0; p < ZL_NPURPOSES; p++) {
         double w = 0;
         for (int o = 0; o < ZL_NOPS; o++)
             for (int t = 0; t < ZL_NDTYPES; t++) w += s->comm[o][p][t][C_WIRE];
-        cJSON_AddNumberToObject(by, zl_purpose_name((zl_purpose)p), per_step(w, steps_of(s, p)));
+        add_number(by, zl_purpose_name((zl_purpose)p), per_step(w, steps_of(s, p)));
     }
-    cJSON_AddNumberToObject(measured, "transfer_bytes_per_step", s->transfer_measured); /* --offload: PCIe */
+    add_number(measured, "transfer_bytes_per_step", s->transfer_measured); /* --offload: PCIe */
     cJSON *formula = add_object(comm, "formula");
-    cJSON_AddNumberToObject(formula, "wire_bytes_per_step", s->wire_formula);
-    cJSON_AddNumberToObject(formula, "transfer_bytes_per_step", s->transfer_formula);
+    add_number(formula, "wire_bytes_per_step", s->wire_formula);
+    add_number(formula, "transfer_bytes_per_step", s->transfer_formula);
     by = add_object(formula, "by_purpose");
-    for (int p = 0; p < ZL_NPURPOSES; p++) cJSON_AddNumberToObject(by, zl_purpose_name((zl_purpose)p), s->comm_formula[p]);
-    cJSON_AddNumberToObject(add_object(comm, "paper"), "wire_bytes_per_step",
+    for (int p = 0; p < ZL_NPURPOSES; p++) add_number(by, zl_purpose_name((zl_purpose)p), s->comm_formula[p]);
+    add_number(add_object(comm, "paper"), "wire_bytes_per_step",
                             zl_paper_wire_bytes((double)r->part->psi, N, r->fc.stage));
     cJSON *list = cJSON_AddArrayToObject(comm, "collectives");
     for (int p = 0; p < ZL_NPURPOSES; p++)
@@ -596,12 +618,12 @@ static cJSON *json_comm(const zl_report *r, const rank_summary *s) {
                 cJSON_AddStringToObject(c, "op", zl_op_name((zl_op)o));
                 cJSON_AddStringToObject(c, "purpose", zl_purpose_name((zl_purpose)p));
                 cJSON_AddStringToObject(c, "dtype", zl_dtype_name((zl_dtype)t));
-                cJSON_AddNumberToObject(c, "calls_per_step", row.calls_per_step);
-                cJSON_AddNumberToObject(c, "bytes_per_call", row.bytes_per_call);
-                cJSON_AddNumberToObject(c, "wire_bytes_per_step", row.wire_per_step);
-                cJSON_AddNumberToObject(c, "ms_per_step", row.ms_per_step);
-                cJSON_AddNumberToObject(c, "algbw_GBps", row.algbw);
-                cJSON_AddNumberToObject(c, "busbw_GBps", row.busbw);
+                add_number(c, "calls_per_step", row.calls_per_step);
+                add_number(c, "bytes_per_call", row.bytes_per_call);
+                add_number(c, "wire_bytes_per_step", row.wire_per_step);
+                add_number(c, "ms_per_step", row.ms_per_step);
+                add_number(c, "algbw_GBps", row.algbw);
+                add_number(c, "busbw_GBps", row.busbw);
                 cJSON_AddItemToArray(list, c);
             }
     return comm;
@@ -612,7 +634,7 @@ static cJSON *json_rank(const zl_report *r, const rank_summary *s, const rank_id
     double paper[5];
     double paper_host, paper_states = paper_device_states(r, paper, &paper_host);
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "rank", rank);
+    add_number(o, "rank", rank);
     cJSON_AddStringToObject(o, "hostname", id->hostname);
     cJSON_AddStringToObject(o, "device", id->device);
     cJSON_AddStringToObject(o, "pci_bus_id", id->pci_bus_id);
@@ -623,28 +645,28 @@ static cJSON *json_rank(const zl_report *r, const rank_summary *s, const rank_id
                                                                s->host_states_formula));
     cJSON *pp = add_object(mem, "paper");
     const char *const paper_keys[5] = {"params_fp16", "grads_fp16", "master_fp32", "adam_m", "adam_v"};
-    for (int k = 0; k < 5; k++) cJSON_AddNumberToObject(pp, paper_keys[k], paper[k]);
-    cJSON_AddNumberToObject(pp, "model_states", paper_states);
-    cJSON_AddNumberToObject(pp, "host_states", paper_host);
+    for (int k = 0; k < 5; k++) add_number(pp, paper_keys[k], paper[k]);
+    add_number(pp, "model_states", paper_states);
+    add_number(pp, "host_states", paper_host);
     if (s->dev_baseline >= 0) {
-        cJSON_AddNumberToObject(mem, "device_baseline", s->dev_baseline);
-        cJSON_AddNumberToObject(mem, "device_used", s->dev_end);
-        cJSON_AddNumberToObject(mem, "device_used_after_alloc", s->dev_after_alloc);
-        cJSON_AddNumberToObject(mem, "device_total", s->dev_total);
+        add_number(mem, "device_baseline", s->dev_baseline);
+        add_number(mem, "device_used", s->dev_end);
+        add_number(mem, "device_used_after_alloc", s->dev_after_alloc);
+        add_number(mem, "device_total", s->dev_total);
     }
     if (s->pre_checked) { /* what the preflight compared: zerocalc --max-layers --memory/--host-memory */
         cJSON *pf = add_object(mem, "preflight");
-        cJSON_AddNumberToObject(pf, "device_free", s->pre_dev_free);
-        cJSON_AddNumberToObject(pf, "host_available", s->pre_host_avail);
-        cJSON_AddNumberToObject(pf, "local_ranks", s->pre_local);
-        cJSON_AddNumberToObject(pf, "need_device", s->pre_need_device);
-        cJSON_AddNumberToObject(pf, "need_host", s->pre_need_host);
+        add_number(pf, "device_free", s->pre_dev_free);
+        add_number(pf, "host_available", s->pre_host_avail);
+        add_number(pf, "local_ranks", s->pre_local);
+        add_number(pf, "need_device", s->pre_need_device);
+        add_number(pf, "need_host", s->pre_need_host);
     }
-    cJSON_AddNumberToObject(mem, "allocations_in_step", s->allocations_in_step);
+    add_number(mem, "allocations_in_step", s->allocations_in_step);
     cJSON_AddItemToObject(o, "comm", json_comm(r, s));
-    cJSON_AddNumberToObject(o, "skipped_steps", s->skipped); /* this rank's count: every rank must agree */
-    cJSON_AddNumberToObject(o, "ms_per_step", s->ms_per_step);
-    cJSON_AddItemToObject(o, "step_ms", cJSON_CreateDoubleArray(step_ms, r->steps));
+    add_number(o, "skipped_steps", s->skipped); /* this rank's count: every rank must agree */
+    add_number(o, "ms_per_step", s->ms_per_step);
+    cJSON_AddItemToObject(o, "step_ms", double_array(step_ms, r->steps));
     cJSON_AddItemToObject(o, "timeline", json_timeline(s));
     if (r->fc.offload) cJSON_AddItemToObject(o, "offload_model", json_offload_model(s, r->fc.early_update));
     return o;
@@ -668,7 +690,7 @@ static cJSON *json_run(const zl_report *r, const char *mpi_lib) {
 static void json_mixed_precision(cJSON *j, const zl_report *r) {
     if (r->dtype) cJSON_AddStringToObject(j, "dtype", r->dtype);
     if (r->status) cJSON_AddStringToObject(j, "status", r->status);
-    if (r->loss_scale || r->grad_norm || r->skipped_steps) cJSON_AddNumberToObject(j, "steps_done", r->steps_done);
+    if (r->loss_scale || r->grad_norm || r->skipped_steps) add_number(j, "steps_done", r->steps_done);
     if (r->loss_scale) cJSON_AddItemToObject(j, "loss_scale", float_array(r->loss_scale, r->steps_done));
     if (r->grad_norm) cJSON_AddItemToObject(j, "grad_norm", float_array(r->grad_norm, r->steps_done));
     if (r->skipped_steps) cJSON_AddItemToObject(j, "skipped_steps", cJSON_CreateIntArray(r->skipped_steps, r->n_skipped));
@@ -686,15 +708,15 @@ typedef struct {
  * peak are null when the peak is unknown. */
 static cJSON *json_throughput(const zl_throughput *t) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "tokens_per_step_per_gpu", t->tokens_per_step);
-    cJSON_AddNumberToObject(o, "tokens_per_s_per_gpu", t->tokens_per_s);
-    cJSON_AddNumberToObject(o, "flops_per_token", t->flops_per_token);
-    cJSON_AddNumberToObject(o, "attention_flops_per_token", t->attention_flops_per_token);
+    add_number(o, "tokens_per_step_per_gpu", t->tokens_per_step);
+    add_number(o, "tokens_per_s_per_gpu", t->tokens_per_s);
+    add_number(o, "flops_per_token", t->flops_per_token);
+    add_number(o, "attention_flops_per_token", t->attention_flops_per_token);
     cJSON_AddStringToObject(o, "flops_per_token_formula", "6*Psi + 12*L*T*D (PaLM appendix B; full T^2, no recompute)");
-    cJSON_AddNumberToObject(o, "model_tflops_per_gpu", t->tflops);
-    cJSON_AddItemToObject(o, "peak_tflops", t->peak_tflops > 0 ? cJSON_CreateNumber(t->peak_tflops) : cJSON_CreateNull());
+    add_number(o, "model_tflops_per_gpu", t->tflops);
+    cJSON_AddItemToObject(o, "peak_tflops", t->peak_tflops > 0 ? json_number(t->peak_tflops) : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "peak_source", string_or_null(t->peak_source));
-    cJSON_AddItemToObject(o, "mfu", isfinite(t->mfu) ? cJSON_CreateNumber(t->mfu) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "mfu", json_number(t->mfu));
     return o;
 }
 
@@ -706,55 +728,55 @@ static cJSON *json_report(const zl_report *r, const gathered *g, const check_res
     struct tm utc;
     if (gmtime_r(&now, &utc)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddNumberToObject(j, "schema_version", SCHEMA_VERSION);
-    cJSON_AddNumberToObject(j, "stage", c->stage);
-    cJSON_AddNumberToObject(j, "world", r->rt->world);
+    add_number(j, "schema_version", SCHEMA_VERSION);
+    add_number(j, "stage", c->stage);
+    add_number(j, "world", r->rt->world);
     cJSON_AddStringToObject(j, "backend", zl_backend_name());
     cJSON_AddStringToObject(j, "device", zl_backend_device_name());
     cJSON_AddStringToObject(j, "date", when);
     if (r->variant) cJSON_AddStringToObject(j, "variant", r->variant);
-    cJSON_AddNumberToObject(j, "params", (double)r->part->psi);
-    cJSON_AddNumberToObject(j, "params_padded", (double)r->part->psi_pad);
-    cJSON_AddNumberToObject(j, "units", r->part->n_units);
+    add_number(j, "params", (double)r->part->psi);
+    add_number(j, "params_padded", (double)r->part->psi_pad);
+    add_number(j, "units", r->part->n_units);
     cJSON *cf = add_object(j, "config");
     cJSON_AddStringToObject(cf, "preset", c->preset);
     cJSON_AddStringToObject(cf, "model", c->model == 1 ? "gpt" : "mlp");
     if (c->model == 1) { /* the transformer's shape and data (model/gpt.h) */
-        cJSON_AddNumberToObject(cf, "seq", c->seq);
-        cJSON_AddNumberToObject(cf, "heads", c->heads);
-        cJSON_AddNumberToObject(cf, "vocab", c->vocab);
+        add_number(cf, "seq", c->seq);
+        add_number(cf, "heads", c->heads);
+        add_number(cf, "vocab", c->vocab);
         cJSON_AddStringToObject(cf, "attention", c->attention == ZL_ATTENTION_FUSED ? "fused" : "strided");
         cJSON_AddItemToObject(cf, "data", string_or_null(c->data_path[0] ? c->data_path : NULL));
     }
-    cJSON_AddNumberToObject(cf, "layers", c->layers);
-    cJSON_AddNumberToObject(cf, "dim", c->dim);
-    cJSON_AddNumberToObject(cf, "batch", c->batch);
-    cJSON_AddNumberToObject(cf, "seed", (double)c->seed); /* exact below 2^53 */
-    cJSON_AddNumberToObject(cf, "loss_scale", c->loss_scale);
-    cJSON_AddNumberToObject(cf, "lr", c->lr);
-    cJSON_AddNumberToObject(cf, "beta1", c->beta1);
-    cJSON_AddNumberToObject(cf, "beta2", c->beta2);
-    cJSON_AddNumberToObject(cf, "eps", c->eps);
-    cJSON_AddNumberToObject(cf, "weight_decay", c->weight_decay);
-    cJSON_AddNumberToObject(cf, "prefetch", c->stage == 3 ? c->prefetch : 0);
-    cJSON_AddNumberToObject(cf, "accum", c->accum);
+    add_number(cf, "layers", c->layers);
+    add_number(cf, "dim", c->dim);
+    add_number(cf, "batch", c->batch);
+    add_number(cf, "seed", (double)c->seed); /* exact below 2^53 */
+    add_number(cf, "loss_scale", c->loss_scale);
+    add_number(cf, "lr", c->lr);
+    add_number(cf, "beta1", c->beta1);
+    add_number(cf, "beta2", c->beta2);
+    add_number(cf, "eps", c->eps);
+    add_number(cf, "weight_decay", c->weight_decay);
+    add_number(cf, "prefetch", c->stage == 3 ? c->prefetch : 0);
+    add_number(cf, "accum", c->accum);
     cJSON_AddBoolToObject(cf, "offload", c->offload);
     cJSON_AddBoolToObject(cf, "checkpoint_activations", c->checkpoint_activations);
     cJSON_AddStringToObject(cf, "dtype", zl_dtype_name(c->dtype));
     cJSON_AddStringToObject(cf, "loss_scale_mode", c->loss_scale_dynamic ? "dynamic" : "static");
-    cJSON_AddNumberToObject(cf, "clip_grad_norm", c->clip_grad_norm);
+    add_number(cf, "clip_grad_norm", c->clip_grad_norm);
     cJSON_AddItemToObject(j, "run", json_run(r, g->mpi_lib));
-    cJSON_AddNumberToObject(j, "steps", r->steps);
+    add_number(j, "steps", r->steps);
     cJSON_AddItemToObject(j, "loss", float_array(r->losses, r->steps));
     json_mixed_precision(j, r);
-    cJSON_AddNumberToObject(j, "ms_per_step", ms);
-    cJSON_AddNumberToObject(j, "ms_per_step_median", g->median_ms);
-    cJSON_AddItemToObject(j, "step_ms", cJSON_CreateDoubleArray(g->step_ms, r->steps));
-    cJSON_AddNumberToObject(j, "exposed_comm_ms_per_step", g->all[0].exposed_comm_ms);
+    add_number(j, "ms_per_step", ms);
+    add_number(j, "ms_per_step_median", g->median_ms);
+    cJSON_AddItemToObject(j, "step_ms", double_array(g->step_ms, r->steps));
+    add_number(j, "exposed_comm_ms_per_step", g->all[0].exposed_comm_ms);
     if (c->offload) /* rank 0's */
         cJSON_AddItemToObject(j, "offload_model", json_offload_model(&g->all[0], r->fc.early_update));
-    cJSON_AddNumberToObject(j, "samples_per_s", samples_s);
-    cJSON_AddNumberToObject(j, "tflops_per_gpu", tflops);
+    add_number(j, "samples_per_s", samples_s);
+    add_number(j, "tflops_per_gpu", tflops);
     if (gpt) cJSON_AddItemToObject(j, "throughput", json_throughput(gpt));
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)r->param_hash);
     if (c->no_param_hash) cJSON_AddNullToObject(j, "param_hash"); /* --no-param-hash: not computed */
@@ -762,7 +784,7 @@ static cJSON *json_report(const zl_report *r, const gathered *g, const check_res
     cJSON *ck = add_object(j, "check");
     cJSON_AddBoolToObject(ck, "ok", chk->ok);
     cJSON_AddBoolToObject(ck, "enforced", c->check);
-    cJSON_AddNumberToObject(ck, "compared", chk->compared);
+    add_number(ck, "compared", chk->compared);
     cJSON *mm = cJSON_AddArrayToObject(ck, "mismatches");
     for (int i = 0; i < chk->n; i++) cJSON_AddItemToArray(mm, cJSON_CreateString(chk->what[i]));
     cJSON *ranks = cJSON_AddArrayToObject(j, "ranks");

@@ -248,7 +248,8 @@ static double finite_nonneg(cJSON *o, const char *key, const char *where) {
  * CPU backend every lane runs on the rank's one thread, so the parts do not overlap: their
  * sum fits within the step's span, and the measured step is at least that sum. The pipelined
  * prediction (host Adam beside the next forward) lies between the two, its forward part of the
- * device's work. */
+ * device's work. The report prints every number exactly (report.c, json_number), so each
+ * relation between the parts is redone here bit for bit, in the program's order of operations. */
 static void check_model(int stage, int N) {
     if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     const char *p = zl_progs[stage];
@@ -275,18 +276,18 @@ static void check_model(int stage, int N) {
         cr_expect(T <= zl_num(m, "copy_busy_ms") + 1e-9, "%s: exposed copies %g > copy busy", where, T);
         cr_expect_eq(P, fmax(D, A + T), "%s: predicted = max(D, A + T)", where);
         cr_expect(P >= D && P >= A && P >= T, "%s", where);
-        cr_expect(fabs(S - (D + A + T)) <= 1e-9 * S, "%s: serial = D + A + T", where);
+        cr_expect_eq(S, D + A + T, "%s: serial = D + A + T", where);
         cr_expect_eq(M, zl_num(rk, "ms_per_step"), "%s: measured = ms_per_step", where);
-        cr_expect(fabs(zl_num(m, "measured_over_predicted") - M / P) <= 1e-12 * M / P, "%s", where);
-        cr_expect(fabs(zl_num(m, "measured_over_serial") - M / S) <= 1e-12 * M / S, "%s", where);
+        cr_expect_eq(zl_num(m, "measured_over_predicted"), M / P, "%s", where);
+        cr_expect_eq(zl_num(m, "measured_over_serial"), M / S, "%s", where);
         /* pipelined: host Adam after the verdict, beside the next step's forward */
         double F = finite_nonneg(m, "forward_ms", where), Q = finite_nonneg(m, "pipelined_ms", where);
         cr_expect_eq(F, zl_num(rk, "timeline.forward_ms_per_step"), "%s: forward from the timeline", where);
         cr_expect(F > 0 && F < D, "%s: the forward is part of the device's work (F %g, D %g)", where, F, D);
-        cr_expect(fabs(Q - (D - F + fmax(F, A + T))) <= 1e-9 * Q, "%s: pipelined = D - F + max(F, A + T)", where);
+        cr_expect_eq(Q, D - F + fmax(F, A + T), "%s: pipelined = D - F + max(F, A + T)", where);
         cr_expect(Q >= P - 1e-9 * P && Q <= S + 1e-9 * S, "%s: predicted %g <= pipelined %g <= serial %g", where, P,
                   Q, S);
-        cr_expect(fabs(zl_num(m, "measured_over_pipelined") - M / Q) <= 1e-12 * M / Q, "%s", where);
+        cr_expect_eq(zl_num(m, "measured_over_pipelined"), M / Q, "%s", where);
         cr_expect_eq(zl_num(m, "host_adam_bytes_per_step"), 28 * shard * 2.0 / 3.0, "%s: 28 B x shard, 2 of 3 "
                      "timed steps applied", where);
         cr_expect(fabs(zl_num(m, "host_adam_GBps") - 28 * shard * 2.0 / 3.0 / (A * 1e-3) / 1e9) <=
