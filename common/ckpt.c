@@ -398,10 +398,11 @@ static int parse_files(ctx *c, const cJSON *j, zl_ckpt_manifest *m) {
     if (!m->file_hash) return msg(c->err, c->n, "%s: out of host memory", c->file);
     int r = 0;
     for (cJSON *f = files->child; f; f = f->next, r++) {
-        char want[32];
+        char want[32]; /* named before the check: the message prints it whichever test failed */
+        rank_name(r, want, sizeof want);
         const char *name = cJSON_IsObject(f) ? get_str(c, f, "name") : NULL;
         const char *h = name ? get_str(c, f, "xxh3_64") : NULL;
-        if (!h || strcmp(name, rank_name(r, want, sizeof want)) || parse_hex64(h, &m->file_hash[r]))
+        if (!h || strcmp(name, want) || parse_hex64(h, &m->file_hash[r]))
             return msg(c->err, c->n, "%s: files[%d]: expected {\"name\": \"%s\", \"xxh3_64\": 16 hex digits}",
                        c->file, r, want);
     }

@@ -275,6 +275,12 @@ Test(ckpt_format, each_fault_is_refused_with_one_line) {
     reseal(man, j);
     cJSON_Delete(j);
     expect_refused(dir, "inconsistent padding", "n_pad");
+    FRESH(); /* an entry that is no object: the message still names the file that belongs there */
+    j = load_json(man);
+    cJSON_ReplaceItemInArray(cJSON_GetObjectItem(j, "files"), 1, cJSON_CreateNumber(7));
+    reseal(man, j);
+    cJSON_Delete(j);
+    expect_refused(dir, "files[1] not an object", "files[1]: expected {\"name\": \"rank-00001.bin\"");
     remove_dir(dir);
 }
 
