@@ -245,7 +245,7 @@ test-scripts: $(CPU_BINS) build/zerocalc
 test-words:
 	tests/test-words.sh
 
-test-gpu: cpu cuda build/tests/test_gpt_integration build/tests/test_offload
+test-gpu: cpu cuda $(addprefix build/tests/,test_integration test_loud test_report test_gpt_integration test_offload test_mixed test_ckpt)
 	scripts/test-gpu.sh
 
 # --model gpt against a PyTorch rebuild of it (tests/gpu/torch_gpt_reference.py): step 1's loss

@@ -1,8 +1,8 @@
 #!/bin/bash
 # test-gpu.sh — the GPU test suite, for a machine with NVIDIA GPUs (make test-gpu).
 #   1. each CUDA kernel against the CPU reference kernel (build/cuda/test_kernels_gpu)
-#   2. the integration tests (MLP and GPT, --offload among them) against build/cuda for
-#      N = 1 .. min(2, GPUs)
+#   2. the integration tests (MLP and GPT, --offload, mixed precision, checkpoints among them)
+#      against build/cuda for N = 1 .. min(MAX_WORLD (default 2), GPUs)
 #   3. CUDA vs CPU stage0 on the tiny preset for 10 steps (inside the integration tests)
 #   4. compute-sanitizer (memcheck, racecheck-free synccheck) over short runs of every stage
 #   5. --model gpt against PyTorch (tests/gpu/gpt-reference.sh: step 1's loss and gradient norm
@@ -11,7 +11,7 @@
 #      fused attention forward and backward vs the trainer's (bench_attention, T not a multiple
 #      of 64 included), cuBLASLt's candidate algorithms vs the trainer's GEMM (bench_gemm_tune)
 # PARTS picks what runs (default all, in this order): kernels integration loud report gpt offload
-# sanitizer reference benches — e.g. PARTS="loud offload" scripts/test-gpu.sh. Each part prints
+# mixed ckpt sanitizer reference benches — e.g. PARTS="loud offload" scripts/test-gpu.sh. Each part prints
 # its time; on 2 GPUs the whole suite takes more than 10 minutes.
 # The integration-test binary needs Criterion and cJSON; where the machine has neither,
 # build it elsewhere with `make build/gpu-tests/test_integration build/gpu-tests/test_report`
@@ -23,9 +23,9 @@ if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     MPIEXEC="$MPIEXEC --oversubscribe"
 fi
-PARTS=${PARTS:-kernels integration loud report gpt offload sanitizer reference benches}
+PARTS=${PARTS:-kernels integration loud report gpt offload mixed ckpt sanitizer reference benches}
 for p in $PARTS; do # a misspelt part must not pass as "nothing failed"
-    case $p in kernels | integration | loud | report | gpt | offload | sanitizer | reference | benches) ;;
+    case $p in kernels | integration | loud | report | gpt | offload | mixed | ckpt | sanitizer | reference | benches) ;;
     *) echo "test-gpu: unknown part '$p' in PARTS" >&2; exit 2 ;; esac
 done
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -79,6 +79,18 @@ if want offload; then
     took offload
 fi
 
+if want mixed; then
+    step "mixed precision on build/cuda, N <= $maxw: injected overflows, agreement, scaling, norm, clipping, bf16 ($(bin test_mixed))"
+    ZL_BUILD=build/cuda ZL_MPIEXEC="$MPIEXEC" ZL_MAX_WORLD=$maxw "$(bin test_mixed)" -j1 || fail=1
+    took mixed
+fi
+if want ckpt; then
+    # zlckpt is the CPU build's (build/zlckpt): a checkpoint's files do not depend on the backend.
+    [ -x build/zlckpt ] || { echo "test-gpu: the ckpt part needs build/zlckpt (make cpu)" >&2; exit 2; }
+    step "sharded checkpoints on build/cuda, N <= $maxw: bitwise resume, reshard, kill during save, refusals ($(bin test_ckpt))"
+    ZL_BUILD=build/cuda ZL_MPIEXEC="$MPIEXEC" ZL_MAX_WORLD=$maxw "$(bin test_ckpt)" -j1 || fail=1
+    took ckpt
+fi
 if want sanitizer; then
     step "compute-sanitizer"
     for prog in stage0_ddp stage1 stage2 stage3; do

@@ -367,6 +367,15 @@ static cublasStatus_t launch(const gemm_plan *p, const gemm_args *g, const cubla
  * may be the GPU's clocks, not the candidates — docs/performance.md). gpt2-1.5b's DGELU
  * product gains 1.64×. */
 #define ZL_TUNE_MARGIN 0.9f
+/* Equal bits on one set of operands stand for the same order of accumulation only when the
+ * output is large: each 16-bit output rounds away most of an fp32 reordering, so over a few
+ * hundred outputs another order often leaves every bit alike. test_ckpt's model (D = 31,
+ * 2 rows a rank) showed it on 4 × H200 (2026-11-26): the dy·W2ᵀ product (124 × 2, k = 31)
+ * kept a candidate that matched the first answer in step 1 and not later, and runs of the
+ * same command ended with different param_hash (results/gpu/verify-db9427d-4xH200/). With
+ * 2²⁰ outputs a different order shows in hundreds of them; below that a GEMM is a few
+ * microseconds and nothing is to be won, so it keeps the first answer. */
+#define ZL_TUNE_MIN_OUTPUTS (1ll << 20)
 
 __device__ __forceinline__ unsigned long long mix64(unsigned long long x) { /* splitmix64's finalizer */
     x ^= x >> 30, x *= 0xbf58476d1ce4e5b9ull;
@@ -444,8 +453,11 @@ static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t
     if (env && *env && strcmp(env, "0") && strcmp(env, "1") && strcmp(env, "log")) /* a typo must not pass unseen */
         zl_cuda_fatal(__FILE__, __LINE__, "ZL_GEMM_TUNE",
                       "want 0 (the heuristic's first answer), 1 (the same-bits choice; the default) or log");
-    /* not: when asked, when running again would change an input (C is D), strided-batched products */
-    if ((env && !strcmp(env, "0")) || (g->beta != 0.0f && (!g->C || g->C == g->D)) || g->batch > 1) return;
+    /* not: when asked, when running again would change an input (C is D), strided-batched
+     * products, outputs too small for equal bits to mean the same order */
+    if ((env && !strcmp(env, "0")) || (g->beta != 0.0f && (!g->C || g->C == g->D)) || g->batch > 1 ||
+        (long long)g->m * g->n < ZL_TUNE_MIN_OUTPUTS)
+        return;
     cublasLtMatmulHeuristicResult_t res[ZL_TUNE_CANDIDATES];
     int found = 0;
     cublasLtMatmulPreference_t pref = make_preference(p);
