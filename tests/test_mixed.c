@@ -210,16 +210,19 @@ static double reference_norm(int L, int D, int R, uint64_t seed) {
     return sqrt(sq);
 }
 
-/* Compare two runs' per-step norms: to 1e-6 where both trained bit-identical models (the
- * same gradients, so only the norm's own arithmetic can differ), else only step 1 — the
- * same parameters, but at N >= 3 an all-reduce adds the fp16 gradients in another order
- * than a reduce-scatter, so the gradients themselves differ in the last bits (1e-4). */
-static void expect_same_norms(cJSON *a, cJSON *b, const char *what, int N) {
-    int same_model = !strcmp(zl_hash_of(a), zl_hash_of(b));
-    for (int s = 0; s < (same_model ? 5 : 1); s++) {
+/* Compare two runs' per-step norms. same_sums: the two add the ranks' gradients in the same
+ * order — ZeRO-1..3 among themselves (the same reduce-scatters), and DDP with them at N <= 2
+ * (two terms add alike in either order) or on the CPU backend; NCCL's ring all-reduce at
+ * N >= 3 adds in another order than its reduce-scatter. With the same sums and bit-identical
+ * models only the norm's own arithmetic can differ: 1e-6 at every step. Else only step 1 —
+ * the same parameters, gradients that differ in the last bits (1e-4); an equal param_hash
+ * then does not mean equal gradients (16-bit parameters can round Adam's differences away). */
+static void expect_same_norms(cJSON *a, cJSON *b, const char *what, int N, int same_sums) {
+    int same_model = !strcmp(zl_hash_of(a), zl_hash_of(b)), all_steps = same_model && same_sums;
+    for (int s = 0; s < (all_steps ? 5 : 1); s++) {
         double x = cJSON_GetArrayItem(zl_get(a, "grad_norm"), s)->valuedouble;
         double y = cJSON_GetArrayItem(zl_get(b, "grad_norm"), s)->valuedouble;
-        double tol = same_model ? 1e-6 : 1e-4;
+        double tol = all_steps ? 1e-6 : 1e-4;
         cr_expect(fabs(x - y) <= tol * y, "%s, N=%d step %d: %.9g vs %.9g", what, N, s + 1, x, y);
     }
     cr_expect(same_model || N > 2, "%s: different models at N = %d", what, N);
@@ -243,9 +246,9 @@ Test(norm, equals_an_independent_reference_and_agrees_across_stages) {
         }
         cr_expect_str_eq(zl_hash_of(j[2]), zl_hash_of(j[1]), "ZeRO-2 vs ZeRO-1 at N = %d", N);
         cr_expect_str_eq(zl_hash_of(j[3]), zl_hash_of(j[1]), "ZeRO-3 vs ZeRO-1 at N = %d", N);
-        expect_same_norms(j[2], j[1], "ZeRO-2 vs ZeRO-1", N);
-        expect_same_norms(j[3], j[1], "ZeRO-3 vs ZeRO-1", N);
-        expect_same_norms(j[1], j[0], "ZeRO-1 vs DDP", N);
+        expect_same_norms(j[2], j[1], "ZeRO-2 vs ZeRO-1", N, 1);
+        expect_same_norms(j[3], j[1], "ZeRO-3 vs ZeRO-1", N, 1);
+        expect_same_norms(j[1], j[0], "ZeRO-1 vs DDP", N, N <= 2 || !zl_build_is_cuda());
         for (int stage = 0; stage < 4; stage++) cJSON_Delete(j[stage]);
     }
 }
