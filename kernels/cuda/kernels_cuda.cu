@@ -435,7 +435,10 @@ static float time_algo(const gemm_plan *p, const gemm_args *g, const cublasLtMat
 }
 
 /* Split-K changes the order in which each output's products are added; candidates must split
- * (or not) as the first answer does, whatever their tile shapes. */
+ * (or not) as the first answer does. Where the first answer splits, the tile and cluster shape
+ * must match too: a split count of -1 leaves the split to cuBLASLt, which may size it from the
+ * number of tiles, so two candidates that both say -1 need not split alike (a precaution, not a
+ * measured case: it only narrows the candidates). */
 static int same_split(const cublasLtMatmulAlgo_t *a, const cublasLtMatmulAlgo_t *b) {
     int32_t sa = 0, sb = 0;
     uint32_t ra = 0, rb = 0;
@@ -444,7 +447,14 @@ static int same_split(const cublasLtMatmulAlgo_t *a, const cublasLtMatmulAlgo_t 
     cublasLtMatmulAlgoConfigGetAttribute(b, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sb, sizeof sb, &w);
     cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &ra, sizeof ra, &w);
     cublasLtMatmulAlgoConfigGetAttribute(b, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &rb, sizeof rb, &w);
-    return sa == sb && ra == rb;
+    if (sa != sb || ra != rb) return 0;
+    if (sa == 1) return 1;
+    uint32_t ta = 0, tb = 0, ca = 0, cb = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &ta, sizeof ta, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(b, CUBLASLT_ALGO_CONFIG_TILE_ID, &tb, sizeof tb, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &ca, sizeof ca, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(b, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cb, sizeof cb, &w);
+    return ta == tb && ca == cb;
 }
 
 static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t s) {
