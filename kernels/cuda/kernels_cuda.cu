@@ -434,27 +434,36 @@ static float time_algo(const gemm_plan *p, const gemm_args *g, const cublasLtMat
     return ms / ZL_TUNE_LAUNCHES;
 }
 
+/* One attribute of an algorithm's configuration, of the size cublasLt.h gives it (a wrong size
+ * makes the call fail and leaves the buffer as it was): 1 if read. */
+static int algo_config(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr, void *buf,
+                       size_t size) {
+    size_t written = 0;
+    return cublasLtMatmulAlgoConfigGetAttribute(a, attr, buf, size, &written) == CUBLAS_STATUS_SUCCESS &&
+           written == size;
+}
+
 /* Split-K changes the order in which each output's products are added; candidates must split
  * (or not) as the first answer does. Where the first answer splits, the tile and cluster shape
  * must match too: a split count of -1 leaves the split to cuBLASLt, which may size it from the
  * number of tiles, so two candidates that both say -1 need not split alike (a precaution, not a
- * measured case: it only narrows the candidates). */
+ * measured case: it only narrows the candidates). An attribute that cannot be read counts as a
+ * difference. */
 static int same_split(const cublasLtMatmulAlgo_t *a, const cublasLtMatmulAlgo_t *b) {
-    int32_t sa = 0, sb = 0;
-    uint32_t ra = 0, rb = 0;
-    size_t w = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sa, sizeof sa, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(b, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sb, sizeof sb, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &ra, sizeof ra, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(b, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &rb, sizeof rb, &w);
-    if (sa != sb || ra != rb) return 0;
+    int32_t sa, sb;      /* SPLITK_NUM */
+    uint32_t ra, rb;     /* REDUCTION_SCHEME */
+    uint32_t ta, tb;     /* TILE_ID */
+    uint16_t ca, cb;     /* CLUSTER_SHAPE_ID */
+    if (!algo_config(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sa, sizeof sa) ||
+        !algo_config(b, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sb, sizeof sb) ||
+        !algo_config(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &ra, sizeof ra) ||
+        !algo_config(b, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &rb, sizeof rb) || sa != sb || ra != rb)
+        return 0;
     if (sa == 1) return 1;
-    uint32_t ta = 0, tb = 0, ca = 0, cb = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &ta, sizeof ta, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(b, CUBLASLT_ALGO_CONFIG_TILE_ID, &tb, sizeof tb, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &ca, sizeof ca, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(b, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cb, sizeof cb, &w);
-    return ta == tb && ca == cb;
+    return algo_config(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &ta, sizeof ta) &&
+           algo_config(b, CUBLASLT_ALGO_CONFIG_TILE_ID, &tb, sizeof tb) &&
+           algo_config(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &ca, sizeof ca) &&
+           algo_config(b, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cb, sizeof cb) && ta == tb && ca == cb;
 }
 
 static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t s) {
