@@ -67,12 +67,12 @@ static zl_grads_mode grads_mode(int micro) { return micro == 0 ? ZL_GRADS_WRITE 
 /* Every buffer the run will ever use, allocated once before step 1 (ZeRO-R's
  * constant-size buffers): the step loop itself allocates nothing. */
 static void allocate(Trainer *t) {
-    size_t psi_pad = t->part.psi_pad;
-    t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * psi_pad, "fp16 params");
-    t->grads = zl_mem_alloc(ZL_MEM_GRADS_FP16, 2 * psi_pad, "fp16 grads");
-    t->master = zl_mem_alloc(ZL_MEM_MASTER_FP32, 4 * psi_pad, "fp32 master params");
-    t->adam_m = zl_mem_alloc(ZL_MEM_ADAM_M, 4 * psi_pad, "Adam m");
-    t->adam_v = zl_mem_alloc(ZL_MEM_ADAM_V, 4 * psi_pad, "Adam v");
+    size_t full = t->part.full_len; /* Ψ_full: Ψ_pad, units on 16-byte lines (partition.h) */
+    t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * full, "fp16 params");
+    t->grads = zl_mem_alloc(ZL_MEM_GRADS_FP16, 2 * full, "fp16 grads");
+    t->master = zl_mem_alloc(ZL_MEM_MASTER_FP32, 4 * full, "fp32 master params");
+    t->adam_m = zl_mem_alloc(ZL_MEM_ADAM_M, 4 * full, "Adam m");
+    t->adam_v = zl_mem_alloc(ZL_MEM_ADAM_V, 4 * full, "Adam v");
     t->model = zl_model_create(t->shape); /* activations, scratch, kernel workspace */
     t->stats = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * sizeof(double), "gradient statistics");
     t->staging = zl_mem_alloc(ZL_MEM_HOST_STAGING, 2 * t->part.max_unit, "host staging for param_hash");
@@ -82,12 +82,13 @@ static void allocate(Trainer *t) {
 /* Parameters from the seed alone; fp32 master = exact copy of the fp16 init; Adam
  * moments and gradient padding start at zero. */
 static void initialise(Trainer *t) {
+    zl_memset_async(t->params, 0, 2 * t->part.full_len, t->compute); /* the gaps between units */
     for (int u = 0; u < t->n_units; u++)
         zl_model_init_range(t->model, u, 0, t->part.n_pad[u], t->rt.cfg.seed, unit(t, t->params, u), t->compute);
-    zl_half_to_float_array(t->master, t->params, t->part.psi_pad, t->compute);
-    zl_memset_async(t->adam_m, 0, 4 * t->part.psi_pad, t->compute);
-    zl_memset_async(t->adam_v, 0, 4 * t->part.psi_pad, t->compute);
-    zl_memset_async(t->grads, 0, 2 * t->part.psi_pad, t->compute);
+    zl_half_to_float_array(t->master, t->params, t->part.full_len, t->compute);
+    zl_memset_async(t->adam_m, 0, 4 * t->part.full_len, t->compute);
+    zl_memset_async(t->adam_v, 0, 4 * t->part.full_len, t->compute);
+    zl_memset_async(t->grads, 0, 2 * t->part.full_len, t->compute);
     zl_stream_sync(t->compute);
 }
 
@@ -139,7 +140,7 @@ static void optimizer_step(Trainer *t) {
  * ZeRO-1 on each rank holds a slice and the answers must be all-reduced: stage1.c.) */
 static zl_step_verdict check_gradients(Trainer *t, int step, float *loss) {
     zl_grad_stats_zero(t->stats, t->comm);
-    zl_grad_stats(t->grads, t->part.psi_pad, t->stats, t->comm); /* padding is zero */
+    zl_grad_stats(t->grads, t->part.full_len, t->stats, t->comm); /* padding and gaps are zero */
     *loss = zl_model_loss_sum(t->model, t->comm) / (float)(t->rt.world * t->rt.cfg.accum); /* one wait, both */
     return zl_numerics_decide(&t->num, step, t->stats, *loss, t->comm);
 }

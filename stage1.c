@@ -81,9 +81,9 @@ static zl_grads_mode grads_mode(int micro) { return micro == 0 ? ZL_GRADS_WRITE 
 /* Every buffer the run will ever use, allocated once before step 1 (ZeRO-R's
  * constant-size buffers): the step loop itself allocates nothing. */
 static void allocate(Trainer *t) {
-    size_t psi_pad = t->part.psi_pad, shard = t->part.shard_len;
-    t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * psi_pad, "fp16 params");
-    t->grads = zl_mem_alloc(ZL_MEM_GRADS_FP16, 2 * psi_pad, "fp16 grads");
+    size_t full = t->part.full_len, shard = t->part.shard_len; /* Ψ_full (partition.h), Ψ_pad/N */
+    t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * full, "fp16 params");
+    t->grads = zl_mem_alloc(ZL_MEM_GRADS_FP16, 2 * full, "fp16 grads");
     t->master = zl_mem_alloc(ZL_MEM_MASTER_FP32, 4 * shard, "fp32 master params (this rank's slices)");
     t->adam_m = zl_mem_alloc(ZL_MEM_ADAM_M, 4 * shard, "Adam m (this rank's slices)");
     t->adam_v = zl_mem_alloc(ZL_MEM_ADAM_V, 4 * shard, "Adam v (this rank's slices)");
@@ -104,7 +104,7 @@ static void initialise(Trainer *t) {
     }
     zl_memset_async(t->adam_m, 0, 4 * t->part.shard_len, t->compute);
     zl_memset_async(t->adam_v, 0, 4 * t->part.shard_len, t->compute);
-    zl_memset_async(t->grads, 0, 2 * t->part.psi_pad, t->compute);
+    zl_memset_async(t->grads, 0, 2 * t->part.full_len, t->compute);
     zl_stream_sync(t->compute);
 }
 

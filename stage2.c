@@ -95,8 +95,8 @@ static void reduce_scatter_into_shard(Trainer *t, int b, int u, int micro) {
 /* Every buffer the run will ever use, allocated once before step 1 (ZeRO-R's
  * constant-size buffers): the step loop itself allocates nothing. */
 static void allocate(Trainer *t) {
-    size_t psi_pad = t->part.psi_pad, shard = t->part.shard_len;
-    t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * psi_pad, "fp16 params");
+    size_t full = t->part.full_len, shard = t->part.shard_len; /* Ψ_full (partition.h), Ψ_pad/N */
+    t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * full, "fp16 params");
     t->grads = zl_mem_alloc(ZL_MEM_GRADS_FP16, 2 * shard, "fp16 grads (this rank's slices)");
     if (t->rt.cfg.offload) { /* ZeRO-Offload: the optimizer states live on the host */
         t->off = zl_offload_create(&t->part, t->half, t->rt.local_size);

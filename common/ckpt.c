@@ -617,8 +617,12 @@ static void load_category(zl_ckpt *ck, zl_ckpt_reader *rd, int cat, void *base, 
     }
 }
 
-/* Bytes of an owned buffer of fp32 (esz 4) or fp16 (esz 2) elements. */
+/* Bytes of an owned buffer of fp32 (esz 4) or fp16 (esz 2) elements; data_bytes: of its
+ * padded units alone, without a full buffer's alignment gaps (what a resume fills). */
 static size_t owned_bytes(const zl_ckpt *ck, zl_ckpt_layout layout, size_t esz) {
+    return esz * (layout == ZL_CKPT_FULL ? ck->part->full_len : ck->part->shard_len);
+}
+static size_t data_bytes(const zl_ckpt *ck, zl_ckpt_layout layout, size_t esz) {
     return esz * (layout == ZL_CKPT_FULL ? ck->part->psi_pad : ck->part->shard_len);
 }
 
@@ -656,7 +660,7 @@ zl_ckpt_progress zl_ckpt_resume(zl_ckpt *ck, zl_ckpt_owned o, zl_stream s) {
     zl_stream_sync(s);
     zl_ckpt_reader_close(rd);
     ck->start = m.at;
-    double loaded = 3.0 * (double)owned_bytes(ck, o.states, 4) + (m.has_params ? (double)owned_bytes(ck, o.params_layout, 2) : 0);
+    double loaded = 3.0 * (double)data_bytes(ck, o.states, 4) + (m.has_params ? (double)data_bytes(ck, o.params_layout, 2) : 0);
     report_io(ck->rt, "resumed", c->resume_dir, m.at.step, zl_wall_seconds() - t0, loaded);
     zl_ckpt_manifest_free(&m);
     return ck->start;

@@ -45,7 +45,7 @@
 /* ---- run hooks (collective: every rank calls them) -------------------------------- */
 
 /* Where each buffer keeps unit u: a rank's slices (unit u's slice at part.slice_off[u])
- * or full copies (unit u at part.off_pad[u]). */
+ * or full copies (unit u at part.off_pad[u], part.full_len elements). */
 typedef enum { ZL_CKPT_SLICES = 1, ZL_CKPT_FULL = 2 } zl_ckpt_layout;
 
 /* What this rank owns, as a stage file sees it (device pointers). Saved: slice r of the

@@ -12,7 +12,7 @@ size_t zl_formula_ckpt_staging_bytes(const zl_partition *p) {
 }
 
 void zl_formula_memory(const zl_partition *p, const zl_formula_config *c, zl_mem_formula *out) {
-    size_t full = p->psi_pad, shard = p->psi_pad / (size_t)p->world; /* Ψ_pad/N is exact by construction */
+    size_t full = p->full_len, shard = p->psi_pad / (size_t)p->world; /* Ψ_full; Ψ_pad/N is exact by construction */
     *out = (zl_mem_formula){0};
     size_t *b = out->bytes;
     b[ZL_MEM_PARAMS_FP16] = 2 * (c->stage >= 3 ? shard : full);

@@ -23,16 +23,18 @@ int zl_partition_init(zl_partition *p, const size_t *unit_sizes, int n_units, in
         p->n_pad[u] = n_pad;
         p->slice_len[u] = slice_len;
         p->off[u] = p->psi;
-        p->off_pad[u] = p->psi_pad;
+        p->off_pad[u] = p->full_len;
         p->slice_off[u] = p->shard_len;
         if (__builtin_add_overflow(p->psi, n, &p->psi)) return -1;
         if (__builtin_add_overflow(p->psi_pad, n_pad, &p->psi_pad)) return -1;
         p->shard_len += slice_len;
+        size_t n_full = n_pad + (ZL_UNIT_ALIGN - n_pad % ZL_UNIT_ALIGN) % ZL_UNIT_ALIGN; /* the next unit's line */
+        if (n_full < n_pad || __builtin_add_overflow(p->full_len, n_full, &p->full_len)) return -1;
         if (n_pad > p->max_unit_pad) p->max_unit_pad = n_pad;
         if (n > p->max_unit) p->max_unit = n;
     }
     size_t bytes;
-    if (__builtin_mul_overflow(p->psi_pad, (size_t)16, &bytes)) return -1;
+    if (__builtin_mul_overflow(p->full_len, (size_t)16, &bytes)) return -1;
     return 0;
 }
 

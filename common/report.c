@@ -241,7 +241,10 @@ static void print_memory(const zl_report *r, const rank_summary *s, const char *
                r->fc.stage >= 3 ? "/N" : "");
     }
     double pad = (double)(r->part->psi_pad - r->part->psi);
-    printf("padding: Psi_pad - Psi = %.0f elements; formula - paper on model states is that padding\n", pad);
+    double gaps = r->fc.stage < 3 ? (double)(r->part->full_len - r->part->psi_pad) : 0; /* ZeRO-3: no full buffer */
+    printf("padding: Psi_pad - Psi = %.0f elements", pad);
+    if (gaps > 0) printf(", full buffers' alignment gaps Psi_full - Psi_pad = %.0f (units start on 16-byte lines)", gaps);
+    printf("; formula - paper on model states is %s\n", gaps > 0 ? "those" : "that padding");
     if (s->dev_baseline >= 0) {
         printf("%-23s | %16.0f |  cudaMemGetInfo after CUDA+NCCL init, before any buffer\n", "device baseline",
                s->dev_baseline);
@@ -737,6 +740,7 @@ static cJSON *json_report(const zl_report *r, const gathered *g, const check_res
     if (r->variant) cJSON_AddStringToObject(j, "variant", r->variant);
     add_number(j, "params", (double)r->part->psi);
     add_number(j, "params_padded", (double)r->part->psi_pad);
+    add_number(j, "params_full", (double)r->part->full_len);
     add_number(j, "units", r->part->n_units);
     cJSON *cf = add_object(j, "config");
     cJSON_AddStringToObject(cf, "preset", c->preset);
@@ -905,8 +909,9 @@ static int print_and_write(const zl_report *r) {
     zl_throughput gpt_t = zl_throughput_of(c, (double)r->part->psi, ms, zl_backend_device_name());
     const zl_throughput *gpt = c->model == 1 ? &gpt_t : NULL;
 
-    printf("\n== %s | backend %s (%s) | N = %d | Psi = %zu | Psi_pad = %zu | %d units ==\n", stage_names[c->stage],
-           zl_backend_name(), zl_backend_device_name(), N, r->part->psi, r->part->psi_pad, r->part->n_units);
+    printf("\n== %s | backend %s (%s) | N = %d | Psi = %zu | Psi_pad = %zu | Psi_full = %zu | %d units ==\n",
+           stage_names[c->stage], zl_backend_name(), zl_backend_device_name(), N, r->part->psi, r->part->psi_pad,
+           r->part->full_len, r->part->n_units);
     if (r->variant) printf("variant: %s\n", r->variant);
     if (c->accum > 1 || c->checkpoint_activations)
         printf("%d micro-batch%s of %d rows per rank per step%s\n", c->accum, c->accum > 1 ? "es" : "", c->batch,

@@ -33,14 +33,15 @@ static size_t brute_pad(size_t n, size_t N) {
 static void check_partition(const size_t *sizes, int n_units, int N) {
     zl_partition p;
     cr_assert_eq(zl_partition_init(&p, sizes, n_units, N), 0);
-    size_t psi = 0, psi_pad = 0, shard_len = 0, max_pad = 0;
+    size_t psi = 0, psi_pad = 0, full = 0, shard_len = 0, max_pad = 0;
     for (int u = 0; u < n_units; u++) {
         size_t want = brute_pad(sizes[u], (size_t)N);
         cr_assert_eq(p.n[u], sizes[u]);
         cr_assert_eq(p.n_pad[u], want, "unit %d n=%zu N=%d: n_pad %zu, want %zu", u, sizes[u], N, p.n_pad[u], want);
         cr_assert_eq(p.slice_len[u] * (size_t)N, p.n_pad[u]);
         cr_assert_eq(p.off[u], psi);
-        cr_assert_eq(p.off_pad[u], psi_pad);
+        cr_assert_eq(p.off_pad[u], full, "unit %d N=%d: off_pad %zu, want %zu", u, N, p.off_pad[u], full);
+        cr_assert_eq(p.off_pad[u] * 2 % 16, 0, "unit %d of a full fp16 buffer starts off a 16-byte line", u);
         cr_assert_eq(p.slice_off[u], shard_len);
         /* The N slices tile [0, n_pad) exactly, in rank order, without gaps or overlap. */
         size_t expect_begin = 0;
@@ -53,11 +54,14 @@ static void check_partition(const size_t *sizes, int n_units, int N) {
         }
         cr_assert_eq(expect_begin, p.n_pad[u]);
         psi += sizes[u], psi_pad += want, shard_len += want / (size_t)N;
+        full += brute_pad(want, 8); /* the next unit starts on a 16-byte line */
         if (want > max_pad) max_pad = want;
     }
     cr_assert_eq(p.psi, psi);
     cr_assert_eq(p.psi_pad, psi_pad);
     cr_assert_eq(p.shard_len * (size_t)N, p.psi_pad);
+    cr_assert_eq(p.full_len, full);
+    cr_assert(p.full_len - p.psi_pad < 8 * (size_t)n_units, "gaps of at most 7 elements a unit");
     cr_assert_eq(p.max_unit_pad, max_pad);
     zl_partition_free(&p);
 }
@@ -90,6 +94,13 @@ Test(partition, model_units_hand_computed) {
     cr_assert_eq(p.slice_len[0], 22);
     cr_assert_eq(p.off_pad[1], 88);
     cr_assert_eq(p.off[1], 87);
+    cr_assert_eq(p.full_len, 176); /* 88 is a whole number of 16-byte lines: no gap */
+    zl_partition_free(&p);
+    /* N = 3 pads 87 to 87: unit 1 would start 174 bytes in, 14 bytes past a line; it starts at 88. */
+    cr_assert_eq(zl_model_partition(&p, mlp(2, 3, 1), 3), 0);
+    cr_assert_eq(p.psi_pad, 174);
+    cr_assert_eq(p.off_pad[1], 88);
+    cr_assert_eq(p.full_len, 176);
     zl_partition_free(&p);
 }
 

@@ -37,15 +37,6 @@ static gpt_shape sh = tiny;
 static double unit_size(int u) { return u == 0 ? (double)(V + T) * D : u <= L ? 12.0 * D * D + 13.0 * D : 2.0 * D; }
 static double slice(int u, int N) { return ceil(unit_size(u) / N); }
 
-static double states_for(int stage, double psi, int N) {
-    switch (stage) {
-    case 0: return 16 * psi;
-    case 1: return 4 * psi + 12 * psi / N;
-    case 2: return 2 * psi + 14 * psi / N;
-    default: return 16 * psi / N;
-    }
-}
-
 /* extra: " --accum K" (K micro-batches: ZeRO-2/3 sync and gather per micro-batch, K losses)
  * and/or " --checkpoint-activations" (the per-block activations of one block only). */
 static void check_exact_with(int stage, int N, const char *extra) {
@@ -58,12 +49,14 @@ static void check_exact_with(int stage, int N, const char *extra) {
     zl_run(&r, "-n %d {%s} %s --steps 3 --quiet --data " TEXT " --json %s%s", N, zl_progs[stage], sh.flags, json, extra);
     cr_assert_eq(r.exit_code, 0, "%s N=%d failed (exit %d):\n%s\n%s", zl_progs[stage], N, r.exit_code, r.out, r.err);
     cJSON *j = zl_load_json(json);
-    double psi = 0, psi_pad = 0, gathers = 0;
-    for (int u = 0; u < L + 2; u++) psi += unit_size(u), psi_pad += slice(u, N) * N;
+    double psi = 0, psi_pad = 0, psi_full = 0, gathers = 0; /* Ψ_full: units on 16-byte lines */
+    for (int u = 0; u < L + 2; u++)
+        psi += unit_size(u), psi_pad += slice(u, N) * N, psi_full += ceil(slice(u, N) * N / 8) * 8;
     for (int u = 0; u < L + 2; u++) gathers += slice(u, N);
     gathers += slice(0, N); /* the LM head reads the embedding again */
     cr_assert_eq(zl_num(j, "params"), psi);
     cr_assert_eq(zl_num(j, "params_padded"), psi_pad);
+    cr_assert_eq(zl_num(j, "params_full"), psi_full);
     cr_expect_str_eq(zl_get(j, "config.attention")->valuestring, sh.flash ? "fused" : "strided");
     double R = B * T, RD = R * D;
     double nb = ckpt ? 1 : L, BHT = (double)B * H * T, BHTT = BHT * T; /* nb: blocks whose activations are kept */
@@ -85,7 +78,7 @@ static void check_exact_with(int stage, int N, const char *extra) {
             cr_expect_eq(zl_num(rk, m), zl_num(rk, f), "%s N=%d rank %d %s: measured %.0f formula %.0f", zl_progs[stage],
                          N, rank, categories[c], zl_num(rk, m), zl_num(rk, f));
         }
-        cr_expect_float_eq(zl_num(rk, "memory.formula.model_states"), states_for(stage, psi_pad, N), 1e-6);
+        cr_expect_float_eq(zl_num(rk, "memory.formula.model_states"), zl_states_for(stage, psi_full, psi_pad, N), 1e-6);
         cr_expect_eq(zl_num(rk, "memory.measured.activations"), act, "activations: %.0f, counted here %.0f",
                      zl_num(rk, "memory.measured.activations"), act);
         cr_expect_eq(zl_num(rk, "memory.formula.scratch"), scratch);

@@ -14,23 +14,15 @@ static const char *const categories[] = {"params_fp16", "grads_fp16", "master_fp
                                          "scratch", "workspace", "host_staging", "model_states",
                                          "peak_total"};
 
-/* Independent of the program: Ψ and Ψ_pad for L blocks of width D over N ranks. */
-static void expected_sizes(int L, int D, int N, double *psi, double *psi_pad) {
-    double n = 8.0 * D * D + 5.0 * D;
+/* Independent of the program: Ψ, Ψ_pad and Ψ_full (full buffers: every padded unit
+ * rounded up to 8 elements, a 16-byte line) for L blocks of width D over N ranks. */
+static void expected_sizes(int L, int D, int N, double *psi, double *psi_pad, double *psi_full) {
+    double n = 8.0 * D * D + 5.0 * D, n_pad = ceil(n / N) * N;
     *psi = L * n;
-    *psi_pad = L * ceil(n / N) * N;
+    *psi_pad = L * n_pad;
+    *psi_full = L * ceil(n_pad / 8) * 8;
 }
 
-
-/* Model states per rank, computed here from Ψ (or Ψ_pad), N and the stage alone. */
-static double states_for(int stage, double psi, int N) {
-    switch (stage) {
-    case 0: return 16 * psi;
-    case 1: return 4 * psi + 12 * psi / N;
-    case 2: return 2 * psi + 14 * psi / N;
-    default: return 16 * psi / N;
-    }
-}
 
 /* The value of `--flag V` in extra, or def. */
 static int extra_int(const char *extra, const char *flag, int def) {
@@ -56,12 +48,13 @@ static void check_memory_and_traffic_with(int stage, int N, int L, int D, int B,
            extra);
     cr_assert_eq(r.exit_code, 0, "%s N=%d failed (exit %d):\n%s\n%s", prog, N, r.exit_code, r.out, r.err);
     cJSON *j = zl_load_json(json);
-    double psi, psi_pad;
-    expected_sizes(L, D, N, &psi, &psi_pad);
+    double psi, psi_pad, psi_full;
+    expected_sizes(L, D, N, &psi, &psi_pad, &psi_full);
     cr_assert_eq(zl_num(j, "stage"), stage);
     cr_assert_eq(zl_num(j, "world"), N);
     cr_assert_eq(zl_num(j, "params"), psi);
     cr_assert_eq(zl_num(j, "params_padded"), psi_pad);
+    cr_assert_eq(zl_num(j, "params_full"), psi_full);
     cr_assert_eq(cJSON_GetArraySize(zl_get(j, "loss")), 3);
     const char *hash = zl_get(j, "param_hash")->valuestring;
     cr_assert(hash && strlen(hash) == 16 && strspn(hash, "0123456789abcdef") == 16, "param_hash '%s'", hash);
@@ -77,8 +70,8 @@ static void check_memory_and_traffic_with(int stage, int N, int L, int D, int B,
                          rank, categories[c], zl_num(rk, m), zl_num(rk, f));
         }
         /* The formula itself, checked against an independent count for the model states. */
-        cr_expect_float_eq(zl_num(rk, "memory.formula.model_states"), states_for(stage, psi_pad, N), 1e-6);
-        cr_expect_float_eq(zl_num(rk, "memory.paper.model_states"), states_for(stage, psi, N), 1e-3);
+        cr_expect_float_eq(zl_num(rk, "memory.formula.model_states"), zl_states_for(stage, psi_full, psi_pad, N), 1e-6);
+        cr_expect_float_eq(zl_num(rk, "memory.paper.model_states"), zl_states_for(stage, psi, psi, N), 1e-3);
         double unit_pad = psi_pad / L;
         cr_expect_eq(zl_num(rk, "memory.formula.grad_bucket"), stage >= 2 ? 2 * 2 * unit_pad : 0);
         int prefetch = strstr(extra, "--prefetch 2") ? 2 : strstr(extra, "--prefetch 0") ? 0 : 1;

@@ -139,7 +139,7 @@ static void check_exact(int stage, int N) {
     cJSON *j = zl_run_json(0, "-n %d {%s} --steps 4 --inject-overflow 3 --offload --check", N, p);
     cJSON *dev = zl_run_json(0, "-n %d {%s} --steps 4 --inject-overflow 3", N, p);
     double psi_pad = zl_num(j, "params_padded"), shard = psi_pad / N; /* Ψ_pad/N elements */
-    double device_states = stage == 2 ? 2 * psi_pad + 2 * shard : 4 * shard;
+    double device_states = stage == 2 ? 2 * zl_num(j, "params_full") + 2 * shard : 4 * shard; /* full fp16 params */
     cr_expect(cJSON_IsTrue(zl_get(j, "check.ok")), "%s N=%d: --check", p, N);
     for (int r = 0; r < N; r++) {
         cJSON *rk = cJSON_GetArrayItem(zl_get(j, "ranks"), r);

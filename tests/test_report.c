@@ -13,7 +13,8 @@ static const char *const progs[4] = {"stage0_ddp", "stage1", "stage2", "stage3"}
 
 /* The schema as README "JSON schema" documents it (schema_version 2). */
 static const char *const top_keys[] = {
-    "schema_version", "stage", "world", "backend", "device", "date", "params", "params_padded", "units", "config",
+    "schema_version", "stage", "world", "backend", "device", "date", "params", "params_padded", "params_full", "units",
+    "config",
     "run", "steps", "loss", "ms_per_step", "ms_per_step_median", "step_ms", "exposed_comm_ms_per_step",
     "samples_per_s", "tflops_per_gpu",
     "param_hash", "check", "ranks"};

@@ -220,6 +220,18 @@ static inline void zl_expect_traffic_by_purpose(cJSON *rk, const char *prog, int
     }
 }
 
+/* Model states per rank, counted here from the stage alone: full copies of `full` elements
+ * (Ψ_full — every padded unit rounded up to a 16-byte line; the paper: Ψ) and slices of
+ * shard/N (Ψ_pad/N; the paper: Ψ/N). */
+static inline double zl_states_for(int stage, double full, double shard, int N) {
+    switch (stage) {
+    case 0: return 16 * full;
+    case 1: return 4 * full + 12 * shard / N;
+    case 2: return 2 * full + 14 * shard / N;
+    default: return 16 * shard / N;
+    }
+}
+
 static inline const char *zl_hash_of(cJSON *j) { return zl_get(j, "param_hash")->valuestring; }
 
 static inline int zl_is_rank0_span(cJSON *e) {

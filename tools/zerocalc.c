@@ -255,15 +255,16 @@ static void calc(const opts *o) {
     int s0 = o->stage < 0 ? 0 : o->stage, s1 = o->stage < 0 ? 3 : o->stage;
     if (o->json) {
         printf("{\"params\": %.17g, \"ranks\": %.17g, ", o->psi, o->ranks);
-        if (padded) printf("\"params_padded\": %zu, ", part.psi_pad);
+        if (padded) printf("\"params_padded\": %zu, \"params_full\": %zu, ", part.psi_pad, part.full_len);
         printf("\"precision\": {\"name\": \"%s\", \"param_bytes\": %.17g, \"grad_bytes\": %.17g, \"k\": %.17g},\n"
                " \"stages\": [",
                o->prec_name, o->prec.param_bytes, o->prec.grad_bytes, o->prec.k);
     } else {
         printf("Psi = %.0f parameters, N = %.0f ranks, precision %s (P = %g, G = %g, K = %g bytes per parameter)\n",
                o->psi, o->ranks, o->prec_name, o->prec.param_bytes, o->prec.grad_bytes, o->prec.k);
-        if (padded) printf("this %s pads each of its %d units to a multiple of N: Psi_pad = %zu\n",
-                           o->gpt ? "GPT" : "MLP", part.n_units, part.psi_pad);
+        if (padded) printf("this %s pads each of its %d units to a multiple of N: Psi_pad = %zu; full buffers, units "
+                           "on 16-byte lines: Psi_full = %zu\n",
+                           o->gpt ? "GPT" : "MLP", part.n_units, part.psi_pad, part.full_len);
         if (o->gpt)
             printf("GPT: L = %d, D = %d, H = %d, T = %d, V = %d padded to %d; largest unit (the embedding) %zu; "
                    "K = %d micro-batches per step; attention %s\n",
@@ -364,14 +365,15 @@ static void calc_run(const opts *o) {
     int s0 = o->stage < 0 ? 0 : o->stage, s1 = o->stage < 0 ? 3 : o->stage;
     int n = o->offload ? RUN_COLUMNS_OFFLOAD : RUN_COLUMNS;
     if (o->json) {
-        printf("{\"params\": %zu, \"params_padded\": %zu, \"ranks\": %.0f, \"layers\": %d, \"dim\": %d, "
-               "\"batch\": %d, \"accum\": %d, \"checkpoint_activations\": %s, \"backend\": \"%s\",\n \"stages\": [",
-               part.psi, part.psi_pad, o->ranks, o->layers, o->dim, o->batch, o->accum,
+        printf("{\"params\": %zu, \"params_padded\": %zu, \"params_full\": %zu, \"ranks\": %.0f, \"layers\": %d, "
+               "\"dim\": %d, \"batch\": %d, \"accum\": %d, \"checkpoint_activations\": %s, \"backend\": \"%s\",\n "
+               "\"stages\": [",
+               part.psi, part.psi_pad, part.full_len, o->ranks, o->layers, o->dim, o->batch, o->accum,
                o->checkpoint ? "true" : "false", o->backend_cpu ? "cpu" : "cuda");
     } else {
-        printf("L = %d, D = %d: Psi = %zu, Psi_pad = %zu over N = %.0f ranks; B = %d rows x K = %d micro-batches per "
-               "rank per step; activations %s; %s kernels\nbytes per rank:\n%-16s",
-               o->layers, o->dim, part.psi, part.psi_pad, o->ranks, o->batch, o->accum,
+        printf("L = %d, D = %d: Psi = %zu, Psi_pad = %zu, Psi_full = %zu over N = %.0f ranks; B = %d rows x K = %d "
+               "micro-batches per rank per step; activations %s; %s kernels\nbytes per rank:\n%-16s",
+               o->layers, o->dim, part.psi, part.psi_pad, part.full_len, o->ranks, o->batch, o->accum,
                o->checkpoint ? "checkpointed" : "default", o->backend_cpu ? "CPU" : "CUDA", "stage");
         for (int c = 0; c < n; c++) printf(" | %15s", run_columns[c]);
         printf("\n");
