@@ -237,8 +237,8 @@ static void print_memory(const zl_report *r, const rank_summary *s, const char *
         print_bytes_cell(s->host_states_formula);
         print_bytes_cell(paper_host);
         printf(" %12.0f\n", s->host_states_measured - s->host_states_formula);
-        printf("--offload: device model states 2Psi_pad%s + 2Psi_pad/N, host 12Psi_pad/N + 2Psi_pad/N pinned staging\n",
-               r->fc.stage >= 3 ? "/N" : "");
+        printf("--offload: device model states %s + 2Psi_pad/N, host 12Psi_pad/N + 2Psi_pad/N pinned staging\n",
+               r->fc.stage >= 3 ? "2Psi_pad/N" : "2Psi_full");
     }
     double pad = (double)(r->part->psi_pad - r->part->psi);
     double gaps = r->fc.stage < 3 ? (double)(r->part->full_len - r->part->psi_pad) : 0; /* ZeRO-3: no full buffer */
