@@ -1,6 +1,7 @@
 /* model.c — the running model: buffers and kernels, one case per model kind (see model.h). */
 #include "model.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "../common/trace.h"
@@ -71,8 +72,17 @@ void zl_model_load_batch(zl_model *m, uint64_t seed, uint64_t row0, zl_stream s)
     zl_trace_end(ZL_PHASE_BATCH, -1, s);
 }
 
+/* Every stage must hand a unit at the same alignment: cuBLASLt picks its kernels (hence the
+ * bits) by the operands' alignment, and its unaligned ones run at half speed. Full buffers put
+ * every unit on a 16-byte line (partition.h), buckets and gather buffers start on one. */
+static void expect_on_line(const void *p, int u, const char *what) {
+    if ((uintptr_t)p % 16)
+        zl_fatal("internal: unit %d's %s at %p: not on a 16-byte line (common/partition.h)", u, what, p);
+}
+
 void zl_model_forward(zl_model *m, int k, const zl_half *params, zl_stream s) {
     int u = zl_model_unit_of_use(m->shape, k);
+    expect_on_line(params, u, "parameters");
     zl_trace_begin(ZL_PHASE_FORWARD, u, s);
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: zl_mlp_forward(&m->mlp, k, params, s); break;
@@ -102,6 +112,8 @@ float zl_model_loss_sum(zl_model *m, zl_stream s) {
 
 void zl_model_backward(zl_model *m, int k, const zl_half *params, zl_half *grads, zl_grads_mode mode, zl_stream s) {
     int u = zl_model_unit_of_use(m->shape, k);
+    expect_on_line(params, u, "parameters");
+    expect_on_line(grads, u, "gradients");
     zl_trace_begin(ZL_PHASE_BACKWARD, u, s);
     switch (m->shape.kind) {
     case ZL_MODEL_MLP: zl_mlp_backward(&m->mlp, k, params, grads, mode, s); break;

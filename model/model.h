@@ -102,7 +102,9 @@ void zl_model_init_range(const zl_model *m, int u, size_t begin, size_t end, uin
 /* This rank's batch (one micro-batch): global rows [row0, row0 + rows) of the sample
  * stream of `seed`. */
 void zl_model_load_batch(zl_model *m, uint64_t seed, uint64_t row0, zl_stream s);
-/* Forward use k with the parameters of its unit. */
+/* Forward use k with the parameters of its unit. params (and backward's grads) must start on
+ * a 16-byte line — every stage hands a unit at the same alignment, so its GEMMs run the same
+ * kernels (the same bits) in every stage; else exit 1 (an internal error). */
 void zl_model_forward(zl_model *m, int k, const zl_half *params, zl_stream s);
 /* The loss of the last forward (mean over this rank's rows, fp32) into micro-batch
  * `micro`'s place (0..K-1; device memory, the model's), which it returns, and the gradient
