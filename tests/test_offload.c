@@ -139,7 +139,9 @@ static void check_exact(int stage, int N) {
     cJSON *j = zl_run_json(0, "-n %d {%s} --steps 4 --inject-overflow 3 --offload --check", N, p);
     cJSON *dev = zl_run_json(0, "-n %d {%s} --steps 4 --inject-overflow 3", N, p);
     double psi_pad = zl_num(j, "params_padded"), shard = psi_pad / N; /* Ψ_pad/N elements */
-    double device_states = stage == 2 ? 2 * zl_num(j, "params_full") + 2 * shard : 4 * shard; /* full fp16 params */
+    double units = zl_num(j, "units"), full = units * ceil(psi_pad / units / 8) * 8; /* Ψ_full: equal MLP blocks */
+    cr_expect_eq(zl_num(j, "params_full"), full, "%s N=%d: Psi_full", p, N);
+    double device_states = stage == 2 ? 2 * full + 2 * shard : 4 * shard; /* full fp16 params, 16-byte lines */
     cr_expect(cJSON_IsTrue(zl_get(j, "check.ok")), "%s N=%d: --check", p, N);
     for (int r = 0; r < N; r++) {
         cJSON *rk = cJSON_GetArrayItem(zl_get(j, "ranks"), r);
