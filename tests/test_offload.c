@@ -81,11 +81,12 @@ Test(early, stage2_N2_gpt_tied_embedding) { check_same_as_on_device(2, 2, "--pre
 Test(early, stage3_N2_gpt_tied_embedding) { check_same_as_on_device(3, 2, "--preset gpt-tiny --loss-scale 512"); }
 
 /* The number of host Adam spans inside the last backward (zl_test_util.h) and the units, and
- * the JSON's word on where host Adam runs. */
+ * the JSON's word on where host Adam runs. Eight layers: on a GPU the first update's lead over
+ * the backward's last unit is the six units' backward between them (below). */
 static int optimizer_spans_in_last_backward(int stage, const char *extra, const char *beside, int *units) {
     char trace[96];
     snprintf(trace, sizeof trace, "/tmp/zl_offload_early_%d.json", getpid());
-    cJSON *j = zl_run_json(0, "-n 2 {%s} --steps 3 --offload %s --trace %s", zl_progs[stage], extra, trace);
+    cJSON *j = zl_run_json(0, "-n 2 {%s} --layers 8 --steps 3 --offload %s --trace %s", zl_progs[stage], extra, trace);
     cr_expect_str_eq(zl_get(j, "offload_model.host_adam_beside")->valuestring, beside, "%s", extra);
     int inside = zl_optimizer_spans_in_last_backward(trace);
     unlink(trace);
@@ -93,10 +94,23 @@ static int optimizer_spans_in_last_backward(int stage, const char *extra, const 
     cJSON_Delete(j);
     return inside;
 }
+/* Where the update waits for the verdict, no span starts before the backward's last unit: the
+ * verdict comes after it. Where it does not, a unit's update starts once its gradients are on
+ * the host. The CPU backend runs a rank's lanes in issue order, so that is before the next
+ * unit's backward: every unit but unit 0 (the last to land). On a GPU the lanes run side by
+ * side and a unit's update waits for its reduce-scatter, its copy down and the previous unit's
+ * host function, while the compute lane goes on: of a tiny model's units only the first to
+ * land (unit L − 1) is sure to start before unit 0's backward — 550–874 µs before it at eight
+ * layers on 4 × H100 (2026-11-27), 52–324 µs at four, the later ones after it. So there the
+ * test asks for that one. */
 static void check_where_host_adam_runs(int stage) {
     int units;
     int early = optimizer_spans_in_last_backward(stage, "--loss-scale 1024", "backward", &units);
-    cr_expect_eq(early, units - 1, "static scale: all but the first unit's host Adam in the backward");
+    if (zl_build_is_cuda())
+        cr_expect_geq(early, 1, "static scale: the first unit's host Adam starts in the backward (%d)", early);
+    else
+        cr_expect_eq(early, units - 1, "static scale: all but the first unit's host Adam in the backward (%d of %d)",
+                     early, units);
     int late = optimizer_spans_in_last_backward(stage, "", "next forward", &units);
     cr_expect_eq(late, 0, "dynamic scale: host Adam waits for the verdict");
     const char *clip = "--loss-scale 1024 --clip-grad-norm 1";
