@@ -99,10 +99,9 @@ static int optimizer_spans_in_last_backward(int stage, const char *extra, const 
  * the host. The CPU backend runs a rank's lanes in issue order, so that is before the next
  * unit's backward: every unit but unit 0 (the last to land). On a GPU the lanes run side by
  * side and a unit's update waits for its reduce-scatter, its copy down and the previous unit's
- * host function, while the compute lane goes on: of a tiny model's units only the first to
- * land (unit L − 1) is sure to start before unit 0's backward — 550–874 µs before it at eight
- * layers on 4 × H100 (2026-11-27), 52–324 µs at four, the later ones after it. So there the
- * test asks for that one. */
+ * host function, while the compute lane goes on: on 4 × H100 (2026-11-27, eight layers) units
+ * 7 to 2 or 3 started before unit 0's backward (unit 7 by 426–645 µs), units 1 and 0 after it.
+ * Only the first to land (unit L − 1) is sure to, so there the test asks for that one. */
 static void check_where_host_adam_runs(int stage) {
     int units;
     int early = optimizer_spans_in_last_backward(stage, "--loss-scale 1024", "backward", &units);
