@@ -286,3 +286,45 @@ static void check_special(int bf16) {
 }
 Test(host_adam, update_fp16_special_values) { check_special(0); }
 Test(host_adam, update_bf16_special_values) { check_special(1); }
+
+/* ---- the update across threads, as --offload runs it ------------------------------------ */
+
+/* Over several chunks and a ragged end, in place (offload's staging slice is both the gradient
+ * in and the parameter out), any thread count gives the scalar reference's bits. */
+static void check_threads(int bf16) {
+    set_format(bf16);
+    size_t n = 5 * ZL_HOST_ADAM_CHUNK + 123;
+    adam_state init = state_alloc(n);
+    random_state(&init, n, bf16);
+    zl_adam_hparams hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f};
+    const int threads[] = {1, 2, 3, 8, 64};
+    for (size_t k = 0; k < sizeof threads / sizeof *threads; k++) {
+        adam_state a = state_alloc(n), r = state_alloc(n);
+        state_copy(&a, &init, n), state_copy(&r, &init, n);
+        zl_host_adam_update_threads(a.master, a.m, a.v, a.grad, a.grad, n, 0x1p-10f, 3, hp, threads[k]);
+        zl_cpu_adam_update(r.master, r.m, r.v, r.grad, r.grad, n, 0x1p-10f, 3, hp);
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "%s, %d threads", bf16 ? "bf16" : "fp16", threads[k]);
+        size_t nan_payloads = assert_same_bits("master", a.master, r.master, n, 4, bf16, ctx) +
+                              assert_same_bits("m", a.m, r.m, n, 4, bf16, ctx) +
+                              assert_same_bits("v", a.v, r.v, n, 4, bf16, ctx) +
+                              assert_same_bits("param", a.grad, r.grad, n, 2, bf16, ctx);
+        cr_assert_eq(nan_payloads, 0, "%s: finite inputs", ctx);
+        state_free(&a), state_free(&r);
+    }
+    state_free(&init);
+}
+Test(host_adam, threads_fp16_same_bits) { check_threads(0); }
+Test(host_adam, threads_bf16_same_bits) { check_threads(1); }
+
+/* The team: no thread without a chunk (an idle member still waits at the barrier), never 0. */
+Test(host_adam, team_no_larger_than_the_chunks) {
+    const size_t C = ZL_HOST_ADAM_CHUNK;
+    cr_expect_eq(zl_host_adam_team(0, 32), 1);
+    cr_expect_eq(zl_host_adam_team(4176, 32), 1);
+    cr_expect_eq(zl_host_adam_team(C, 32), 1);
+    cr_expect_eq(zl_host_adam_team(C + 1, 32), 2);
+    cr_expect_eq(zl_host_adam_team(3 * C + 1, 32), 4);
+    cr_expect_eq(zl_host_adam_team(2048 * C, 32), 32);
+    cr_expect_eq(zl_host_adam_team(3 * C, 0), 1);
+}

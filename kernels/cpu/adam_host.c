@@ -176,15 +176,21 @@ const char *zl_host_simd_name(void) {
     return storage_is_bf16() ? "avx2" : "avx2+f16c";
 }
 
+/* No more threads than chunks. A thread without work still joins the team and its closing
+ * barrier, and where every core is taken (each rank's team, the ranks' main threads, NCCL's
+ * proxies) one descheduled thread holds the call for a scheduler tick: a 4,176-element unit
+ * took 4–16 ms with 32 threads a rank (2 ranks, 64-core GPU host), where the update is µs. */
+int zl_host_adam_team(size_t n, int threads) {
+    size_t chunks = (n + ZL_HOST_ADAM_CHUNK - 1) / ZL_HOST_ADAM_CHUNK;
+    int team = chunks < (size_t)threads ? (int)chunks : threads;
+    return team > 1 ? team : 1;
+}
+
 void zl_host_adam_update_threads(float *master, float *m, float *v, zl_half *param, const zl_half *grad, size_t n,
                                  float grad_mult, int t, zl_adam_hparams hp, int threads) {
     long chunks = (long)((n + ZL_HOST_ADAM_CHUNK - 1) / ZL_HOST_ADAM_CHUNK);
-    /* No more threads than chunks. A thread without work still joins the team and its closing
-     * barrier, and where every core is taken (each rank's team, the ranks' main threads, NCCL's
-     * proxies) one descheduled thread holds the call for a scheduler tick: a 4,176-element unit
-     * took 4–16 ms with 32 threads a rank (2 ranks, 64-core GPU host), where the update is µs. */
-    int team = chunks < threads ? (int)chunks : threads;
-#pragma omp parallel for num_threads(team > 1 ? team : 1) if (team > 1) schedule(static)
+    int team = zl_host_adam_team(n, threads);
+#pragma omp parallel for num_threads(team) if (team > 1) schedule(static)
     for (long k = 0; k < chunks; k++) {
         size_t i = (size_t)k * ZL_HOST_ADAM_CHUNK, len = n - i < ZL_HOST_ADAM_CHUNK ? n - i : ZL_HOST_ADAM_CHUNK;
         zl_host_adam_update(master + i, m + i, v + i, param + i, grad + i, len, grad_mult, t, hp);

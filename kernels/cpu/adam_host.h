@@ -10,7 +10,7 @@
  * payload survives is the compiler's operand order, so a NaN output may carry another NaN
  * payload (still NaN; a skipped step never runs the update on non-finite gradients).
  *
- * defines: zl_host_adam_update, zl_host_adam_update_threads, ZL_HOST_ADAM_CHUNK, zl_host_widen_array,
+ * defines: zl_host_adam_update, zl_host_adam_update_threads, zl_host_adam_team, ZL_HOST_ADAM_CHUNK, zl_host_widen_array,
  *          zl_host_round_array, zl_host_simd_name. */
 #ifndef ZL_ADAM_HOST_H
 #define ZL_ADAM_HOST_H
@@ -31,6 +31,9 @@ void zl_host_adam_update(float *master, float *m, float *v, zl_half *param, cons
  * whatever the chunking, so the result depends on neither the thread count nor the CPU. */
 void zl_host_adam_update_threads(float *master, float *m, float *v, zl_half *param, const zl_half *grad, size_t n,
                                  float grad_mult, int t, zl_adam_hparams hp, int threads);
+/* The threads zl_host_adam_update_threads runs n elements on: `threads`, but no more than
+ * the chunks and at least 1. */
+int zl_host_adam_team(size_t n, int threads);
 
 /* The conversions the update uses, in the current storage format: dst[i] =
  * zl_widen_storage(src[i]) and zl_round_storage(src[i]), exactly (exported for the tests). */
