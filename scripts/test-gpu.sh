@@ -12,7 +12,8 @@
 #      fused attention forward and backward vs the trainer's (bench_attention, T not a multiple
 #      of 64 included), cuBLASLt's candidate algorithms vs the trainer's GEMM (bench_gemm_tune)
 # PARTS picks what runs (default all, in this order): kernels integration loud report gpt offload
-# mixed ckpt sanitizer reference benches — e.g. PARTS="loud offload" scripts/test-gpu.sh. Each part prints
+# mixed ckpt sanitizer reference benches — e.g. PARTS="loud offload" scripts/test-gpu.sh. On one GPU
+# (or MAX_WORLD=1) the parts that need 2 ranks are skipped, and said so. Each part prints
 # its time; on 2 GPUs the whole suite takes more than 10 minutes, part after part.
 # PARALLEL=1 runs the parts side by side, each into its own log, printed when all have ended (every
 # part's ranks on the same GPUs; Open MPI then gets --bind-to none, or each job would pin its ranks
@@ -43,6 +44,8 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 [ "$gpus" -gt 0 ] || { echo "test-gpu: needs an NVIDIA GPU and nvidia-smi -L lists none; make test runs the CPU suite" >&2; exit 1; }
 maxw=${MAX_WORLD:-2} # ranks the integration tests go up to (MAX_WORLD=8 on an 8-GPU node)
 maxw=$(( gpus < maxw ? gpus : maxw ))
+# Parts whose tests launch 2 or more ranks, one GPU each (NCCL refuses two ranks on one GPU).
+multi="integration loud report gpt offload mixed ckpt"
 want() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 t_part=$SECONDS
 step() { echo; echo "=== $*"; t_part=$SECONDS; }
@@ -71,7 +74,6 @@ part_loud() {
 }
 
 part_report() {
-    [ "$maxw" -ge 2 ] || { step "report schema and --trace: SKIPPED — needs 2 GPUs"; return 0; }
     step "report schema and --trace on build/cuda, N = 2 ($(bin test_report))"
     ZL_BUILD=build/cuda ZL_MPIEXEC="$MPIEXEC" "$(bin test_report)" -j1 || return 1
     took report
@@ -157,6 +159,17 @@ part_benches() {
 
 # zlckpt is the CPU build's (build/zlckpt): a checkpoint's files do not depend on the backend.
 if want ckpt && [ ! -x build/zlckpt ]; then echo "test-gpu: the ckpt part needs build/zlckpt (make cpu)" >&2; exit 2; fi
+skipped=""
+if [ "$maxw" -lt 2 ]; then
+    for p in $multi; do want "$p" && skipped="$skipped $p"; done
+    if [ -n "$skipped" ]; then
+        echo "test-gpu: SKIPPED:$skipped — their tests launch 2 or more ranks, one GPU each, and here N <= $maxw ($gpus GPU(s), MAX_WORLD=${MAX_WORLD:-2})"
+        kept=""
+        for p in $PARTS; do case " $multi " in *" $p "*) ;; *) kept="$kept $p" ;; esac; done
+        PARTS=${kept# }
+        [ -n "$PARTS" ] || { echo "test-gpu: every part asked for needs 2 GPUs: nothing to run" >&2; exit 2; }
+    fi
+fi
 fail=0
 if [ "$PARALLEL" = 1 ]; then
     logs=$(mktemp -d /tmp/zl_test_gpu_XXXXXX)
@@ -172,5 +185,5 @@ else
 fi
 
 echo
-[ $fail -eq 0 ] && echo "test-gpu: ALL PASSED ($PARTS)" || echo "test-gpu: FAILURES"
+[ $fail -eq 0 ] && echo "test-gpu: ALL PASSED ($PARTS${skipped:+; skipped:$skipped})" || echo "test-gpu: FAILURES"
 exit $fail
