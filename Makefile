@@ -236,10 +236,11 @@ test-integration: $(INTEGRATION_TESTS) $(CPU_BINS) build/zlckpt
 	ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" build/tests/test_offload -j1
 
 # Shell scripts parse and pass shellcheck (if installed); the Slurm body runs in a pretend allocation;
-# scripts/gpu-table2.sh runs on a pretend device (ZL_CPU_DEVICE_BYTES).
+# scripts/gpu-table2.sh runs on a pretend device (ZL_CPU_DEVICE_BYTES); scripts/test-gpu.sh on pretend GPUs.
 test-scripts: $(CPU_BINS) build/zerocalc
 	tests/test-slurm.sh
 	tests/test-table2.sh
+	tests/test-gpu-script.sh
 
 # Sources are cited by short title (docs/references.md): no source numbers or machine paths.
 test-words:

@@ -157,8 +157,6 @@ part_benches() {
 
 # ---- run them: one after the other, or side by side (PARALLEL=1) ----
 
-# zlckpt is the CPU build's (build/zlckpt): a checkpoint's files do not depend on the backend.
-if want ckpt && [ ! -x build/zlckpt ]; then echo "test-gpu: the ckpt part needs build/zlckpt (make cpu)" >&2; exit 2; fi
 skipped=""
 if [ "$maxw" -lt 2 ]; then
     for p in $multi; do want "$p" && skipped="$skipped $p"; done
@@ -170,6 +168,8 @@ if [ "$maxw" -lt 2 ]; then
         [ -n "$PARTS" ] || { echo "test-gpu: every part asked for needs 2 GPUs: nothing to run" >&2; exit 2; }
     fi
 fi
+# zlckpt is the CPU build's (build/zlckpt): a checkpoint's files do not depend on the backend.
+if want ckpt && [ ! -x build/zlckpt ]; then echo "test-gpu: the ckpt part needs build/zlckpt (make cpu)" >&2; exit 2; fi
 fail=0
 if [ "$PARALLEL" = 1 ]; then
     logs=$(mktemp -d /tmp/zl_test_gpu_XXXXXX)

@@ -1,0 +1,43 @@
+#!/bin/bash
+# test-gpu-script.sh — scripts/test-gpu.sh's own logic, on a machine without a GPU (make test):
+# a pretend nvidia-smi and pretend build/cuda programs in a scratch copy. On one GPU the parts
+# that launch 2 ranks are skipped and named, and a request left with nothing is exit 2; with
+# PARALLEL=1 every part runs, its log is printed, and a failing part fails the suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail() { echo "test-gpu-script: $*" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/bin" "$tmp/repo/scripts" "$tmp/repo/build/cuda"
+cp scripts/test-gpu.sh "$tmp/repo/scripts/"
+cat > "$tmp/bin/nvidia-smi" <<'SMI'
+#!/bin/bash
+for ((i = 0; i < ${FAKE_GPUS:-1}; i++)); do echo "GPU $i: pretend"; done
+SMI
+# The kernels' and benches' programs: say they ran, exit FAKE_<NAME>_RC (default 0).
+for p in test_kernels_gpu bench_attention bench_gemm_tune; do
+    # shellcheck disable=SC2016 # ${!v:-0} is the pretend program's, expanded when it runs
+    printf '#!/bin/bash\necho "%s ran"\nv=FAKE_%s_RC\nexit ${!v:-0}\n' "$p" "${p^^}" > "$tmp/repo/build/cuda/$p"
+done
+chmod +x "$tmp/bin/nvidia-smi" "$tmp/repo/build/cuda/"*
+run() { # run EXPECTED_RC ENV... : test-gpu.sh in the scratch copy; its output in $out
+    local want=$1 rc=0; shift
+    out=$(cd "$tmp/repo" && env PATH="$tmp/bin:$PATH" "$@" scripts/test-gpu.sh 2>&1) || rc=$?
+    [ "$rc" -eq "$want" ] || fail "$*: exit $rc, want $want: $out"
+}
+has() { grep -qF -- "$1" <<< "$out" || fail "no '$1' in: $out"; }
+
+run 0 FAKE_GPUS=1 PARTS="kernels loud benches"
+has "SKIPPED: loud"; has "test_kernels_gpu ran"; has "ALL PASSED (kernels benches; skipped: loud)"
+run 2 FAKE_GPUS=1 PARTS="loud ckpt"
+has "nothing to run"
+run 0 FAKE_GPUS=2 MAX_WORLD=1 PARTS="report kernels"
+has "SKIPPED: report"
+run 0 FAKE_GPUS=2 PARALLEL=1 PARTS="kernels benches"
+has "side by side"; has "test_kernels_gpu ran"; has "bench_gemm_tune --dim 256 --rows 512: rc=0"; has "ALL PASSED"
+run 1 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_RC=3 PARTS="kernels benches"
+has "part kernels FAILED"; has "bench_gemm_tune --dim 256 --rows 512: rc=0"; has "test-gpu: FAILURES"
+run 1 FAKE_GPUS=2 FAKE_BENCH_ATTENTION_RC=4 PARTS="benches kernels"
+has "part benches FAILED"; has "test_kernels_gpu ran"
+echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, PARALLEL=1 runs and reports every part"
