@@ -327,4 +327,5 @@ Test(host_adam, team_no_larger_than_the_chunks) {
     cr_expect_eq(zl_host_adam_team(3 * C + 1, 32), 4);
     cr_expect_eq(zl_host_adam_team(2048 * C, 32), 32);
     cr_expect_eq(zl_host_adam_team(3 * C, 0), 1);
+    cr_expect_eq(zl_host_adam_team(3 * C, -4), 1);
 }

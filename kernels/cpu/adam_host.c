@@ -182,6 +182,7 @@ const char *zl_host_simd_name(void) {
  * took 4–16 ms with 32 threads a rank (2 ranks, 64-core GPU host), where the update is µs. */
 int zl_host_adam_team(size_t n, int threads) {
     size_t chunks = (n + ZL_HOST_ADAM_CHUNK - 1) / ZL_HOST_ADAM_CHUNK;
+    if (threads < 1) threads = 1;
     int team = chunks < (size_t)threads ? (int)chunks : threads;
     return team > 1 ? team : 1;
 }
