@@ -10,6 +10,8 @@
 #include "comm.h"    /* zl_comm_finalize */
 #include "events.h"  /* zl_events_destroy_all */
 #include "outputs.h"
+#include "../kernels/backend.h" /* zl_backend_device_key, zl_backend_init */
+#include "../kernels/gpu_select.h" /* zl_find_shared_device */
 #include "../kernels/kernels.h" /* zl_kernels_set_dtype */
 #include "trace.h"
 #include "util.h"
@@ -17,19 +19,25 @@
 
 static const char *const prog_names[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
 
+/* Bad input found by some ranks (bad = 1 on those): every rank reaches the same verdict, the
+ * lowest such rank prints its one line `err`, and all exit 2. Returns where none found any. */
+static void refuse_if_any(zl_runtime *rt, int bad, const char *err) {
+    int first_bad = bad ? rt->rank : rt->world;
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first_bad == rt->world) return;
+    if (rt->rank == first_bad) {
+        fprintf(stderr, "%s: %s\n", rt->prog, err);
+        fflush(stderr);
+    }
+    zl_watchdog_stop(); /* where it runs already; nothing otherwise */
+    MPI_Finalize();
+    exit(ZL_EXIT_INPUT);
+}
+
 /* Every rank reaches the same verdict: the lowest rank with a bad flag prints its one
  * line; if all flags parsed but differ between ranks, rank 0 says so. Exit code 2. */
 static void agree_on_arguments(zl_runtime *rt, int status, const char *err) {
-    int first_bad = status == ZL_ARGS_ERROR ? rt->rank : rt->world;
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first_bad < rt->world) {
-        if (rt->rank == first_bad) {
-            fprintf(stderr, "%s: %s\n", rt->prog, err);
-            fflush(stderr);
-        }
-        MPI_Finalize();
-        exit(ZL_EXIT_INPUT);
-    }
+    refuse_if_any(rt, status == ZL_ARGS_ERROR, err);
     /* --help given to some ranks only (an MPMD launch) must not leave the others waiting. */
     int help = status == ZL_ARGS_HELP;
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &help, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
@@ -50,6 +58,28 @@ static void agree_on_arguments(zl_runtime *rt, int status, const char *err) {
         MPI_Finalize();
         exit(ZL_EXIT_INPUT);
     }
+}
+
+/* Two ranks of a node on one GPU — each sees exactly one device, the same one: mpiexec -n 2 on a
+ * one-GPU machine, CUDA_VISIBLE_DEVICES=0 for every rank. NCCL would refuse it deep in its set-up,
+ * a runtime error (exit 1); it is a launch mistake, so it is refused here: exit 2, one line,
+ * before any buffer. The ranks of the node compare the keys of the devices they will take. */
+static void refuse_a_shared_device(zl_runtime *rt, MPI_Comm local) {
+    enum { KEY = 64 };
+    char mine[KEY] = "", err[384] = "";
+    zl_backend_device_key(rt->rank, rt->local_rank, rt->local_size, mine, sizeof mine);
+    char *keys = zl_host_calloc((size_t)rt->local_size, KEY);
+    int *ranks = zl_host_calloc((size_t)rt->local_size, sizeof *ranks);
+    mpiCheck(MPI_Allgather(mine, KEY, MPI_CHAR, keys, KEY, MPI_CHAR, local));
+    mpiCheck(MPI_Allgather(&rt->rank, 1, MPI_INT, ranks, 1, MPI_INT, local));
+    int i, j, shared = zl_find_shared_device(keys, KEY, rt->local_size, &i, &j);
+    if (shared)
+        snprintf(err, sizeof err,
+                 "ranks %d and %d on this node would both use device %s (NCCL takes one rank per GPU): launch "
+                 "at most as many ranks per node as it has GPUs, each with its own (e.g. srun --gpus-per-task=1)",
+                 ranks[i], ranks[j], keys + (size_t)i * KEY);
+    free(keys), free(ranks);
+    refuse_if_any(rt, shared, err);
 }
 
 void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
@@ -79,6 +109,7 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt->rank, MPI_INFO_NULL, &local));
     mpiCheck(MPI_Comm_rank(local, &rt->local_rank));
     mpiCheck(MPI_Comm_size(local, &rt->local_size));
+    refuse_a_shared_device(rt, local);
     mpiCheck(MPI_Comm_free(&local));
     zl_backend_init(rt->rank, rt->world, rt->local_rank, rt->local_size, rt->prog);
     zl_mem_init_collective(zl_dev_alloc_collective, zl_dev_free_collective); /* backend.h: the all-gathers' buffers */

@@ -54,6 +54,12 @@ static inline int zl_env_int(const char *name, long lo, long hi, long *value) {
  * "stage2", or NULL) names the CPU build to suggest when no GPU is visible: then every
  * rank exits 1 after one line from the lowest such rank. */
 void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog);
+/* Before zl_backend_init: the device this rank will take, as a key naming it on its node (CUDA:
+ * its PCI bus id), in key[n]; "" where none can be chosen (zl_backend_init then says why). Two
+ * equal keys on a node are two ranks on one GPU, which NCCL refuses (common/runtime.c refuses it
+ * first, as bad input). The CPU backend has nothing to share: one key per rank — or, under the
+ * test hook ZL_TEST_ONE_DEVICE=1, "host" for every rank, as a one-GPU machine would give. */
+void zl_backend_device_key(int rank, int local_rank, int local_size, char *key, size_t n);
 void zl_backend_finalize(void);
 const char *zl_backend_name(void);            /* "cpu" or "cuda" */
 /* Called by the watchdog thread before it ends the job: abort the communicator so a

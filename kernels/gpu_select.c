@@ -2,6 +2,7 @@
 #include "gpu_select.h"
 
 #include <stdio.h>
+#include <string.h>
 
 int zl_select_device(int visible_devices, int local_rank, int local_size, char *err, size_t errlen) {
     if (local_size < 1 || local_rank < 0 || local_rank >= local_size) {
@@ -21,4 +22,17 @@ int zl_select_device(int visible_devices, int local_rank, int local_size, char *
              "seeing at least %d devices or exactly 1 (e.g. srun --gpus-per-task=1)",
              local_size, visible_devices, local_size);
     return -1;
+}
+
+int zl_find_shared_device(const char *keys, size_t stride, int n, int *first, int *second) {
+    for (int j = 1; j < n; j++) {
+        const char *kj = keys + (size_t)j * stride;
+        if (!kj[0]) continue;
+        for (int i = 0; i < j; i++)
+            if (!strcmp(keys + (size_t)i * stride, kj)) {
+                *first = i, *second = j;
+                return 1;
+            }
+    }
+    return 0;
 }

@@ -7,7 +7,9 @@
  *   - each rank sees exactly one GPU (srun --gpus-per-task=1, --gpu-bind=single:1,
  *     CUDA_VISIBLE_DEVICES set per rank by a wrapper): every rank takes its device 0.
  * Anything in between (N ranks on a node, each seeing 1 < M < N devices) has no safe answer:
- * some ranks would share a GPU, which NCCL refuses. */
+ * some ranks would share a GPU, which NCCL refuses. So does "each sees one" when it is the same
+ * one (a one-GPU machine, CUDA_VISIBLE_DEVICES=0 for every rank): zl_find_shared_device finds
+ * it from the ranks' device keys. */
 #ifndef ZL_GPU_SELECT_H
 #define ZL_GPU_SELECT_H
 
@@ -21,6 +23,11 @@ extern "C" {
  * index among, and the number of, ranks on its node. Returns the device index, or -1 with
  * one line (no trailing newline) naming the counts in err[errlen]. */
 int zl_select_device(int visible_devices, int local_rank, int local_size, char *err, size_t errlen);
+
+/* keys: n device keys (zl_backend_device_key) of one node's ranks, `stride` bytes apart, each
+ * NUL-terminated. Returns 1 with *first < *second the first pair of equal, non-empty keys (the
+ * lowest *second, then the lowest *first): two ranks on one device. Else 0. */
+int zl_find_shared_device(const char *keys, size_t stride, int n, int *first, int *second);
 
 #ifdef __cplusplus
 }

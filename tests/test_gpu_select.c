@@ -3,6 +3,7 @@
  * between that must be refused with the counts named. The expected device is stated per case,
  * from how the launcher binds, never computed by the function under test. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/gpu_select.h"
@@ -60,4 +61,29 @@ Test(gpu_select, message_fits_a_small_buffer) {
     memset(err, 'x', sizeof err);
     cr_assert_eq(zl_select_device(2, 0, 4, err, sizeof err), -1);
     cr_expect_eq(strlen(err), sizeof err - 1, "truncated, terminated: '%s'", err);
+}
+
+/* Two ranks of a node with the same device key share a GPU; empty keys (no device chosen) never
+ * match. The pair is stated per case. */
+static void expect_shared(const char *const *keys, int n, int want_first, int want_second) {
+    char buf[8][16] = {{0}};
+    for (int i = 0; i < n; i++) snprintf(buf[i], sizeof buf[i], "%s", keys[i]);
+    int a = -1, b = -1, shared = zl_find_shared_device(&buf[0][0], sizeof buf[0], n, &a, &b);
+    cr_expect_eq(shared, want_first >= 0, "shared %d, want %d", shared, want_first >= 0);
+    if (want_first >= 0) cr_expect(a == want_first && b == want_second, "pair %d, %d; want %d, %d", a, b, want_first,
+                                    want_second);
+}
+
+Test(gpu_select, ranks_with_one_device_key_share_it) {
+    /* mpiexec -n 2 on a one-GPU machine: both see one device, the same bus id. */
+    expect_shared((const char *[]){"0000:1b:00.0", "0000:1b:00.0"}, 2, 0, 1);
+    /* srun --gpus-per-task=1: one device each, all different. */
+    expect_shared((const char *[]){"0000:1b:00.0", "0000:43:00.0", "0000:52:00.0", "0000:61:00.0"}, 4, -1, -1);
+    /* the first pair by its second member: 1 and 2 before 0 and 3 */
+    expect_shared((const char *[]){"a", "b", "b", "a"}, 4, 1, 2);
+    expect_shared((const char *[]){"a", "b", "c", "a"}, 4, 0, 3);
+    /* no device chosen (zl_backend_init says why): not a share */
+    expect_shared((const char *[]){"", "", "x"}, 3, -1, -1);
+    expect_shared((const char *[]){"x"}, 1, -1, -1);
+    expect_shared((const char *[]){"x"}, 0, -1, -1);
 }

@@ -1,8 +1,8 @@
 /* test_loud.c — failing loudly and early, end to end (spawns mpiexec as a child):
  * output paths refused before anything is allocated, write failures that still print
  * the report, the preflight's numbers, the watchdog against a SIGSTOPped rank, float
- * flags that narrow, --help on one rank of an MPMD launch, --check's exit 4, and the
- * documented exit codes. ZL_BUILD picks build/cpu or build/cuda (zl_test_util.h). */
+ * flags that narrow, --help on one rank of an MPMD launch, two ranks on one GPU, --check's
+ * exit 4, and the documented exit codes. ZL_BUILD picks build/cpu or build/cuda (zl_test_util.h). */
 #include "zl_test_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <dirent.h>
@@ -300,6 +300,29 @@ static void expect_refused(const char *launch, const char *expect) {
     int ours = 0; /* lines from the program; launchers may add banners of their own */
     for (int s = 0; s < 4; s++) ours += zl_program_lines(r.err, (const char *[]){"stage0_ddp", "stage1", "stage2", "stage3"}[s]);
     cr_expect_eq(ours, 1, "'%s': not one line from the program: '%s'", launch, r.err);
+}
+
+/* Two ranks on one GPU — mpiexec -n 2 on a one-GPU machine: NCCL would refuse it deep in its
+ * set-up (exit 1). It is a launch mistake: exit 2, one line naming the ranks, before training,
+ * and no --json left behind; one rank on that device runs. On a GPU, CUDA_VISIBLE_DEVICES=0 makes
+ * every rank see one device, the same; the CPU backend has none to share, so there its test hook
+ * ZL_TEST_ONE_DEVICE=1 gives every rank the same one. */
+Test(launch, two_ranks_on_one_device_are_refused) {
+    const char *var = zl_build_is_cuda() ? "CUDA_VISIBLE_DEVICES" : "ZL_TEST_ONE_DEVICE";
+    setenv(var, zl_build_is_cuda() ? "0" : "1", 1);
+    char json[64];
+    snprintf(json, sizeof json, "/tmp/zl_one_device_%d.json", getpid());
+    unlink(json);
+    char launch[160];
+    for (int n = 2; n <= 3; n++) {
+        snprintf(launch, sizeof launch, "-n %d {stage%d} --preset tiny --steps 2 --quiet --json %s", n, n, json);
+        expect_refused(launch, "ranks 0 and 1 on this node would both use device");
+        cr_expect(access(json, F_OK) != 0, "%s: a refused run left %s", launch, json);
+    }
+    zl_run_result r;
+    zl_run(&r, "-n 1 {stage2} --preset tiny --steps 2 --quiet");
+    cr_expect_eq(r.exit_code, 0, "one rank on the one device: exit %d, %s", r.exit_code, r.err);
+    unsetenv(var);
 }
 
 Test(flags, values_that_narrow_to_0_or_1_in_a_float_are_refused) {

@@ -12,6 +12,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -51,6 +52,15 @@ void zl_backend_init(int rank, int world, int local_rank, int local_size, const 
     g_rank = rank, g_world = world;
     mpiCheck(MPI_Op_create(half_sum, 1, &g_half_sum));
     mpiCheck(MPI_Op_create(bf16_sum, 1, &g_bf16_sum));
+}
+
+void zl_backend_device_key(int rank, int local_rank, int local_size, char *key, size_t n) {
+    (void)local_rank, (void)local_size;
+    const char *one = getenv("ZL_TEST_ONE_DEVICE"); /* TEST ONLY: every rank on one device */
+    if (one && !strcmp(one, "1"))
+        snprintf(key, n, "host");
+    else
+        snprintf(key, n, "cpu rank %d", rank);
 }
 
 void zl_backend_finalize(void) {
