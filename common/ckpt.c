@@ -864,9 +864,7 @@ void zl_ckpt_check_resume(zl_runtime *rt, zl_model_shape shape) {
     for (int r = rt->rank; !bad && r < m.world; r += rt->world)
         bad = zl_ckpt_verify_file(dir, &m, r, buf, sizeof buf, err, sizeof err);
     zl_ckpt_manifest_free(&m);
-    int first_bad = bad ? rt->rank : rt->world;
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first_bad == rt->world) return;
-    if (rt->rank == first_bad) fprintf(stderr, "%s: --resume: %s\n", rt->prog, err);
-    zl_runtime_exit(rt, ZL_EXIT_INPUT);
+    char line[sizeof err + 16] = "";
+    if (bad) snprintf(line, sizeof line, "--resume: %s", err);
+    zl_runtime_refuse_if_any(rt, bad, line);
 }

@@ -118,9 +118,7 @@ void zl_preflight(zl_runtime *rt, const zl_partition *part, const zl_formula_con
                                  .need_device = mine.device, .need_host = mine.host};
     char msg[1024];
     int bad = zl_preflight_verdict(part, fc, on_gpu, rt->local_size, dev_free, host_avail, msg, sizeof msg);
-    int first_bad = bad ? rt->rank : rt->world;
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first_bad == rt->world) return;
-    if (rt->rank == first_bad) fprintf(stderr, "%s: rank %d: %s (--no-preflight to try anyway)\n", rt->prog, rt->rank, msg);
-    zl_runtime_exit(rt, ZL_EXIT_INPUT);
+    char line[sizeof msg + 64] = "";
+    if (bad) snprintf(line, sizeof line, "rank %d: %s (--no-preflight to try anyway)", rt->rank, msg);
+    zl_runtime_refuse_if_any(rt, bad, line);
 }

@@ -19,25 +19,18 @@
 
 static const char *const prog_names[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
 
-/* Bad input found by some ranks (bad = 1 on those): every rank reaches the same verdict, the
- * lowest such rank prints its one line `err`, and all exit 2. Returns where none found any. */
-static void refuse_if_any(zl_runtime *rt, int bad, const char *err) {
+void zl_runtime_refuse_if_any(zl_runtime *rt, int bad, const char *err) {
     int first_bad = bad ? rt->rank : rt->world;
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (first_bad == rt->world) return;
-    if (rt->rank == first_bad) {
-        fprintf(stderr, "%s: %s\n", rt->prog, err);
-        fflush(stderr);
-    }
-    zl_watchdog_stop(); /* where it runs already; nothing otherwise */
-    MPI_Finalize();
-    exit(ZL_EXIT_INPUT);
+    if (rt->rank == first_bad) fprintf(stderr, "%s: %s\n", rt->prog, err);
+    zl_runtime_exit(rt, ZL_EXIT_INPUT);
 }
 
 /* Every rank reaches the same verdict: the lowest rank with a bad flag prints its one
  * line; if all flags parsed but differ between ranks, rank 0 says so. Exit code 2. */
 static void agree_on_arguments(zl_runtime *rt, int status, const char *err) {
-    refuse_if_any(rt, status == ZL_ARGS_ERROR, err);
+    zl_runtime_refuse_if_any(rt, status == ZL_ARGS_ERROR, err);
     /* --help given to some ranks only (an MPMD launch) must not leave the others waiting. */
     int help = status == ZL_ARGS_HELP;
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &help, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
@@ -79,7 +72,7 @@ static void refuse_a_shared_device(zl_runtime *rt, MPI_Comm local) {
                  "at most as many ranks per node as it has GPUs, each with its own (e.g. srun --gpus-per-task=1)",
                  ranks[i], ranks[j], keys + (size_t)i * KEY);
     free(keys), free(ranks);
-    refuse_if_any(rt, shared, err);
+    zl_runtime_refuse_if_any(rt, shared, err);
 }
 
 void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {

@@ -30,6 +30,10 @@ int zl_runtime_finish(zl_runtime *rt, int status);
 /* Every rank stops with `code` before anything was allocated (the lowest rank that
  * has a reason prints it; see zl_preflight). Collective. */
 void zl_runtime_exit(zl_runtime *rt, int code) __attribute__((noreturn));
+/* Bad input that some ranks found (bad = 1 on those): the lowest such rank prints
+ * "<prog>: <err>" (one line) and every rank stops with exit 2 (zl_runtime_exit). Returns
+ * where no rank found any. Collective: the flags, the launch, the preflight, --resume. */
+void zl_runtime_refuse_if_any(zl_runtime *rt, int bad, const char *err);
 
 /* Streaming FNV-1a over the full, unpadded fp16 parameter vector, unit by unit, with
  * an optional raw dump (rank 0). The unit is copied to host staging first. */
