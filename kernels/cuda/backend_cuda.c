@@ -95,16 +95,11 @@ static int pick_device(const char *prog, int local_rank, int local_size, char *w
 
 void zl_backend_device_key(int rank, int local_rank, int local_size, char *key, size_t n) {
     (void)rank;
-    char why[8]; /* zl_backend_init reports a failed choice in full */
-    int count = 0;
-    key[0] = '\0';
-    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    char why[512]; /* unused: zl_backend_init makes the same choice and reports a failed one */
+    int code;
+    int dev = pick_device(NULL, local_rank, local_size, why, sizeof why, &code);
+    if (dev < 0 || cudaDeviceGetPCIBusId(key, (int)n, dev) != cudaSuccess) {
         (void)cudaGetLastError(); /* clear it */
-        return;
-    }
-    int dev = zl_select_device(count, local_rank, local_size, why, sizeof why);
-    if (dev >= 0 && cudaDeviceGetPCIBusId(key, (int)n, dev) != cudaSuccess) {
-        (void)cudaGetLastError();
         key[0] = '\0';
     }
 }
