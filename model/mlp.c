@@ -5,7 +5,6 @@
 
 #include "../common/alloc.h"
 #include "../common/util.h" /* zl_host_calloc */
-#include "../kernels/backend.h" /* zl_stream_create, zl_event_*: the side stream */
 #include "../kernels/kernels.h"
 
 /* ---- init: a function of the seed and the global parameter index only ---------------- */
@@ -48,7 +47,7 @@ void zl_mlp_init_range(int dim, size_t unit_off, size_t begin, size_t end, uint6
 /* Allocated in the order the report lists them; the byte formulas are in mlp.h. */
 void zl_mlp_create(zl_mlp *m, int layers, int dim, int rows, int micro_batches, int checkpoint) {
     size_t L = (size_t)layers, BD = (size_t)rows * (size_t)dim, K = (size_t)micro_batches;
-    *m = (zl_mlp){.L = layers, .D = dim, .B = rows, .K = micro_batches, .checkpoint = checkpoint, .a_pending = -1};
+    *m = (zl_mlp){.L = layers, .D = dim, .B = rows, .K = micro_batches, .checkpoint = checkpoint};
     m->x = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * (L + 1) * BD, "block inputs x");
     m->h = checkpoint ? zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * 4 * BD, "pre-activations h (one block, recomputed)")
                       : zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * L * 4 * BD, "pre-activations h");
@@ -56,9 +55,7 @@ void zl_mlp_create(zl_mlp *m, int layers, int dim, int rows, int micro_batches, 
     m->target = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "targets");
     m->dx[0] = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "activation grad 0");
     m->dx[1] = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "activation grad 1");
-    m->side = zl_stream_create();
-    m->h_dead = zl_event_create();
-    m->a_ready = zl_event_create();
+    m->dh = m->a; /* backward's dh once dW2 has read a (kernels.h): one B·4D buffer, not two */
     m->loss = zl_mem_alloc(ZL_MEM_SCRATCH, K * sizeof(float), "loss (one per micro-batch)");
     m->loss_host = zl_host_calloc(K, sizeof(float));
     size_t ws = zl_kernels_workspace_bytes(rows, dim);
@@ -67,10 +64,6 @@ void zl_mlp_create(zl_mlp *m, int layers, int dim, int rows, int micro_batches, 
 }
 
 void zl_mlp_free(zl_mlp *m) {
-    zl_stream_sync(m->side);
-    zl_event_destroy(m->h_dead);
-    zl_event_destroy(m->a_ready);
-    zl_stream_destroy(m->side);
     void *bufs[] = {m->x, m->h, m->a, m->target, m->dx[0], m->dx[1], m->loss, m->workspace};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zl_mem_free(bufs[i]);
     free(m->loss_host);
@@ -113,38 +106,16 @@ float zl_mlp_loss_sum(zl_mlp *m, zl_stream s) {
     return sum;
 }
 
-/* Where backward finds block u's a (and then writes its dh, once dW2 has read a): the
- * one-block buffer, or — without checkpointing, below the last two blocks — the slice of
- * block u+2's h, dead since block u+2's backward read it last. */
-static zl_half *a_of(zl_mlp *m, int u) { return m->checkpoint || u >= m->L - 2 ? m->a : h_of(m, u + 2); }
-
-/* a of block u-1 = gelu(h of u-1), into its place (block u+1's h, dead now that block u+1's
- * backward is done), on the side stream: the elementwise pass runs beside block u's GEMMs
- * instead of between them. Block u-1's backward waits for it (zl_mlp_backward). */
-static void recompute_next_a_beside(zl_mlp *m, int u, zl_stream s) {
-    zl_event_record(m->h_dead, s);
-    zl_stream_wait_event(m->side, m->h_dead);
-    zl_gelu_stored(h_of(m, u - 1), a_of(m, u - 1), (size_t)m->B * 4 * m->D, m->side);
-    zl_event_record(m->a_ready, m->side);
-    m->a_pending = u - 1;
-}
-
 /* Block u's backward: parameters from unit p, gradients stored into unit g as `mode` says;
  * dL/d(input) goes to the other activation-gradient buffer, ready for block u-1. First the
  * activations forward did not keep: h (checkpointing: the block's first GEMM again), then
- * a = gelu(h) — one elementwise pass either way, in line here or already run beside block
- * u+1 (recompute_next_a_beside). */
+ * a = gelu(h) — one elementwise pass either way. */
 void zl_mlp_backward(zl_mlp *m, int u, const zl_half *p, zl_half *g, zl_grads_mode mode, zl_stream s) {
     size_t D = (size_t)m->D;
-    zl_half *a = a_of(m, u);
-    int a_ran_beside = m->a_pending == u;
-    m->a_pending = -1;
     if (m->checkpoint) block_forward(m, u, p, NULL, s);
-    if (a_ran_beside) zl_stream_wait_event(s, m->a_ready);
-    if (!m->checkpoint && u >= 1 && a_of(m, u - 1) != m->a) recompute_next_a_beside(m, u, s);
-    if (!a_ran_beside) zl_gelu_stored(h_of(m, u), a, (size_t)m->B * 4 * D, s);
+    zl_gelu_stored(h_of(m, u), m->a, (size_t)m->B * 4 * D, s);
     zl_half *dx = u > 0 ? m->dx[m->dy ^ 1] : NULL; /* block 0: the input needs no gradient */
-    zl_block_backward(x_of(m, u), h_of(m, u), a, p + zl_mlp_off_W1(D), p + zl_mlp_off_W2(D), m->dx[m->dy], a,
+    zl_block_backward(x_of(m, u), h_of(m, u), m->a, p + zl_mlp_off_W1(D), p + zl_mlp_off_W2(D), m->dx[m->dy], m->dh,
                       g + zl_mlp_off_W1(D), g + zl_mlp_off_b1(D), g + zl_mlp_off_W2(D), g + zl_mlp_off_b2(D), dx, mode,
                       m->B, m->D, s);
     m->dy ^= 1;

@@ -6,10 +6,8 @@
  * W2 (4D×D), b2 (D): 8D² + 5D elements. Backward needs x, h and a of every block.
  *
  * What forward keeps (the activation policy):
- *   default      x and h of every block; backward recomputes a = gelu(h) (one elementwise
- *                pass) instead of keeping a for all L blocks: the last two blocks' into a
- *                one-block buffer, in line; block u's (u < L-2) into block u+2's h, dead by
- *                then, on a side stream beside block u+1's GEMMs — no buffer more.
+ *   default      x and h of every block; backward recomputes a = gelu(h) into a one-block
+ *                buffer (one elementwise pass) instead of keeping a for all L blocks.
  *   checkpoint   x of every block only (--checkpoint-activations); backward first recomputes
  *                the block's h = x·W1 + b1 into a one-block buffer, then a as above. The
  *                recompute is the first GEMM only: y is not needed again.
@@ -60,14 +58,11 @@ typedef struct {
     int checkpoint;     /* 1: h of one block only, recomputed in backward */
     zl_half *x;         /* (L+1)·B·D: block u's input at u·B·D; block L-1's output last */
     zl_half *h;         /* L·B·4D (block u at u·B·4D), or B·4D when checkpointing: pre-activations */
-    zl_half *a;         /* B·4D: gelu(h) of the block being computed (forward; backward's last two) */
+    zl_half *a;         /* B·4D: gelu(h) of the block being computed */
     zl_half *target;    /* B·D */
     zl_half *dx[2];     /* B·D each: activation gradients, taking turns */
     int dy;             /* dx[dy] holds dL/d(output) of the next block backward runs */
-    zl_stream side;     /* backward's recompute of the next block's a, beside this block's GEMMs */
-    zl_event h_dead;    /* on the compute stream: block u+1's backward is done (its h is free) */
-    zl_event a_ready;   /* on side: block a_pending's a is recomputed */
-    int a_pending;      /* the block whose a runs on side, or -1 */
+    zl_half *dh;        /* B·4D: a's buffer (backward writes dh after its last read of a) */
     float *loss;        /* K: one per micro-batch of the step (device) */
     float *loss_host;   /* K: their copy on the host */
     void *workspace;    /* zl_kernels_workspace_bytes(B, D) */
