@@ -400,6 +400,44 @@ static void check_trace_against_report(int stage, const char *extra) {
     unlink(json), unlink(trace);
 }
 
+/* The printed "over ranks" line names the least and the most exposed communication of the
+ * ranks and which ranks they are: the JSON's per-rank figures, at the report's 3 decimals.
+ * One rank prints no such line. */
+static void check_exposed_over_ranks(int N) {
+    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    char json[128];
+    snprintf(json, sizeof json, "/tmp/zl_over_ranks_%d_%d.json", N, getpid());
+    zl_run_result r;
+    zl_run(&r, "-n %d {stage2} --steps 3 --quiet --json %s", N, json);
+    cr_assert_eq(r.exit_code, 0, "stage2 failed (exit %d): %s", r.exit_code, r.err);
+    const char *line = strstr(r.out, "over ranks: least ");
+    if (N == 1) {
+        cr_expect_null(line, "one rank printed an over-ranks line");
+    } else {
+        cr_assert_not_null(line, "no over-ranks line in:\n%s", r.out);
+        double least, most;
+        int lo, hi;
+        cr_assert_eq(sscanf(line, "over ranks: least %lf ms (rank %d), most %lf ms (rank %d)", &least, &lo, &most, &hi), 4);
+        cJSON *j = zl_load_json(json);
+        int jlo = 0, jhi = 0;
+        double ex[8];
+        for (int i = 0; i < N; i++) {
+            ex[i] = zl_num(cJSON_GetArrayItem(zl_get(j, "ranks"), i), "timeline.exposed_comm_ms_per_step");
+            if (ex[i] < ex[jlo]) jlo = i;
+            if (ex[i] > ex[jhi]) jhi = i;
+        }
+        cr_expect_eq(lo, jlo, "least at rank %d printed, %d in the JSON", lo, jlo);
+        cr_expect_eq(hi, jhi, "most at rank %d printed, %d in the JSON", hi, jhi);
+        cr_expect(fabs(least - ex[jlo]) <= 5e-4 && fabs(most - ex[jhi]) <= 5e-4, "printed %g..%g, JSON %g..%g", least,
+                  most, ex[jlo], ex[jhi]);
+        cJSON_Delete(j);
+    }
+    unlink(json);
+}
+
+Test(timeline, exposed_over_ranks_N1) { check_exposed_over_ranks(1); }
+Test(timeline, exposed_over_ranks_N3) { check_exposed_over_ranks(3); }
+
 Test(trace, agrees_with_report_stage0_N2) { check_trace_against_report(0, ""); }
 Test(trace, agrees_with_report_stage1_N2) { check_trace_against_report(1, ""); }
 Test(trace, agrees_with_report_stage2_N2) { check_trace_against_report(2, ""); }
