@@ -404,6 +404,7 @@ static void check_trace_against_report(int stage, const char *extra) {
  * ranks and which ranks they are: the JSON's per-rank figures, at the report's 3 decimals.
  * One rank prints no such line. */
 static void check_exposed_over_ranks(int N) {
+    cr_assert(N <= 8);
     if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     char json[128];
     snprintf(json, sizeof json, "/tmp/zl_over_ranks_%d_%d.json", N, getpid());
