@@ -471,9 +471,10 @@ static void print_exposed_over_ranks(const rank_summary *all, int N) {
         if (all[i].exposed_comm_ms < all[lo].exposed_comm_ms) lo = i;
         if (all[i].exposed_comm_ms > all[hi].exposed_comm_ms) hi = i;
     }
-    printf("  over ranks: least %.3f ms (rank %d), most %.3f ms (rank %d) — waiting for a slower rank counts too,\n"
-           "  so the least is the closest to what communication itself costs the step\n",
-           all[lo].exposed_comm_ms, lo, all[hi].exposed_comm_ms, hi);
+    printf("  over ranks: least %.3f ms (rank %d, compute busy %.3f ms), most %.3f ms (rank %d, compute busy %.3f ms):\n"
+           "  a rank that waits for a slower one counts the wait, so the least is the closest to what communication\n"
+           "  itself costs the step\n",
+           all[lo].exposed_comm_ms, lo, all[lo].compute_busy_ms, all[hi].exposed_comm_ms, hi, all[hi].compute_busy_ms);
 }
 
 static void print_timeline(const rank_summary *all, int N) {

@@ -401,7 +401,8 @@ static void check_trace_against_report(int stage, const char *extra) {
 }
 
 /* The printed "over ranks" line names the least and the most exposed communication of the
- * ranks and which ranks they are: the JSON's per-rank figures, at the report's 3 decimals.
+ * ranks, which ranks they are and their compute busy time: the JSON's per-rank figures, at the
+ * report's 3 decimals.
  * One rank prints no such line. */
 static void check_exposed_over_ranks(int N) {
     cr_assert(N <= 8);
@@ -416,14 +417,17 @@ static void check_exposed_over_ranks(int N) {
         cr_expect_null(line, "one rank printed an over-ranks line");
     } else {
         cr_assert_not_null(line, "no over-ranks line in:\n%s", r.out);
-        double least, most;
+        double least, most, busy_lo, busy_hi;
         int lo, hi;
-        cr_assert_eq(sscanf(line, "over ranks: least %lf ms (rank %d), most %lf ms (rank %d)", &least, &lo, &most, &hi), 4);
+        cr_assert_eq(sscanf(line, "over ranks: least %lf ms (rank %d, compute busy %lf ms), most %lf ms (rank %d, compute busy %lf",
+                            &least, &lo, &busy_lo, &most, &hi, &busy_hi), 6, "%.200s", line);
         cJSON *j = zl_load_json(json);
         int jlo = 0, jhi = 0;
-        double ex[8];
+        double ex[8], busy[8];
         for (int i = 0; i < N; i++) {
-            ex[i] = zl_num(cJSON_GetArrayItem(zl_get(j, "ranks"), i), "timeline.exposed_comm_ms_per_step");
+            cJSON *rk = cJSON_GetArrayItem(zl_get(j, "ranks"), i);
+            ex[i] = zl_num(rk, "timeline.exposed_comm_ms_per_step");
+            busy[i] = zl_num(rk, "timeline.compute_busy_ms_per_step");
             if (ex[i] < ex[jlo]) jlo = i;
             if (ex[i] > ex[jhi]) jhi = i;
         }
@@ -431,6 +435,8 @@ static void check_exposed_over_ranks(int N) {
         cr_expect_eq(hi, jhi, "most at rank %d printed, %d in the JSON", hi, jhi);
         cr_expect(fabs(least - ex[jlo]) <= 5e-4 && fabs(most - ex[jhi]) <= 5e-4, "printed %g..%g, JSON %g..%g", least,
                   most, ex[jlo], ex[jhi]);
+        cr_expect(fabs(busy_lo - busy[jlo]) <= 5e-4 && fabs(busy_hi - busy[jhi]) <= 5e-4,
+                  "compute busy printed %g, %g, JSON %g, %g", busy_lo, busy_hi, busy[jlo], busy[jhi]);
         cJSON_Delete(j);
     }
     unlink(json);
