@@ -17,8 +17,8 @@
 # its time; on 2 GPUs the whole suite takes more than 10 minutes, part after part.
 # PARALLEL=1 runs the parts side by side, each into its own log, printed when all have ended (every
 # part's ranks on the same GPUs; Open MPI then gets --bind-to none, or each job would pin its ranks
-# to the same cores): on 2 × H200 with MAX_WORLD=2 the whole suite took under 5 minutes this way,
-# its parts' own times adding up to 27.
+# to the same cores): on 2 × H200 (2026-11-27) with MAX_WORLD=2 the whole suite took under 5 minutes this way,
+# its parts' own times adding up to 27 minutes.
 # The integration-test binary needs Criterion and cJSON; where the machine has neither,
 # build it elsewhere with `make build/gpu-tests/test_integration build/gpu-tests/test_report`
 # (they carry their libraries).
