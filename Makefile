@@ -42,7 +42,7 @@ CFLAGS_COMMON += -DZL_GIT_COMMIT='"$(ZL_COMMIT)"'
 STAGES   := stage0_ddp stage1 stage2 stage3
 COMMON   := common/util.c common/alloc.c common/events.c common/partition.c common/formulas.c common/comm.c \
             common/args.c common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c \
-            common/scaler.c common/numerics.c common/ckpt.c common/trace.c common/offload.c common/throughput.c \
+            common/scaler.c common/numerics.c common/ckpt.c common/trace.c common/offload.c common/throughput.c common/clocks.c \
             model/layout.c \
             model/gpt_layout.c model/model.c model/mlp.c model/gpt.c model/gpt_data.c
 CPU_SRC  := kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/adam_host.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c \
@@ -51,7 +51,7 @@ HEADERS  := $(wildcard common/*.h model/*.h kernels/*.h kernels/cpu/*.h kernels/
 
 CPU_OBJ  := $(patsubst %.c,build/cpu/obj/%.o,$(COMMON) $(CPU_SRC))
 CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/adam_host.c kernels/gpu_select.c \
-                                              kernels/cpu/gpt_cpu.c kernels/cuda/backend_cuda.c) \
+                                              kernels/cpu/gpt_cpu.c kernels/cuda/backend_cuda.c kernels/cuda/nvml.c) \
             build/cuda/obj/kernels/cuda/kernels_cuda.o build/cuda/obj/kernels/cuda/gpt_cuda.o \
             build/cuda/obj/kernels/cuda/gpt_flash.o
 # cJSON writes the report and the checkpoint manifests; a GPU machine may have no cJSON, so the
@@ -59,7 +59,7 @@ CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/storage.c kernel
 # build/gpu-tests does.
 # NCCL's directory goes first, so that NCCL_HOME wins over a CUDA toolkit that ships NCCL too.
 CUDA_LIBS = -Wl,-rpath,'$$ORIGIN/lib' $(if $(NCCL_LIB_DIR),-L$(NCCL_LIB_DIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIB_DIR)) \
-            -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++ $(LIBS)
+            -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++ -ldl $(LIBS)
 comma := ,
 
 CPU_BINS  := $(addprefix build/cpu/,$(STAGES))

@@ -74,6 +74,18 @@ const char *zl_backend_device_pci_bus_id(void); /* e.g. "0000:19:00.0" (cudaDevi
  * the MPI library (MPI_Get_library_version) is the collective library. */
 const char *zl_backend_nccl_version(void);
 
+/* ---- clocks ---------------------------------------------------------------------
+ * What the device runs at now. A busy GPU runs below its highest clock when its power or
+ * temperature limit holds it down, and then its GEMMs do too: the report prints what each
+ * rank's GPU held through the timed steps (common/clocks.h). */
+typedef struct {
+    double sm_mhz, power_w, power_limit_w, temp_c; /* SM clock, board power and its enforced limit, GPU die */
+    unsigned long long reasons; /* why the clock is below its highest: NVML's clock-event bits (0x4: power cap) */
+} zl_clock_reading;
+/* One reading: 0, or -1 with why[n] (the CPU backend: no GPU; CUDA: NVML missing or failing).
+ * CUDA reads NVML (libnvidia-ml.so.1, opened on the first call). One thread at a time. */
+int zl_backend_clock_read(zl_clock_reading *r, char *why, size_t n);
+
 /* ---- memory ---------------------------------------------------------------------
  * Raw device allocation. Stage code never calls these directly: it goes through the
  * tracked allocator (common/alloc.h), which records every byte by category. */

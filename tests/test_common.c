@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/clocks.h"
 #include "common/args.h"
 #include "common/formulas.h"
 #include "common/preflight.h"
@@ -629,4 +630,48 @@ Test(util, median_odd_and_even) {
     cr_expect_eq(zl_median(odd, 5), 3.0);
     cr_expect_eq(zl_median(even, 4), 2.5);
     cr_expect_eq(zl_median(one, 1), 9.5);
+}
+
+/* zl_clock_summarize (the report's clocks): five readings worked out by hand — the median SM
+ * clock and power of an unsorted set, their extremes, the hottest reading, the limit in force at
+ * the end, and each reason's share counted bit by bit (0x4 alone is the power cap; 0x20 and 0x40
+ * are thermal; 0x8 and 0x80 HW slowdown; 0x1, idle, is none of them). */
+Test(clocks, summary_of_five_readings_by_hand) {
+    const zl_clock_reading r[] = {
+        {.sm_mhz = 1980, .power_w = 120, .power_limit_w = 700, .temp_c = 40, .reasons = 0x1},
+        {.sm_mhz = 1440, .power_w = 690, .power_limit_w = 700, .temp_c = 61, .reasons = 0x4},
+        {.sm_mhz = 1230, .power_w = 699, .power_limit_w = 700, .temp_c = 63, .reasons = 0x4 | 0x20},
+        {.sm_mhz = 1410, .power_w = 688, .power_limit_w = 700, .temp_c = 62, .reasons = 0x80},
+        {.sm_mhz = 1470, .power_w = 650, .power_limit_w = 650, .temp_c = 60, .reasons = 0x40 | 0x8},
+    };
+    zl_clock_summary s = zl_clock_summarize(r, 5);
+    cr_expect_eq(s.readings, 5);
+    cr_expect_eq(s.sm_mhz_median, 1440); /* sorted: 1230 1410 1440 1470 1980 */
+    cr_expect_eq(s.sm_mhz_min, 1230);
+    cr_expect_eq(s.sm_mhz_max, 1980);
+    cr_expect_eq(s.power_w_median, 688); /* sorted: 120 650 688 690 699 */
+    cr_expect_eq(s.power_limit_w, 650);
+    cr_expect_eq(s.temp_c_max, 63);
+    cr_expect_float_eq(s.power_cap, 2 / 5.0, 1e-15);
+    cr_expect_float_eq(s.thermal, 2 / 5.0, 1e-15);
+    cr_expect_float_eq(s.hw_slowdown, 2 / 5.0, 1e-15);
+    /* the readings themselves are not reordered */
+    cr_expect_eq(r[0].sm_mhz, 1980);
+}
+
+/* Summarizing a reader that never started (a run of one step; the CPU backend before step 2):
+ * no readings, and a reason to print. */
+Test(clocks, stop_without_start_says_why) {
+    zl_clock_summary s = zl_clocks_summary();
+    cr_expect_eq(s.readings, 0);
+    cr_expect(strlen(s.why) > 0);
+}
+
+/* On the CPU backend a started reader gets no reading and keeps the backend's reason. */
+Test(clocks, cpu_backend_has_none_and_says_so) {
+    zl_clocks_start();
+    zl_clocks_end();
+    zl_clock_summary s = zl_clocks_summary();
+    cr_expect_eq(s.readings, 0);
+    cr_expect_str_eq(s.why, "the CPU backend has no GPU clocks");
 }

@@ -23,7 +23,7 @@ static const char *const config_keys[] = {"preset", "model", "layers", "dim", "b
 static const char *const run_keys[] = {"git_commit", "mpi_library", "nccl_version", "command_line", "argv", "trace"};
 static const char *const check_keys[] = {"ok", "enforced", "compared", "mismatches"};
 static const char *const rank_keys[] = {"rank", "hostname", "device", "pci_bus_id", "memory", "comm",
-                                        "ms_per_step", "step_ms", "timeline"};
+                                        "ms_per_step", "step_ms", "timeline", "clocks"};
 static const char *const timeline_keys[] = {"steps", "compute_busy_ms_per_step", "comm_busy_ms_per_step",
                                             "exposed_comm_ms_per_step", "span_ms_per_step", "optimizer_ms_per_step",
                                             "model_comm_busy_ms_per_step", "copy_busy_ms_per_step",
@@ -400,6 +400,75 @@ static void check_trace_against_report(int stage, const char *extra) {
     unlink(json), unlink(trace);
 }
 
+/* What nvidia-smi (its own process) says of the GPU at PCI bus id `bus`: its highest SM clock and
+ * its enforced power limit. nvidia-smi writes the bus id with an 8-digit domain, CUDA with 4:
+ * the two are matched on what follows the domain. Returns 0 when no row matches. */
+static int nvidia_smi_limits(const char *bus, double *max_sm_mhz, double *power_limit_w) {
+    FILE *p = popen("nvidia-smi --query-gpu=pci.bus_id,clocks.max.sm,enforced.power.limit "
+                    "--format=csv,noheader,nounits", "r");
+    cr_assert_not_null(p, "cannot run nvidia-smi");
+    char line[256], id[64];
+    int found = 0;
+    const char *want = strchr(bus, ':');
+    while (fgets(line, sizeof line, p))
+        if (sscanf(line, "%63[^,], %lf, %lf", id, max_sm_mhz, power_limit_w) == 3 && strchr(id, ':') &&
+            want && !strcasecmp(strchr(id, ':'), want)) {
+            found = 1;
+            break;
+        }
+    pclose(p);
+    return found;
+}
+
+/* Each rank's GPU clocks through the timed steps (JSON `clocks`, the "rank r:" lines). On CPU:
+ * no readings, the backend's reason, nothing printed. On a GPU: readings taken (at least the
+ * one at the end of step 1), the SM clock inside what nvidia-smi gives as the GPU's range, the power
+ * limit nvidia-smi enforces, shares in [0, 1], and the printed median the JSON's. */
+static void check_clocks(int N) {
+    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
+    char json[128];
+    snprintf(json, sizeof json, "/tmp/zl_clocks_%d.json", getpid());
+    zl_run_result r;
+    zl_run(&r, "-n %d {stage2} --steps 6 --quiet --json %s", N, json);
+    cr_assert_eq(r.exit_code, 0, "stage2 failed (exit %d): %s", r.exit_code, r.err);
+    cJSON *j = zl_load_json(json);
+    for (int i = 0; i < N; i++) {
+        cJSON *rk = cJSON_GetArrayItem(zl_get(j, "ranks"), i);
+        cr_expect_eq(zl_num(rk, "clocks.period_ms"), 20);
+        double n = zl_num(rk, "clocks.readings");
+        char tag[32];
+        snprintf(tag, sizeof tag, "rank %d: ", i);
+        const char *line = strstr(r.out, tag);
+        cr_assert_not_null(line, "no '%s' line in:\n%s", tag, r.out);
+        const char *sm = strstr(line, " | SM ");
+        if (!zl_build_is_cuda()) {
+            cr_expect_eq(n, 0, "the CPU backend read %g clocks", n);
+            cr_expect_str_eq(zl_get(rk, "clocks.why")->valuestring, "the CPU backend has no GPU clocks");
+            cr_expect(!sm || sm > strchr(line, '\n'), "a clock printed on CPU: %.200s", line);
+            continue;
+        }
+        cr_assert_geq(n, 1, "rank %d: %g readings (%s)", i, n,
+                      zl_get(rk, "clocks.why") ? zl_get(rk, "clocks.why")->valuestring : "");
+        double lo = zl_num(rk, "clocks.sm_mhz_min"), med = zl_num(rk, "clocks.sm_mhz_median");
+        double hi = zl_num(rk, "clocks.sm_mhz_max"), limit = zl_num(rk, "clocks.power_limit_w");
+        double smi_max = 0, smi_limit = 0;
+        cr_assert(nvidia_smi_limits(zl_get(rk, "pci_bus_id")->valuestring, &smi_max, &smi_limit),
+                  "nvidia-smi lists no GPU at %s", zl_get(rk, "pci_bus_id")->valuestring);
+        cr_expect(lo > 0 && lo <= med && med <= hi && hi <= smi_max, "SM clock %g..%g..%g MHz, nvidia-smi max %g", lo,
+                  med, hi, smi_max);
+        cr_expect(fabs(limit - smi_limit) <= 1, "power limit %g W, nvidia-smi %g W", limit, smi_limit);
+        cr_expect(zl_num(rk, "clocks.power_w_median") > 0);
+        const char *shares[] = {"clocks.power_cap_fraction", "clocks.thermal_slowdown_fraction",
+                                "clocks.hw_slowdown_fraction"};
+        for (int k = 0; k < 3; k++) cr_expect(zl_num(rk, shares[k]) >= 0 && zl_num(rk, shares[k]) <= 1, "%s", shares[k]);
+        double printed = 0;
+        cr_assert(sm && sscanf(sm, " | SM %lf MHz median", &printed) == 1, "no clock in: %.300s", line);
+        cr_expect(fabs(printed - med) <= 0.5, "printed %g MHz, JSON %g", printed, med);
+    }
+    cJSON_Delete(j);
+    unlink(json);
+}
+
 /* The printed "over ranks" line names the least and the most exposed communication of the
  * ranks, which ranks they are and their compute busy time: the JSON's per-rank figures, at the
  * report's 3 decimals.
@@ -443,6 +512,7 @@ static void check_exposed_over_ranks(int N) {
 }
 
 Test(timeline, exposed_over_ranks_N1) { check_exposed_over_ranks(1); }
+Test(clocks, read_through_the_timed_steps_N2) { check_clocks(2); }
 Test(timeline, exposed_over_ranks_N3) { check_exposed_over_ranks(3); }
 
 Test(trace, agrees_with_report_stage0_N2) { check_trace_against_report(0, ""); }

@@ -72,6 +72,11 @@ const char *zl_backend_name(void) { return "cpu"; }
 const char *zl_backend_device_name(void) { return "host"; }
 const char *zl_backend_device_pci_bus_id(void) { return "cpu"; }
 const char *zl_backend_nccl_version(void) { return NULL; }
+int zl_backend_clock_read(zl_clock_reading *r, char *why, size_t n) {
+    (void)r;
+    snprintf(why, n, "the CPU backend has no GPU clocks");
+    return -1;
+}
 void zl_backend_abort(void) {}
 int zl_backend_async_error(char *msg, size_t n) {
     (void)msg, (void)n;

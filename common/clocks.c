@@ -1,0 +1,102 @@
+/* clocks.c — the clock-reading thread and the summary of its readings (clocks.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "clocks.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util.h" /* zl_median, zl_fatal */
+
+/* At 20 ms, 2^20 readings are 5.8 hours; a longer run is summarized over its first 5.8 hours. */
+#define MAX_READINGS (1 << 20)
+
+static struct {
+    pthread_t thread;
+    atomic_int started, stop;
+    int thread_running;
+    zl_clock_reading *r; /* [cap], n of them read */
+    int n, cap;
+    char why[160]; /* the first failed reading's reason */
+} g;
+
+zl_clock_summary zl_clock_summarize(const zl_clock_reading *r, int n) {
+    zl_clock_summary s = {.readings = n};
+    double *v = malloc((size_t)n * sizeof *v);
+    if (!v) zl_fatal("out of host memory summarizing %d clock readings", n);
+    s.sm_mhz_min = s.sm_mhz_max = r[0].sm_mhz;
+    int cap = 0, thermal = 0, hw = 0;
+    for (int i = 0; i < n; i++) {
+        v[i] = r[i].sm_mhz;
+        if (r[i].sm_mhz < s.sm_mhz_min) s.sm_mhz_min = r[i].sm_mhz;
+        if (r[i].sm_mhz > s.sm_mhz_max) s.sm_mhz_max = r[i].sm_mhz;
+        if (r[i].temp_c > s.temp_c_max) s.temp_c_max = r[i].temp_c;
+        cap += (r[i].reasons & ZL_CLOCK_POWER_CAP) != 0;
+        thermal += (r[i].reasons & ZL_CLOCK_THERMAL) != 0;
+        hw += (r[i].reasons & ZL_CLOCK_HW_SLOWDOWN) != 0;
+    }
+    s.sm_mhz_median = zl_median(v, (size_t)n);
+    for (int i = 0; i < n; i++) v[i] = r[i].power_w;
+    s.power_w_median = zl_median(v, (size_t)n);
+    s.power_limit_w = r[n - 1].power_limit_w; /* the limit in force at the end */
+    s.power_cap = (double)cap / n, s.thermal = (double)thermal / n, s.hw_slowdown = (double)hw / n;
+    free(v);
+    return s;
+}
+
+/* One reading into g.r, grown as needed; 0 when it failed (g.why says why) or the cap is hit. */
+static int read_one(void) {
+    if (g.n == g.cap) {
+        if (g.cap == MAX_READINGS) return 0;
+        int cap = g.cap ? 2 * g.cap : 4096;
+        zl_clock_reading *r = realloc(g.r, (size_t)cap * sizeof *r);
+        if (!r) return snprintf(g.why, sizeof g.why, "out of host memory for clock readings"), 0;
+        g.r = r, g.cap = cap;
+    }
+    if (zl_backend_clock_read(&g.r[g.n], g.why, sizeof g.why)) return 0;
+    g.n++;
+    return 1;
+}
+
+/* Every period until told to stop (zl_clocks_start took the first reading). Nothing is read
+ * after the stop: the GPU is idle then, and its clock climbs back to the highest. */
+static void *reader(void *arg) {
+    (void)arg;
+    const struct timespec period = {0, ZL_CLOCK_PERIOD_MS * 1000000L};
+    for (;;) {
+        nanosleep(&period, NULL);
+        if (atomic_load(&g.stop) || !read_one()) return NULL;
+    }
+}
+
+void zl_clocks_start(void) {
+    if (atomic_exchange(&g.started, 1)) return;
+    g.n = 0, g.cap = 0, g.r = NULL;
+    atomic_store(&g.stop, 0);
+    /* The first reading here, between two steps: opening NVML takes milliseconds of a core the
+     * rank's launches may need, so it must not fall inside a timed step. */
+    g.thread_running = read_one() && !pthread_create(&g.thread, NULL, reader, NULL);
+    if (g.n > 0 && !g.thread_running) zl_fatal("cannot start the clock-reading thread");
+}
+
+void zl_clocks_end(void) {
+    if (!atomic_load(&g.started) || atomic_exchange(&g.stop, 1)) return;
+    if (g.thread_running) pthread_join(g.thread, NULL);
+}
+
+zl_clock_summary zl_clocks_summary(void) {
+    zl_clock_summary s = {0};
+    if (!atomic_load(&g.started)) {
+        snprintf(s.why, sizeof s.why, "read from the end of step 1: a run of one step has none");
+        return s;
+    }
+    zl_clocks_end();
+    if (g.n > 0) s = zl_clock_summarize(g.r, g.n);
+    snprintf(s.why, sizeof s.why, "%s", g.n > 0 ? "" : g.why);
+    free(g.r), g.r = NULL;
+    atomic_store(&g.started, 0);
+    return s;
+}

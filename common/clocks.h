@@ -1,0 +1,40 @@
+/* clocks.h — what each rank's GPU ran at through the timed steps.
+ *
+ * A host thread reads the device's SM clock, power and clock-event reasons (backend.h) every
+ * ZL_CLOCK_PERIOD_MS from the end of step 1 to the report. A busy H100 or H200 on lab-1b runs
+ * at its power limit, its SM clock well under the highest (results/gpu/speed/clocks-h200/),
+ * and its GEMMs with it: the report prints each rank's median clock beside its throughput, so a
+ * number from one machine is read with the clock it was measured at, and the rank the others
+ * wait for shows as the one with the slowest clock. Reading costs nothing the GPU sees. */
+#ifndef ZL_CLOCKS_H
+#define ZL_CLOCKS_H
+
+#include "../kernels/backend.h" /* zl_clock_reading, zl_backend_clock_read */
+
+#define ZL_CLOCK_PERIOD_MS 20
+
+/* Clock-event bits (NVML's nvmlClocksEventReason*), grouped as the report prints them. */
+#define ZL_CLOCK_POWER_CAP 0x4ull           /* SW power cap: the board is at its power limit */
+#define ZL_CLOCK_THERMAL (0x20ull | 0x40ull) /* SW and HW thermal slowdown */
+#define ZL_CLOCK_HW_SLOWDOWN (0x8ull | 0x80ull) /* HW slowdown, HW power brake */
+
+typedef struct {
+    int readings; /* readings taken; 0 when none could be (why says why) */
+    double sm_mhz_median, sm_mhz_min, sm_mhz_max;
+    double power_w_median, power_limit_w, temp_c_max;
+    double power_cap, thermal, hw_slowdown; /* fraction of the readings with each reason */
+    char why[160];
+} zl_clock_summary;
+
+/* The summary of n readings (n > 0): medians, extremes, and how often each reason was set. */
+zl_clock_summary zl_clock_summarize(const zl_clock_reading *r, int n);
+
+/* Start reading (at the end of step 1), end it (at the end of the last step: what follows —
+ * the final gather, param_hash — leaves the GPU idle and is not training), then summarize (the
+ * report; it ends the reading first where training stopped early). Without a start: readings 0
+ * and why. */
+void zl_clocks_start(void);
+void zl_clocks_end(void);
+zl_clock_summary zl_clocks_summary(void);
+
+#endif
