@@ -20,7 +20,7 @@ static struct {
     int thread_running;
     zl_clock_reading *r; /* [cap], n of them read */
     int n, cap;
-    char why[160]; /* the first failed reading's reason */
+    char why[160]; /* why reading stopped before it was told to ("" if it did not) */
 } g;
 
 zl_clock_summary zl_clock_summarize(const zl_clock_reading *r, int n) {
@@ -50,7 +50,7 @@ zl_clock_summary zl_clock_summarize(const zl_clock_reading *r, int n) {
 /* One reading into g.r, grown as needed; 0 when it failed (g.why says why) or the cap is hit. */
 static int read_one(void) {
     if (g.n == g.cap) {
-        if (g.cap == MAX_READINGS) return 0;
+        if (g.cap == MAX_READINGS) return snprintf(g.why, sizeof g.why, "the first %d readings kept", g.cap), 0;
         int cap = g.cap ? 2 * g.cap : 4096;
         zl_clock_reading *r = realloc(g.r, (size_t)cap * sizeof *r);
         if (!r) return snprintf(g.why, sizeof g.why, "out of host memory for clock readings"), 0;
@@ -74,7 +74,7 @@ static void *reader(void *arg) {
 
 void zl_clocks_start(void) {
     if (atomic_exchange(&g.started, 1)) return;
-    g.n = 0, g.cap = 0, g.r = NULL;
+    g.n = 0, g.cap = 0, g.r = NULL, g.why[0] = '\0';
     atomic_store(&g.stop, 0);
     /* The first reading here, between two steps: opening NVML takes milliseconds of a core the
      * rank's launches may need, so it must not fall inside a timed step. */
@@ -95,7 +95,7 @@ zl_clock_summary zl_clocks_summary(void) {
     }
     zl_clocks_end();
     if (g.n > 0) s = zl_clock_summarize(g.r, g.n);
-    snprintf(s.why, sizeof s.why, "%s", g.n > 0 ? "" : g.why);
+    snprintf(s.why, sizeof s.why, "%s", g.why); /* with readings: why they stopped before the last step */
     free(g.r), g.r = NULL;
     atomic_store(&g.started, 0);
     return s;

@@ -23,7 +23,7 @@ typedef struct {
     double sm_mhz_median, sm_mhz_min, sm_mhz_max;
     double power_w_median, power_limit_w, temp_c_max;
     double power_cap, thermal, hw_slowdown; /* fraction of the readings with each reason */
-    char why[160];
+    char why[160]; /* no readings: why; with readings: why they stopped early ("" if they did not) */
 } zl_clock_summary;
 
 /* The summary of n readings (n > 0): medians, extremes, and how often each reason was set. */

@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "clocks.h" /* each rank's GPU clocks through the timed steps */
 #include "comm.h"
 #include "offload.h"
-#include "clocks.h"
 #include "outputs.h"
 #include "preflight.h" /* zl_preflight_last: what the preflight compared */
 #include "throughput.h"
@@ -401,7 +401,7 @@ static void print_check(const check_result *c, int enforced) {
 /* One rank's host and device, gathered to rank 0 as bytes. */
 typedef struct {
     char hostname[256], device[256], pci_bus_id[64];
-    char clocks_why[160]; /* why no clock was read ("" when some were) */
+    char clocks_why[160]; /* why no clock was read, or why reading stopped early ("" if it did not) */
 } rank_identity;
 
 static void identify(rank_identity *id, const zl_clock_summary *clk) {
@@ -469,6 +469,7 @@ static void print_clocks(const rank_summary *s, const char *why) {
            s->clock_readings);
     if (s->clock_thermal > 0) printf(", thermal slowdown %.0f%%", 100 * s->clock_thermal);
     if (s->clock_hw_slowdown > 0) printf(", HW slowdown %.0f%%", 100 * s->clock_hw_slowdown);
+    if (*why) printf(" (reading stopped early: %s)", why);
 }
 
 static void print_who(const zl_report *r, const rank_summary *all, const rank_identity *ids, const char *mpi_lib) {
@@ -674,10 +675,8 @@ static cJSON *json_clocks(const rank_summary *s, const rank_identity *id) {
     cJSON *c = cJSON_CreateObject();
     add_number(c, "readings", s->clock_readings);
     add_number(c, "period_ms", ZL_CLOCK_PERIOD_MS);
-    if (s->clock_readings == 0) {
-        cJSON_AddStringToObject(c, "why", id->clocks_why);
-        return c;
-    }
+    if (id->clocks_why[0]) cJSON_AddStringToObject(c, "why", id->clocks_why); /* none, or why they stopped early */
+    if (s->clock_readings == 0) return c;
     add_number(c, "sm_mhz_median", s->clock_sm_median);
     add_number(c, "sm_mhz_min", s->clock_sm_min);
     add_number(c, "sm_mhz_max", s->clock_sm_max);
