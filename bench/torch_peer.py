@@ -17,7 +17,8 @@ for compute; ShardedGradScaler scales the loss. The data are random on the GPU w
 distribution (x ~ N(0, 1/3), t_j = x_j + relu(x_{j+1})/2 - x_{j+2}/4), not its bits.
 
     python3 -m torch.distributed.run --nproc_per_node 2 bench/torch_peer.py --stage 2 --preset lab-1b
-prints one line: peer: stage= world= ms= tflops= peak= used= loss= (TFLOP/s = 6·Ψ·rows/step).
+prints one line: peer: stage= world= ms= tflops= peak= used= loss= sm_mhz= (TFLOP/s = 6·Ψ·rows/step;
+sm_mhz: rank 0's median SM clock through the timed steps, nvml_clocks.py).
 Without a GPU it runs on CPU ranks over gloo (tiny shapes only: a check of the code paths).
 """
 import argparse
@@ -30,6 +31,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+
+from nvml_clocks import Clocks  # this directory: the GPU's clocks through the timed steps
 
 PRESETS = {"tiny": (2, 32, 4, 10), "lab-1b": (8, 4096, 8192, 10), "fill": (14, 8192, 1024, 10)}  # L, D, B, steps
 
@@ -188,6 +191,15 @@ def parse():
     return a
 
 
+def bus_id(device):
+    """The GPU's PCI bus id as NVML takes it ("" where this torch does not say: NVML then refuses)."""
+    p = torch.cuda.get_device_properties(device)
+    try:
+        return "%08x:%02x:%02x.0" % (p.pci_domain_id, p.pci_bus_id, p.pci_device_id)
+    except AttributeError:
+        return ""
+
+
 def main():
     a = parse()
     cuda = torch.cuda.is_available()
@@ -225,11 +237,17 @@ def main():
         else:
             marks[i] = time.perf_counter()
 
+    clocks = Clocks(bus_id(device)) if cuda else None
+    if clocks:
+        clocks.start()
     mark(0)
     for i in range(timed):
         losses.append(train_step(model, opt, scaler, gen, a.batch, a.dim, device))
         mark(i + 1)
     sync()
+    if clocks:
+        clocks.stop()
+    clk = clocks.summary() if clocks else {"readings": 0, "why": "no GPU"}
     step_ms = [marks[i].elapsed_time(marks[i + 1]) if cuda else (marks[i + 1] - marks[i]) * 1e3 for i in range(timed)]
     ms = sum(step_ms) / timed
     ms_median = statistics.median(step_ms)
@@ -243,10 +261,11 @@ def main():
                ms_median=ms_median, step_ms=step_ms,
                tflops=tflops, peak=peak, used=total - free, loss_first=losses[0].item(), loss=losses[-1].item(),
                loss_scale=SCALE.scale if scaler is None else scaler.get_scale(), torch=torch.__version__,
-               device=torch.cuda.get_device_name(device) if cuda else "cpu")
+               device=torch.cuda.get_device_name(device) if cuda else "cpu", clocks=clk)
     if rank == 0:
-        print("peer: stage=%d world=%d impl=%s ms=%.3f ms_median=%.3f tflops=%.4g peak=%d used=%d loss=%.6f"
-              % (a.stage, world, out["impl"], ms, ms_median, tflops, peak, out["used"], out["loss"]), flush=True)
+        print("peer: stage=%d world=%d impl=%s ms=%.3f ms_median=%.3f tflops=%.4g peak=%d used=%d loss=%.6f sm_mhz=%s"
+              % (a.stage, world, out["impl"], ms, ms_median, tflops, peak, out["used"], out["loss"],
+                 "%.0f" % clk["sm_mhz_median"] if clk["readings"] else "none"), flush=True)
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(out, f, indent=1)

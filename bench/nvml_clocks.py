@@ -1,0 +1,92 @@
+"""nvml_clocks.py — a GPU's SM clock, power and power-cap share through a timed stretch, for the
+PyTorch peer (torch_peer.py), read as zerolab's report reads them (common/clocks.h): NVML every
+20 ms on a thread, from libnvidia-ml.so.1 through ctypes (no pynvml needed).
+
+A busy H100 or H200 on lab-1b runs at its power limit with its SM clock well under the highest,
+so the two sides of a comparison are read beside the clock each ran at.
+
+    c = Clocks("00000000:19:00.0")   # the GPU's PCI bus id; nothing read yet
+    c.start(); ...timed steps...; c.stop()
+    c.summary()  # {"readings": n, "sm_mhz_median": ..., ...} or {"readings": 0, "why": "..."}
+"""
+import ctypes
+import statistics
+import threading
+
+PERIOD_S = 0.020
+NVML_CLOCK_SM = 1
+POWER_CAP = 0x4  # nvmlClocksEventReasonSwPowerCap
+
+
+class Clocks:
+    def __init__(self, pci_bus_id):
+        self.readings, self.why = [], ""  # (sm MHz, power W, limit W, reasons)
+        self._stop, self._thread = threading.Event(), None
+        try:
+            nvml = ctypes.CDLL("libnvidia-ml.so.1")
+            self._check(nvml.nvmlInit_v2(), nvml)
+            self._dev = ctypes.c_void_p()
+            self._check(nvml.nvmlDeviceGetHandleByPciBusId_v2(pci_bus_id.encode(), ctypes.byref(self._dev)), nvml)
+            self._reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+                nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+            self._nvml = nvml
+        except (OSError, AttributeError, RuntimeError) as e:
+            self._nvml, self.why = None, "NVML: %s" % e
+
+    @staticmethod
+    def _check(rc, nvml):
+        if rc != 0:
+            nvml.nvmlErrorString.restype = ctypes.c_char_p
+            raise RuntimeError(nvml.nvmlErrorString(rc).decode())
+
+    def _read(self):
+        mhz, mw, limit, reasons = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong()
+        n = self._nvml
+        for rc in (n.nvmlDeviceGetClockInfo(self._dev, NVML_CLOCK_SM, ctypes.byref(mhz)),
+                   n.nvmlDeviceGetPowerUsage(self._dev, ctypes.byref(mw)),
+                   n.nvmlDeviceGetEnforcedPowerLimit(self._dev, ctypes.byref(limit)),
+                   self._reasons(self._dev, ctypes.byref(reasons))):
+            if rc != 0:
+                self.why = "NVML error %d while reading" % rc
+                return False
+        self.readings.append((mhz.value, mw.value / 1e3, limit.value / 1e3, reasons.value))
+        return True
+
+    def _loop(self):
+        while not self._stop.wait(PERIOD_S) and self._read():
+            pass
+
+    def start(self):
+        """The first reading now (outside the timed work), then every 20 ms on a thread."""
+        if self._nvml is not None and self._read():
+            self._thread = threading.Thread(target=self._loop, daemon=True)
+            self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+
+    def summary(self):
+        """The readings' medians and power-cap share, zerolab's JSON `clocks` keys."""
+        if not self.readings:
+            return {"readings": 0, "why": self.why or "not started"}
+        return summarize(self.readings)
+
+
+def summarize(readings):
+    sm = [r[0] for r in readings]
+    return {"readings": len(readings), "period_ms": PERIOD_S * 1e3, "sm_mhz_median": statistics.median(sm),
+            "sm_mhz_min": min(sm), "sm_mhz_max": max(sm),
+            "power_w_median": statistics.median(r[1] for r in readings), "power_limit_w": readings[-1][2],
+            "power_cap_fraction": sum(1 for r in readings if r[3] & POWER_CAP) / len(readings)}
+
+
+if __name__ == "__main__":  # a check without a GPU: the summary by hand, and NVML's absence said
+    s = summarize([(1980, 120.0, 700.0, 0x1), (1440, 690.0, 700.0, 0x4), (1230, 699.0, 700.0, 0x24),
+                   (1410, 688.0, 700.0, 0x80), (1470, 650.0, 650.0, 0x48)])
+    assert (s["sm_mhz_median"], s["sm_mhz_min"], s["sm_mhz_max"]) == (1440, 1230, 1980), s
+    assert (s["power_w_median"], s["power_limit_w"], s["power_cap_fraction"]) == (688.0, 650.0, 0.4), s
+    c = Clocks("00000000:00:00.0")
+    c.start(), c.stop()
+    print("nvml_clocks: summary ok;", c.summary())
