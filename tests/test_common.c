@@ -2,11 +2,13 @@
  * formulas (against hand-computed numbers and the paper's Table 1), the tracked
  * allocator and the argument parser. References are computed independently here:
  * brute-force loops and numbers worked out by hand, never the function under test. */
+#define _POSIX_C_SOURCE 200809L /* setenv, nanosleep: the clock-reader test */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/alloc.h"
 #include "common/clocks.h"
@@ -674,4 +676,35 @@ Test(clocks, cpu_backend_has_none_and_says_so) {
     zl_clock_summary s = zl_clocks_summary();
     cr_expect_eq(s.readings, 0);
     cr_expect_str_eq(s.why, "the CPU backend has no GPU clocks");
+}
+
+/* The reader thread on the CPU backend's test sequence (ZL_TEST_CLOCKS=1: reading k has SM
+ * 1400 + 15·(k mod 5) MHz, 690 W of 700, the power cap on even k): about 120 ms at one reading
+ * per 20 ms, then the summary against the same sequence's n readings worked out here. */
+Test(clocks, the_reader_thread_on_a_known_sequence) {
+    setenv("ZL_TEST_CLOCKS", "1", 1);
+    zl_clocks_start();
+    nanosleep(&(struct timespec){0, 120 * 1000000L}, NULL);
+    zl_clocks_end();
+    zl_clocks_end(); /* a second end is nothing */
+    zl_clock_summary s = zl_clocks_summary();
+    unsetenv("ZL_TEST_CLOCKS");
+    int n = s.readings;
+    cr_assert(n >= 3 && n <= 8, "%d readings in 120 ms at one per %d ms", n, ZL_CLOCK_PERIOD_MS);
+    double sm[8];
+    int capped = 0;
+    for (int k = 0; k < n; k++) sm[k] = 1400 + 15 * (k % 5), capped += k % 2 == 0;
+    for (int i = 0; i < n; i++) /* insertion sort: the reference median, not zl_median */
+        for (int j = i; j > 0 && sm[j - 1] > sm[j]; j--) {
+            double t = sm[j];
+            sm[j] = sm[j - 1], sm[j - 1] = t;
+        }
+    double median = n % 2 ? sm[n / 2] : (sm[n / 2 - 1] + sm[n / 2]) / 2;
+    cr_expect_eq(s.sm_mhz_median, median, "n = %d: median %g, expected %g", n, s.sm_mhz_median, median);
+    cr_expect_eq(s.sm_mhz_min, sm[0]);
+    cr_expect_eq(s.sm_mhz_max, sm[n - 1]);
+    cr_expect_eq(s.power_w_median, 690);
+    cr_expect_eq(s.power_limit_w, 700);
+    cr_expect_float_eq(s.power_cap, (double)capped / n, 1e-15);
+    cr_expect_str_eq(s.why, "", "reading stopped early: %s", s.why);
 }

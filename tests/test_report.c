@@ -513,6 +513,44 @@ static void check_exposed_over_ranks(int N) {
 
 Test(timeline, exposed_over_ranks_N1) { check_exposed_over_ranks(1); }
 Test(clocks, read_through_the_timed_steps_N2) { check_clocks(2); }
+
+/* The same path on the CPU backend, fed its test sequence (ZL_TEST_CLOCKS=1: reading k has SM
+ * 1400 + 15·(k mod 5) MHz, 690 W of 700, the power cap on even k): each rank's readings reach
+ * the JSON and its "rank r:" line, the printed median is the JSON's, every figure is one the
+ * sequence holds, and the power-cap share is that of the first n readings: ceil(n/2) of n. */
+Test(clocks, a_known_sequence_reaches_the_report_N2) {
+    if (zl_build_is_cuda()) cr_skip_test("the test sequence is the CPU backend's");
+    if (zl_max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    char json[128];
+    snprintf(json, sizeof json, "/tmp/zl_clocks_seq_%d.json", getpid());
+    setenv("ZL_TEST_CLOCKS", "1", 1);
+    zl_run_result r; /* the demo model: steps 2 and 3 take long enough for several readings */
+    zl_run(&r, "-n 2 {stage2} --preset demo --steps 3 --quiet --json %s", json);
+    unsetenv("ZL_TEST_CLOCKS");
+    cr_assert_eq(r.exit_code, 0, "stage2 failed (exit %d): %s", r.exit_code, r.err);
+    cJSON *j = zl_load_json(json);
+    for (int i = 0; i < 2; i++) {
+        cJSON *rk = cJSON_GetArrayItem(zl_get(j, "ranks"), i);
+        double n = zl_num(rk, "clocks.readings"), med = zl_num(rk, "clocks.sm_mhz_median");
+        cr_assert_geq(n, 2, "rank %d: %g readings", i, n);
+        cr_expect(zl_num(rk, "clocks.sm_mhz_min") >= 1400 && zl_num(rk, "clocks.sm_mhz_max") <= 1460 && med >= 1400 &&
+                      med <= 1460, "rank %d: SM %g MHz outside the sequence", i, med);
+        cr_expect_eq(zl_num(rk, "clocks.power_w_median"), 690);
+        cr_expect_eq(zl_num(rk, "clocks.power_limit_w"), 700);
+        cr_expect_float_eq(zl_num(rk, "clocks.power_cap_fraction"), ceil(n / 2) / n, 1e-12, "rank %d, %g readings", i, n);
+        char tag[32];
+        snprintf(tag, sizeof tag, "rank %d: ", i);
+        const char *line = strstr(r.out, tag), *sm = line ? strstr(line, " | SM ") : NULL;
+        double printed = 0, pn = 0;
+        cr_assert(sm && sscanf(sm, " | SM %lf MHz median", &printed) == 1, "no clock on rank %d's line:\n%s", i, r.out);
+        cr_expect(fabs(printed - med) <= 0.5, "rank %d: printed %g MHz, JSON %g", i, printed, med);
+        const char *of = strstr(sm, "% of ");
+        cr_assert(of && sscanf(of, "%% of %lf readings", &pn) == 1, "%.200s", sm);
+        cr_expect_eq(pn, n, "rank %d: %g readings printed, %g in the JSON", i, pn, n);
+    }
+    cJSON_Delete(j);
+    unlink(json);
+}
 Test(timeline, exposed_over_ranks_N3) { check_exposed_over_ranks(3); }
 
 Test(trace, agrees_with_report_stage0_N2) { check_trace_against_report(0, ""); }
