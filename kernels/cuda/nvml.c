@@ -3,7 +3,7 @@
  *
  * NVML is the driver's library (libnvidia-ml.so.1); its header is not in every CUDA toolkit,
  * and a machine without the driver has no GPU to read. So the library is opened at run time
- * and the six calls used here are declared below, from NVML's documented, stable C API. */
+ * and the eight calls used here are declared below, from NVML's documented, stable C API. */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <stdio.h>
