@@ -420,6 +420,26 @@ static int nvidia_smi_limits(const char *bus, double *max_sm_mhz, double *power_
     return found;
 }
 
+/* Rank `rank`'s "rank r:" line of the report in out (asserted present). */
+static const char *rank_line(const char *out, int rank) {
+    char tag[32];
+    snprintf(tag, sizeof tag, "rank %d: ", rank);
+    const char *line = strstr(out, tag);
+    cr_assert_not_null(line, "no '%s' line in:\n%s", tag, out);
+    return line;
+}
+
+/* The clock a rank line prints is the JSON's: its median SM clock (printed to the MHz) and its
+ * number of readings. */
+static void expect_printed_clock(const char *line, int rank, double median, double readings) {
+    const char *sm = strstr(line, " | SM "), *of = sm ? strstr(sm, "% of ") : NULL;
+    double printed = 0, printed_n = 0;
+    cr_assert(sm && sscanf(sm, " | SM %lf MHz median", &printed) == 1, "no clock on rank %d's line: %.300s", rank, line);
+    cr_expect(fabs(printed - median) <= 0.5, "rank %d: printed %g MHz, JSON %g", rank, printed, median);
+    cr_assert(of && sscanf(of, "%% of %lf readings", &printed_n) == 1, "%.200s", sm);
+    cr_expect_eq(printed_n, readings, "rank %d: %g readings printed, %g in the JSON", rank, printed_n, readings);
+}
+
 /* Each rank's GPU clocks through the timed steps (JSON `clocks`, the "rank r:" lines). On CPU:
  * no readings, the backend's reason, nothing printed. On a GPU: readings taken (at least the
  * one at the end of step 1), the SM clock inside what nvidia-smi gives as the GPU's range, the power
@@ -436,11 +456,7 @@ static void check_clocks(int N) {
         cJSON *rk = cJSON_GetArrayItem(zl_get(j, "ranks"), i);
         cr_expect_eq(zl_num(rk, "clocks.period_ms"), 20);
         double n = zl_num(rk, "clocks.readings");
-        char tag[32];
-        snprintf(tag, sizeof tag, "rank %d: ", i);
-        const char *line = strstr(r.out, tag);
-        cr_assert_not_null(line, "no '%s' line in:\n%s", tag, r.out);
-        const char *sm = strstr(line, " | SM ");
+        const char *line = rank_line(r.out, i), *sm = strstr(line, " | SM ");
         if (!zl_build_is_cuda()) {
             cr_expect_eq(n, 0, "the CPU backend read %g clocks", n);
             cr_expect_str_eq(zl_get(rk, "clocks.why")->valuestring, "the CPU backend has no GPU clocks");
@@ -461,9 +477,7 @@ static void check_clocks(int N) {
         const char *shares[] = {"clocks.power_cap_fraction", "clocks.thermal_slowdown_fraction",
                                 "clocks.hw_slowdown_fraction"};
         for (int k = 0; k < 3; k++) cr_expect(zl_num(rk, shares[k]) >= 0 && zl_num(rk, shares[k]) <= 1, "%s", shares[k]);
-        double printed = 0;
-        cr_assert(sm && sscanf(sm, " | SM %lf MHz median", &printed) == 1, "no clock in: %.300s", line);
-        cr_expect(fabs(printed - med) <= 0.5, "printed %g MHz, JSON %g", printed, med);
+        expect_printed_clock(line, i, med, n);
     }
     cJSON_Delete(j);
     unlink(json);
@@ -538,15 +552,7 @@ Test(clocks, a_known_sequence_reaches_the_report_N2) {
         cr_expect_eq(zl_num(rk, "clocks.power_w_median"), 690);
         cr_expect_eq(zl_num(rk, "clocks.power_limit_w"), 700);
         cr_expect_float_eq(zl_num(rk, "clocks.power_cap_fraction"), ceil(n / 2) / n, 1e-12, "rank %d, %g readings", i, n);
-        char tag[32];
-        snprintf(tag, sizeof tag, "rank %d: ", i);
-        const char *line = strstr(r.out, tag), *sm = line ? strstr(line, " | SM ") : NULL;
-        double printed = 0, pn = 0;
-        cr_assert(sm && sscanf(sm, " | SM %lf MHz median", &printed) == 1, "no clock on rank %d's line:\n%s", i, r.out);
-        cr_expect(fabs(printed - med) <= 0.5, "rank %d: printed %g MHz, JSON %g", i, printed, med);
-        const char *of = strstr(sm, "% of ");
-        cr_assert(of && sscanf(of, "%% of %lf readings", &pn) == 1, "%.200s", sm);
-        cr_expect_eq(pn, n, "rank %d: %g readings printed, %g in the JSON", i, pn, n);
+        expect_printed_clock(rank_line(r.out, i), i, med, n);
     }
     cJSON_Delete(j);
     unlink(json);
