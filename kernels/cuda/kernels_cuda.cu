@@ -364,8 +364,10 @@ static cublasStatus_t launch(const gemm_plan *p, const gemm_args *g, const cubla
  * on lab-1b, where the best candidate is 1–8 % faster by bench_gemm_tune's best times, taking
  * any faster one made the step's mean 1.4–2.9 % slower (H200, 2026-11-26; with the margin no
  * lab-1b configuration switches and the means still differ by ~2 %, in late steps: the effect
- * may be the GPU's clocks, not the candidates — docs/performance.md). gpt2-1.5b's DGELU
- * product gains 1.64×. */
+ * may be the GPU's clocks, not the candidates — docs/performance.md). Nor does a smaller margin
+ * help: step 1 runs at the boost clock and the steps after it at the power cap, which rank
+ * lab-1b's candidates differently; at 3 % (and 20 launches) the step got 0.1–3 % slower
+ * (4 × H200, 2026-11-27). gpt2-1.5b's DGELU product gains 1.64×. */
 #define ZL_TUNE_MARGIN 0.9f
 /* Equal bits on one set of operands stand for the same order of accumulation only when the
  * output is large: each 16-bit output rounds away most of an fp32 reordering, so over a few
