@@ -176,12 +176,15 @@ const char *zl_host_simd_name(void) {
     return storage_is_bf16() ? "avx2" : "avx2+f16c";
 }
 
+/* ZL_HOST_ADAM_CHUNK-element chunks in n elements (the last may be shorter). */
+static size_t chunk_count(size_t n) { return (n + ZL_HOST_ADAM_CHUNK - 1) / ZL_HOST_ADAM_CHUNK; }
+
 /* No more threads than chunks. A thread without work still joins the team and its closing
  * barrier, and where every core is taken (each rank's team, the ranks' main threads, NCCL's
  * proxies) one descheduled thread holds the call for a scheduler tick: a 4,176-element unit
  * took 4–16 ms with 32 threads a rank (2 ranks, 64-core GPU host), where the update is µs. */
 int zl_host_adam_team(size_t n, int threads) {
-    size_t chunks = (n + ZL_HOST_ADAM_CHUNK - 1) / ZL_HOST_ADAM_CHUNK;
+    size_t chunks = chunk_count(n);
     if (threads < 1) threads = 1;
     int team = chunks < (size_t)threads ? (int)chunks : threads;
     return team > 1 ? team : 1;
@@ -189,7 +192,7 @@ int zl_host_adam_team(size_t n, int threads) {
 
 void zl_host_adam_update_threads(float *master, float *m, float *v, zl_half *param, const zl_half *grad, size_t n,
                                  float grad_mult, int t, zl_adam_hparams hp, int threads) {
-    long chunks = (long)((n + ZL_HOST_ADAM_CHUNK - 1) / ZL_HOST_ADAM_CHUNK);
+    long chunks = (long)chunk_count(n);
     int team = zl_host_adam_team(n, threads);
 #pragma omp parallel for num_threads(team) if (team > 1) schedule(static)
     for (long k = 0; k < chunks; k++) {
