@@ -242,6 +242,7 @@ test-scripts: $(CPU_BINS) build/zerocalc
 	tests/test-slurm.sh
 	tests/test-table2.sh
 	tests/test-gpu-script.sh
+	tests/test-bench-script.sh
 
 # Sources are cited by short title (docs/references.md): no source numbers or machine paths.
 test-words:
