@@ -63,8 +63,6 @@ typedef struct {
     double optimizer_ms, model_comm_busy_ms, copy_busy_ms, exposed_copy_ms, forward_ms; /* per step (trace.h) */
     double phase_ms[ZL_NPHASES]; /* per step: time in each phase's spans (trace.h) */
     double host_adam_bytes, host_threads; /* --offload: bytes host Adam moves per timed step; its OpenMP threads */
-    double clock_readings, clock_sm_median, clock_sm_min, clock_sm_max; /* clocks.h, through steps 2..S */
-    double clock_power_median, clock_power_limit, clock_temp_max, clock_power_cap, clock_thermal, clock_hw_slowdown;
 } rank_summary;
 
 /* TEST ONLY: ZL_TEST_PERTURB_FORMULA=<memory category> adds one byte to that formula, so
@@ -398,15 +396,15 @@ static void print_check(const check_result *c, int enforced) {
 
 /* ---- who ran where ---------------------------------------------------------------- */
 
-/* One rank's host and device, gathered to rank 0 as bytes. */
+/* One rank's host and device, and what the device ran at, gathered to rank 0 as bytes. */
 typedef struct {
     char hostname[256], device[256], pci_bus_id[64];
-    char clocks_why[160]; /* why no clock was read, or why reading stopped early ("" if it did not) */
+    zl_clock_summary clocks; /* through steps 2..S (clocks.h); why none were read, or why they stopped early */
 } rank_identity;
 
 static void identify(rank_identity *id, const zl_clock_summary *clk) {
     memset(id, 0, sizeof *id);
-    snprintf(id->clocks_why, sizeof id->clocks_why, "%s", clk->why);
+    id->clocks = *clk;
     if (gethostname(id->hostname, sizeof id->hostname - 1)) snprintf(id->hostname, sizeof id->hostname, "unknown");
     snprintf(id->device, sizeof id->device, "%s", zl_backend_device_name());
     snprintf(id->pci_bus_id, sizeof id->pci_bus_id, "%s", zl_backend_device_pci_bus_id());
@@ -459,27 +457,26 @@ static const char *first_line(const char *text, char *buf, size_t n) {
 /* One rank's clocks through the timed steps, at the end of its "rank r:" line: the median SM
  * clock and its range, power against the limit, and how often the power cap (or heat) held the
  * clock down. The CPU backend has none to print; a GPU whose clocks could not be read says why. */
-static void print_clocks(const rank_summary *s, const char *why) {
-    if (s->clock_readings == 0) {
-        if (strcmp(zl_backend_name(), "cpu")) printf(" | clocks not read: %s", why);
+static void print_clocks(const zl_clock_summary *c) {
+    if (c->readings == 0) {
+        if (strcmp(zl_backend_name(), "cpu")) printf(" | clocks not read: %s", c->why);
         return;
     }
-    printf(" | SM %.0f MHz median (%.0f-%.0f), %.0f W of %.0f, power cap %.0f%% of %.0f readings", s->clock_sm_median,
-           s->clock_sm_min, s->clock_sm_max, s->clock_power_median, s->clock_power_limit, 100 * s->clock_power_cap,
-           s->clock_readings);
-    if (s->clock_thermal > 0) printf(", thermal slowdown %.0f%%", 100 * s->clock_thermal);
-    if (s->clock_hw_slowdown > 0) printf(", HW slowdown %.0f%%", 100 * s->clock_hw_slowdown);
-    if (*why) printf(" (reading stopped early: %s)", why);
+    printf(" | SM %.0f MHz median (%.0f-%.0f), %.0f W of %.0f, power cap %.0f%% of %d readings", c->sm_mhz_median,
+           c->sm_mhz_min, c->sm_mhz_max, c->power_w_median, c->power_limit_w, 100 * c->power_cap, c->readings);
+    if (c->thermal > 0) printf(", thermal slowdown %.0f%%", 100 * c->thermal);
+    if (c->hw_slowdown > 0) printf(", HW slowdown %.0f%%", 100 * c->hw_slowdown);
+    if (c->why[0]) printf(" (reading stopped early: %s)", c->why);
 }
 
-static void print_who(const zl_report *r, const rank_summary *all, const rank_identity *ids, const char *mpi_lib) {
+static void print_who(const zl_report *r, const rank_identity *ids, const char *mpi_lib) {
     int N = r->rt->world;
     char line[160];
     printf("\nrun: commit %s | %s%s%s\n", ZL_GIT_COMMIT, first_line(mpi_lib, line, sizeof line),
            zl_backend_nccl_version() ? " | " : "", zl_backend_nccl_version() ? zl_backend_nccl_version() : "");
     for (int i = 0; i < N && i < 8; i++) {
         printf("rank %d: host %s | device %s | %s", i, ids[i].hostname, ids[i].device, ids[i].pci_bus_id);
-        print_clocks(&all[i], ids[i].clocks_why);
+        print_clocks(&ids[i].clocks);
         printf("\n");
     }
     if (N > 8) printf("... and %d more ranks (every rank in the JSON)\n", N - 8);
@@ -671,21 +668,21 @@ static cJSON *json_comm(const zl_report *r, const rank_summary *s) {
 }
 
 /* clocks.h's summary: what the GPU ran at through steps 2..S; "why" where nothing was read. */
-static cJSON *json_clocks(const rank_summary *s, const rank_identity *id) {
+static cJSON *json_clocks(const zl_clock_summary *s) {
     cJSON *c = cJSON_CreateObject();
-    add_number(c, "readings", s->clock_readings);
+    add_number(c, "readings", s->readings);
     add_number(c, "period_ms", ZL_CLOCK_PERIOD_MS);
-    if (id->clocks_why[0]) cJSON_AddStringToObject(c, "why", id->clocks_why); /* none, or why they stopped early */
-    if (s->clock_readings == 0) return c;
-    add_number(c, "sm_mhz_median", s->clock_sm_median);
-    add_number(c, "sm_mhz_min", s->clock_sm_min);
-    add_number(c, "sm_mhz_max", s->clock_sm_max);
-    add_number(c, "power_w_median", s->clock_power_median);
-    add_number(c, "power_limit_w", s->clock_power_limit);
-    add_number(c, "temp_c_max", s->clock_temp_max);
-    add_number(c, "power_cap_fraction", s->clock_power_cap);
-    add_number(c, "thermal_slowdown_fraction", s->clock_thermal);
-    add_number(c, "hw_slowdown_fraction", s->clock_hw_slowdown);
+    if (s->why[0]) cJSON_AddStringToObject(c, "why", s->why); /* none, or why they stopped early */
+    if (s->readings == 0) return c;
+    add_number(c, "sm_mhz_median", s->sm_mhz_median);
+    add_number(c, "sm_mhz_min", s->sm_mhz_min);
+    add_number(c, "sm_mhz_max", s->sm_mhz_max);
+    add_number(c, "power_w_median", s->power_w_median);
+    add_number(c, "power_limit_w", s->power_limit_w);
+    add_number(c, "temp_c_max", s->temp_c_max);
+    add_number(c, "power_cap_fraction", s->power_cap);
+    add_number(c, "thermal_slowdown_fraction", s->thermal);
+    add_number(c, "hw_slowdown_fraction", s->hw_slowdown);
     return c;
 }
 
@@ -728,7 +725,7 @@ static cJSON *json_rank(const zl_report *r, const rank_summary *s, const rank_id
     add_number(o, "ms_per_step", s->ms_per_step);
     cJSON_AddItemToObject(o, "step_ms", double_array(step_ms, r->steps));
     cJSON_AddItemToObject(o, "timeline", json_timeline(s));
-    cJSON_AddItemToObject(o, "clocks", json_clocks(s, id));
+    cJSON_AddItemToObject(o, "clocks", json_clocks(&id->clocks));
     if (r->fc.offload) cJSON_AddItemToObject(o, "offload_model", json_offload_model(s, r->fc.early_update));
     return o;
 }
@@ -886,13 +883,6 @@ int zl_report_final(const zl_report *r) {
     return status;
 }
 
-static void add_clocks(rank_summary *s, const zl_clock_summary *c) {
-    s->clock_readings = c->readings, s->clock_sm_median = c->sm_mhz_median;
-    s->clock_sm_min = c->sm_mhz_min, s->clock_sm_max = c->sm_mhz_max;
-    s->clock_power_median = c->power_w_median, s->clock_power_limit = c->power_limit_w, s->clock_temp_max = c->temp_c_max;
-    s->clock_power_cap = c->power_cap, s->clock_thermal = c->thermal, s->clock_hw_slowdown = c->hw_slowdown;
-}
-
 /* Every rank's summary, identity and step times to rank 0 (NULL arrays elsewhere). */
 static gathered gather_all(const zl_report *r, rank_summary *mine, const zl_clock_summary *clk) {
     int N = r->rt->world, root = r->rt->rank == 0, n_steps;
@@ -955,7 +945,6 @@ static int print_and_write(const zl_report *r) {
     zl_clock_summary clk = zl_clocks_summary(); /* what training ran at (steps 2..S) */
     rank_summary mine;
     summarize(r, &mine);
-    add_clocks(&mine, &clk);
     gathered g = gather_all(r, &mine, &clk);
     write_trace(r, &g);
     if (r->rt->rank) return 0;
@@ -1011,7 +1000,7 @@ static int print_and_write(const zl_report *r) {
                          c->clip_grad_norm > 0 ? ", gradient norm clipped" : "");
     print_timeline(all, N);
     if (c->offload) print_offload_model(&all[0], r->fc.early_update);
-    print_who(r, all, g.ids, mpi_lib);
+    print_who(r, g.ids, mpi_lib);
     char hash[24] = "not computed";
     if (!c->no_param_hash) snprintf(hash, sizeof hash, "%016llx", (unsigned long long)r->param_hash);
     printf("\nfinal loss %.6f (first %.6f) | %.3f ms/step (median %.3f) | %.1f samples/s | %.4g TFLOP/s per %s "
