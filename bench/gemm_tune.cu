@@ -42,8 +42,9 @@
  *                              [--rounds N] [--warmup N]
  * One GPU (the first visible), no mpiexec. The defaults take under a second of load, before a
  * busy H100/H200 reaches its power cap; to time at the clock a training step runs at, run one
- * copy per GPU at once with --reps 50 --rounds 6 --warmup 20 (docs/performance.md). Exit: 0 ok · 1 CUDA error · 2 bad input or does not
- * fit · 4 the trainer's path gave other bits than the copied default. */
+ * copy per GPU at once with --reps 50 --rounds 6 --warmup 20 (docs/performance.md).
+ * Exit: 0 ok · 1 CUDA error · 2 bad input or does not fit · 4 the trainer's path gave other bits
+ * than the copied default. */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <float.h>

@@ -1,9 +1,9 @@
 /* clocks.h — what each rank's GPU ran at through the timed steps.
  *
  * A host thread reads the device's SM clock, power and clock-event reasons (backend.h) every
- * ZL_CLOCK_PERIOD_MS from the end of step 1 to the report. A busy H100 or H200 on lab-1b runs
- * at its power limit, its SM clock well under the highest (results/gpu/speed/clocks-h200/),
- * and its GEMMs with it: the report prints each rank's median clock beside its throughput, so a
+ * ZL_CLOCK_PERIOD_MS from the end of step 1 to the end of the last step. A busy H100 or H200 on
+ * lab-1b runs at its power limit, its SM clock well under the highest
+ * (results/gpu/speed/clocks-h200/), and its GEMMs with it: the report prints each rank's median clock beside its throughput, so a
  * number from one machine is read with the clock it was measured at, and the rank the others
  * wait for shows as the one with the slowest clock. Reading costs nothing the GPU sees. */
 #ifndef ZL_CLOCKS_H
