@@ -368,7 +368,7 @@ static cublasStatus_t launch(const gemm_plan *p, const gemm_args *g, const cubla
  * help: step 1 runs at the boost clock and the steps after it at the power cap, which rank
  * lab-1b's candidates differently; at 3 % (and 20 launches) the step got 0.1–3 % slower
  * (4 × H200, 2026-11-27). Nor does timing them later, in the capped steps themselves: the
- * candidates found 1.4–14 % faster a launch made the step 1–2.6 % slower and the clock lower —
+ * candidates found 1.4–14 % faster a launch made the step 0.9–2.6 % slower and the clock lower —
  * under the power cap a GEMM's own time is not the step's (results/gpu/speed/gemm-trial-h200/).
  * gpt2-1.5b's DGELU product gains 1.64×. */
 #define ZL_TUNE_MARGIN 0.9f
