@@ -20,6 +20,7 @@ static struct {
     int thread_running;
     zl_clock_reading *r; /* [cap], n of them read */
     int n, cap;
+    int timed_steps; /* given by zl_clocks_end: the steps the readings span */
     char why[160]; /* why reading stopped before it was told to ("" if it did not) */
 } g;
 
@@ -43,6 +44,7 @@ zl_clock_summary zl_clock_summarize(const zl_clock_reading *r, int n) {
     s.power_w_median = zl_median(v, (size_t)n);
     s.power_limit_w = r[n - 1].power_limit_w; /* the limit in force at the end */
     s.power_cap = (double)cap / n, s.thermal = (double)thermal / n, s.hw_slowdown = (double)hw / n;
+    s.energy_j = r[0].energy_j >= 0 && r[n - 1].energy_j >= r[0].energy_j ? r[n - 1].energy_j - r[0].energy_j : -1.0;
     free(v);
     return s;
 }
@@ -74,7 +76,7 @@ static void *reader(void *arg) {
 
 void zl_clocks_start(void) {
     if (atomic_exchange(&g.started, 1)) return;
-    g.n = 0, g.cap = 0, g.r = NULL, g.why[0] = '\0';
+    g.n = 0, g.cap = 0, g.r = NULL, g.timed_steps = 0, g.why[0] = '\0';
     atomic_store(&g.stop, 0);
     /* The first reading here, between two steps: opening NVML takes milliseconds of a core the
      * rank's launches may need, so it must not fall inside a timed step. */
@@ -82,9 +84,14 @@ void zl_clocks_start(void) {
     if (g.n > 0 && !g.thread_running) zl_fatal("cannot start the clock-reading thread");
 }
 
-void zl_clocks_end(void) {
+void zl_clocks_end(int timed_steps) {
     if (!atomic_load(&g.started) || atomic_exchange(&g.stop, 1)) return;
-    if (g.thread_running) pthread_join(g.thread, NULL);
+    if (g.thread_running) {
+        pthread_join(g.thread, NULL);
+        /* the window's last reading, at its end: the energy counter then covers every timed
+         * step (unless reading had already stopped: then g.why says why, and no steps count) */
+        if (!g.why[0] && read_one()) g.timed_steps = timed_steps;
+    }
 }
 
 zl_clock_summary zl_clocks_summary(void) {
@@ -93,8 +100,8 @@ zl_clock_summary zl_clocks_summary(void) {
         snprintf(s.why, sizeof s.why, "read from the end of step 1: a run of one step has none");
         return s;
     }
-    zl_clocks_end();
-    if (g.n > 0) s = zl_clock_summarize(g.r, g.n);
+    zl_clocks_end(0);
+    if (g.n > 0) s = zl_clock_summarize(g.r, g.n), s.energy_steps = s.energy_j >= 0 ? g.timed_steps : 0;
     snprintf(s.why, sizeof s.why, "%s", g.why); /* with readings: why they stopped before the last step */
     free(g.r), g.r = NULL;
     atomic_store(&g.started, 0);

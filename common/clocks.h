@@ -5,7 +5,9 @@
  * lab-1b runs at its power limit, its SM clock well under the highest
  * (results/gpu/speed/clocks-h200/), and its GEMMs with it: the report prints each rank's median clock beside its throughput, so a
  * number from one machine is read with the clock it was measured at, and the rank the others
- * wait for shows as the one with the slowest clock. Reading costs nothing the GPU sees. */
+ * wait for shows as the one with the slowest clock. At the power cap a step's time is its energy
+ * over the power the cap allows, so the board's energy counter is read too: its rise over the
+ * timed steps is what they cost, measured. Reading costs nothing the GPU sees. */
 #ifndef ZL_CLOCKS_H
 #define ZL_CLOCKS_H
 
@@ -23,18 +25,21 @@ typedef struct {
     double sm_mhz_median, sm_mhz_min, sm_mhz_max;
     double power_w_median, power_limit_w, temp_c_max;
     double power_cap, thermal, hw_slowdown; /* fraction of the readings with each reason */
+    double energy_j;  /* the energy counter's rise from the first reading to the last, J; < 0: none kept */
+    int energy_steps; /* the steps that rise covers: steps 2..S when reading ended with step S; else 0 */
     char why[160]; /* no readings: why; with readings: why they stopped early ("" if they did not) */
 } zl_clock_summary;
 
 /* The summary of n readings (n > 0): medians, extremes, and how often each reason was set. */
 zl_clock_summary zl_clock_summarize(const zl_clock_reading *r, int n);
 
-/* Start reading (at the end of step 1), end it (at the end of the last step: what follows —
- * the final gather, param_hash — leaves the GPU idle and is not training), then summarize (the
- * report; it ends the reading first where training stopped early). Without a start: readings 0
- * and why. */
+/* Start reading (at the end of step 1), end it with one last reading (at the end of the last
+ * step: what follows — the final gather, param_hash — leaves the GPU idle and is not training;
+ * timed_steps, the steps since the start, lets the summary give the energy a step), then
+ * summarize (the report; it ends the reading first, with timed_steps 0, where training stopped
+ * early). Without a start: readings 0 and why. */
 void zl_clocks_start(void);
-void zl_clocks_end(void);
+void zl_clocks_end(int timed_steps);
 zl_clock_summary zl_clocks_summary(void);
 
 #endif

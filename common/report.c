@@ -455,8 +455,9 @@ static const char *first_line(const char *text, char *buf, size_t n) {
 }
 
 /* One rank's clocks through the timed steps, at the end of its "rank r:" line: the median SM
- * clock and its range, power against the limit, and how often the power cap (or heat) held the
- * clock down. The CPU backend has none to print; a GPU whose clocks could not be read says why. */
+ * clock and its range, power against the limit, how often the power cap (or heat) held the
+ * clock down, and the energy a step from the board's counter. The CPU backend has none to
+ * print; a GPU whose clocks could not be read says why. */
 static void print_clocks(const zl_clock_summary *c) {
     if (c->readings == 0) {
         if (strcmp(zl_backend_name(), "cpu")) printf(" | clocks not read: %s", c->why);
@@ -466,6 +467,8 @@ static void print_clocks(const zl_clock_summary *c) {
            c->sm_mhz_min, c->sm_mhz_max, c->power_w_median, c->power_limit_w, 100 * c->power_cap, c->readings);
     if (c->thermal > 0) printf(", thermal slowdown %.0f%%", 100 * c->thermal);
     if (c->hw_slowdown > 0) printf(", HW slowdown %.0f%%", 100 * c->hw_slowdown);
+    if (c->energy_j >= 0 && c->energy_steps > 0) printf(", %.1f J a step", c->energy_j / c->energy_steps);
+    else if (c->energy_j >= 0) printf(", %.1f J over the readings", c->energy_j);
     if (c->why[0]) printf(" (reading stopped early: %s)", c->why);
 }
 
@@ -683,6 +686,12 @@ static cJSON *json_clocks(const zl_clock_summary *s) {
     add_number(c, "power_cap_fraction", s->power_cap);
     add_number(c, "thermal_slowdown_fraction", s->thermal);
     add_number(c, "hw_slowdown_fraction", s->hw_slowdown);
+    if (s->energy_j < 0) return c; /* the device keeps no energy counter */
+    add_number(c, "energy_j", s->energy_j);
+    if (s->energy_steps > 0) {
+        add_number(c, "energy_steps", s->energy_steps);
+        add_number(c, "energy_j_per_step", s->energy_j / s->energy_steps);
+    }
     return c;
 }
 
@@ -868,7 +877,7 @@ void zl_report_step(const zl_runtime *rt, int step, int steps, float loss, float
                     double ms) {
     zl_trace_step_ms(step, ms); /* every rank: the JSON's step_ms */
     if (step == 1 && steps > 1) zl_clocks_start(); /* the timed steps' clocks (clocks.h) */
-    if (step == steps) zl_clocks_end();
+    if (step == steps) zl_clocks_end(steps - 1);
     if (rt->rank || rt->cfg.quiet) return;
     printf("step %4d/%d | loss %.6f | scale %8g | grad norm %10.4g | %9.3f ms%s\n", step, steps, loss, scale, norm, ms,
            skipped ? " | skipped (overflow)" : "");

@@ -81,6 +81,7 @@ const char *zl_backend_nccl_version(void);
 typedef struct {
     double sm_mhz, power_w, power_limit_w, temp_c; /* SM clock, board power and its enforced limit, GPU die */
     unsigned long long reasons; /* why the clock is below its highest: NVML's clock-event bits (0x4: power cap) */
+    double energy_j; /* the board's energy counter, J since the driver loaded; < 0 where the device keeps none */
 } zl_clock_reading;
 /* One reading: 0, or -1 with why[n] (the CPU backend: no GPU; CUDA: NVML missing or failing).
  * CUDA reads NVML (libnvidia-ml.so.1, opened on the first call). One thread at a time. */

@@ -672,7 +672,7 @@ Test(clocks, stop_without_start_says_why) {
 /* On the CPU backend a started reader gets no reading and keeps the backend's reason. */
 Test(clocks, cpu_backend_has_none_and_says_so) {
     zl_clocks_start();
-    zl_clocks_end();
+    zl_clocks_end(3);
     zl_clock_summary s = zl_clocks_summary();
     cr_expect_eq(s.readings, 0);
     cr_expect_str_eq(s.why, "the CPU backend has no GPU clocks");
@@ -685,13 +685,14 @@ Test(clocks, the_reader_thread_on_a_known_sequence) {
     setenv("ZL_TEST_CLOCKS", "1", 1);
     zl_clocks_start();
     nanosleep(&(struct timespec){0, 120 * 1000000L}, NULL);
-    zl_clocks_end();
-    zl_clocks_end(); /* a second end is nothing */
+    zl_clocks_end(6); /* as if 6 steps had run since the start */
+    zl_clocks_end(1); /* a second end is nothing */
     zl_clock_summary s = zl_clocks_summary();
     unsetenv("ZL_TEST_CLOCKS");
     int n = s.readings;
-    cr_assert(n >= 3 && n <= 8, "%d readings in 120 ms at one per %d ms", n, ZL_CLOCK_PERIOD_MS);
-    double sm[8];
+    /* the first at the start, one a period, the last at the end */
+    cr_assert(n >= 3 && n <= 9, "%d readings in 120 ms at one per %d ms", n, ZL_CLOCK_PERIOD_MS);
+    double sm[9];
     int capped = 0;
     for (int k = 0; k < n; k++) sm[k] = 1400 + 15 * (k % 5), capped += k % 2 == 0;
     for (int i = 0; i < n; i++) /* insertion sort: the reference median, not zl_median */
@@ -706,5 +707,25 @@ Test(clocks, the_reader_thread_on_a_known_sequence) {
     cr_expect_eq(s.power_w_median, 690);
     cr_expect_eq(s.power_limit_w, 700);
     cr_expect_float_eq(s.power_cap, (double)capped / n, 1e-15);
+    /* the counter rises 13.8 J a reading: first to last, n - 1 of them, over the 6 steps */
+    cr_expect_float_eq(s.energy_j, 13.8 * (n - 1), 1e-9, "n = %d: %g J", n, s.energy_j);
+    cr_expect_eq(s.energy_steps, 6);
     cr_expect_str_eq(s.why, "", "reading stopped early: %s", s.why);
+}
+
+/* The energy counter's rise is the last reading's minus the first's, whatever lies between; a
+ * device without a counter (energy < 0), or a counter that went back (a driver reload between
+ * readings), gives none. */
+Test(clocks, energy_is_the_counters_rise) {
+    zl_clock_reading r[3] = {
+        {.sm_mhz = 1410, .power_w = 690, .power_limit_w = 700, .energy_j = 5000.25},
+        {.sm_mhz = 1425, .power_w = 695, .power_limit_w = 700, .energy_j = 5010.0},
+        {.sm_mhz = 1440, .power_w = 699, .power_limit_w = 700, .energy_j = 5069.0},
+    };
+    cr_expect_float_eq(zl_clock_summarize(r, 3).energy_j, 68.75, 1e-12);
+    cr_expect_float_eq(zl_clock_summarize(r, 1).energy_j, 0, 1e-12);
+    r[2].energy_j = -1;
+    cr_expect_lt(zl_clock_summarize(r, 3).energy_j, 0);
+    r[2].energy_j = 12.0;
+    cr_expect_lt(zl_clock_summarize(r, 3).energy_j, 0);
 }

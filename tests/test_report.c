@@ -420,10 +420,11 @@ static int nvidia_smi_limits(const char *bus, double *max_sm_mhz, double *power_
     return found;
 }
 
-/* Rank `rank`'s "rank r:" line of the report in out (asserted present). */
-static const char *rank_line(const char *out, int rank) {
+/* Rank r's line of the "run:" block, "rank r: host …", where its clocks are printed (the
+ * timeline's "rank r: compute busy …" comes first in the report). */
+static const char *who_line(const char *out, int rank) {
     char tag[32];
-    snprintf(tag, sizeof tag, "rank %d: ", rank);
+    snprintf(tag, sizeof tag, "rank %d: host ", rank);
     const char *line = strstr(out, tag);
     cr_assert_not_null(line, "no '%s' line in:\n%s", tag, out);
     return line;
@@ -438,6 +439,17 @@ static void expect_printed_clock(const char *line, int rank, double median, doub
     cr_expect(fabs(printed - median) <= 0.5, "rank %d: printed %g MHz, JSON %g", rank, printed, median);
     cr_assert(of && sscanf(of, "%% of %lf readings", &printed_n) == 1, "%.200s", sm);
     cr_expect_eq(printed_n, readings, "rank %d: %g readings printed, %g in the JSON", rank, printed_n, readings);
+}
+
+/* The energy a step a rank line prints is the JSON's (to 0.1 J), and both are `expected`. */
+static void expect_printed_energy(const char *line, int rank, double json, double expected) {
+    const char *at = strstr(line, " J a step"), *nl = strchr(line, '\n');
+    cr_assert(at && (!nl || at < nl), "no energy on rank %d's line: %.300s", rank, line);
+    const char *p = at;
+    while (p > line && p[-1] != ' ') p--; /* the number before " J a step" */
+    double printed = atof(p);
+    cr_expect(fabs(printed - json) <= 0.05 + 1e-9, "rank %d: %g J a step printed, %g in the JSON", rank, printed, json);
+    cr_expect_float_eq(json, expected, 1e-9, "rank %d: %g J a step, expected %g", rank, json, expected);
 }
 
 /* Each rank's GPU clocks through the timed steps (JSON `clocks`, the "rank r:" lines). On CPU:
@@ -456,7 +468,7 @@ static void check_clocks(int N) {
         cJSON *rk = cJSON_GetArrayItem(zl_get(j, "ranks"), i);
         cr_expect_eq(zl_num(rk, "clocks.period_ms"), 20);
         double n = zl_num(rk, "clocks.readings");
-        const char *line = rank_line(r.out, i), *sm = strstr(line, " | SM ");
+        const char *line = who_line(r.out, i), *sm = strstr(line, " | SM ");
         if (!zl_build_is_cuda()) {
             cr_expect_eq(n, 0, "the CPU backend read %g clocks", n);
             cr_expect_str_eq(zl_get(rk, "clocks.why")->valuestring, "the CPU backend has no GPU clocks");
@@ -478,6 +490,15 @@ static void check_clocks(int N) {
                                 "clocks.hw_slowdown_fraction"};
         for (int k = 0; k < 3; k++) cr_expect(zl_num(rk, shares[k]) >= 0 && zl_num(rk, shares[k]) <= 1, "%s", shares[k]);
         expect_printed_clock(line, i, med, n);
+        if (!zl_get(rk, "clocks.energy_j")) continue; /* a GPU without an energy counter */
+        /* energy: over steps 2..6, at most the power limit for their time (step_ms, plus 0.2 s
+         * for the gaps between steps and the counter's own update period) */
+        double e = zl_num(rk, "clocks.energy_j"), secs = 0.2;
+        cJSON *steps = zl_get(rk, "step_ms") ? zl_get(rk, "step_ms") : zl_get(j, "step_ms");
+        for (int k = 1; k < cJSON_GetArraySize(steps); k++) secs += cJSON_GetArrayItem(steps, k)->valuedouble / 1e3;
+        cr_expect(e >= 0 && e <= limit * secs, "rank %d: %g J over %g s at most %g W", i, e, secs, limit);
+        cr_expect_eq(zl_num(rk, "clocks.energy_steps"), 5);
+        expect_printed_energy(line, i, zl_num(rk, "clocks.energy_j_per_step"), e / 5);
     }
     cJSON_Delete(j);
     unlink(json);
@@ -552,7 +573,11 @@ Test(clocks, a_known_sequence_reaches_the_report_N2) {
         cr_expect_eq(zl_num(rk, "clocks.power_w_median"), 690);
         cr_expect_eq(zl_num(rk, "clocks.power_limit_w"), 700);
         cr_expect_float_eq(zl_num(rk, "clocks.power_cap_fraction"), ceil(n / 2) / n, 1e-12, "rank %d, %g readings", i, n);
-        expect_printed_clock(rank_line(r.out, i), i, med, n);
+        expect_printed_clock(who_line(r.out, i), i, med, n);
+        /* the counter rises 13.8 J a reading: n - 1 rises over steps 2 and 3 */
+        cr_expect_float_eq(zl_num(rk, "clocks.energy_j"), 13.8 * (n - 1), 1e-9, "rank %d, %g readings", i, n);
+        cr_expect_eq(zl_num(rk, "clocks.energy_steps"), 2);
+        expect_printed_energy(who_line(r.out, i), i, zl_num(rk, "clocks.energy_j_per_step"), 13.8 * (n - 1) / 2);
     }
     cJSON_Delete(j);
     unlink(json);

@@ -3,7 +3,7 @@
  *
  * NVML is the driver's library (libnvidia-ml.so.1); its header is not in every CUDA toolkit,
  * and a machine without the driver has no GPU to read. So the library is opened at run time
- * and the eight calls used here are declared below, from NVML's documented, stable C API. */
+ * and the nine calls used here are declared below, from NVML's documented, stable C API. */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <stdio.h>
@@ -23,6 +23,7 @@ static struct {
     nvml_return (*limit)(nvml_device, unsigned *);            /* nvmlDeviceGetEnforcedPowerLimit, mW */
     nvml_return (*temp)(nvml_device, int, unsigned *);        /* nvmlDeviceGetTemperature, °C */
     nvml_return (*reasons)(nvml_device, unsigned long long *); /* ...ClocksEventReasons (ThrottleReasons before) */
+    nvml_return (*energy)(nvml_device, unsigned long long *);  /* nvmlDeviceGetTotalEnergyConsumption, mJ; optional */
     const char *(*error)(nvml_return);                        /* nvmlErrorString */
 } g;
 
@@ -46,6 +47,7 @@ static void open_nvml(void) {
     *(void **)&g.temp = dlsym(lib, "nvmlDeviceGetTemperature");
     *(void **)&g.reasons = dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons");
     if (!g.reasons) *(void **)&g.reasons = dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    *(void **)&g.energy = dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption"); /* Volta and later */
     if (!init || !by_bus || !g.clock || !g.power || !g.limit || !g.temp || !g.reasons) {
         snprintf(g.why, sizeof g.why, "NVML lacks a call this reader uses (driver too old?)");
         return;
@@ -76,7 +78,10 @@ int zl_backend_clock_read(zl_clock_reading *r, char *why, size_t n) {
         snprintf(why, n, "NVML: %s", error_text(rc));
         return -1;
     }
+    /* the energy counter is optional: a GPU without one still has clocks to read */
+    unsigned long long mj = 0;
+    double energy_j = g.energy && g.energy(g.dev, &mj) == 0 ? mj / 1e3 : -1.0;
     *r = (zl_clock_reading){.sm_mhz = mhz, .power_w = mw / 1e3, .power_limit_w = limit_mw / 1e3, .temp_c = temp,
-                            .reasons = reasons};
+                            .reasons = reasons, .energy_j = energy_j};
     return 0;
 }
