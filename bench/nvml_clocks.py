@@ -1,12 +1,13 @@
-"""nvml_clocks.py — a GPU's SM clock, power and power-cap share through a timed stretch, for the
-PyTorch peer (torch_peer.py), read as zerolab's report reads them (common/clocks.h): NVML every
-20 ms on a thread, from libnvidia-ml.so.1 through ctypes (no pynvml needed).
+"""nvml_clocks.py — a GPU's SM clock, power, power-cap share and energy through a timed stretch,
+for the PyTorch peer (torch_peer.py), read as zerolab's report reads them (common/clocks.h): NVML
+every 20 ms on a thread and once more at the end, from libnvidia-ml.so.1 through ctypes (no
+pynvml needed); the energy is the rise of the board's energy counter, where it keeps one.
 
 A busy H100 or H200 on lab-1b runs at its power limit with its SM clock well under the highest,
 so the two sides of a comparison are read beside the clock each ran at.
 
     c = Clocks("00000000:19:00.0")   # the GPU's PCI bus id; nothing read yet
-    c.start(); ...timed steps...; c.stop()
+    c.start(); ...timed steps...; c.stop(steps)   # steps: how many ran between the two
     c.summary()  # {"readings": n, "sm_mhz_median": ..., ...} or {"readings": 0, "why": "..."}
 """
 import ctypes
@@ -20,7 +21,7 @@ POWER_CAP = 0x4  # nvmlClocksEventReasonSwPowerCap
 
 class Clocks:
     def __init__(self, pci_bus_id):
-        self.readings, self.why = [], ""  # (sm MHz, power W, limit W, reasons)
+        self.readings, self.why, self.steps = [], "", 0  # (sm MHz, power W, limit W, reasons, energy J or -1)
         self._stop, self._thread = threading.Event(), None
         try:
             nvml = ctypes.CDLL("libnvidia-ml.so.1")
@@ -29,6 +30,7 @@ class Clocks:
             self._check(nvml.nvmlDeviceGetHandleByPciBusId_v2(pci_bus_id.encode(), ctypes.byref(self._dev)), nvml)
             self._reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
                 nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+            self._energy = getattr(nvml, "nvmlDeviceGetTotalEnergyConsumption", None)  # mJ; Volta and later
             self._nvml = nvml
         except (OSError, AttributeError, RuntimeError) as e:
             self._nvml, self.why = None, "NVML: %s" % e
@@ -49,7 +51,9 @@ class Clocks:
             if rc != 0:
                 self.why = "NVML error %d while reading" % rc
                 return False
-        self.readings.append((mhz.value, mw.value / 1e3, limit.value / 1e3, reasons.value))
+        mj = ctypes.c_ulonglong()  # the energy counter is optional: clocks are read without it
+        energy = mj.value / 1e3 if self._energy and self._energy(self._dev, ctypes.byref(mj)) == 0 else -1.0
+        self.readings.append((mhz.value, mw.value / 1e3, limit.value / 1e3, reasons.value, energy))
         return True
 
     def _loop(self):
@@ -62,31 +66,45 @@ class Clocks:
             self._thread = threading.Thread(target=self._loop, daemon=True)
             self._thread.start()
 
-    def stop(self):
+    def stop(self, steps=0):
+        """Stop reading, with one last reading now: the energy then covers the `steps` timed steps."""
         self._stop.set()
         if self._thread:
             self._thread.join()
+            if not self.why and self._read():
+                self.steps = steps
 
     def summary(self):
-        """The readings' medians and power-cap share, zerolab's JSON `clocks` keys."""
+        """The readings' medians, power-cap share and energy, zerolab's JSON `clocks` keys."""
         if not self.readings:
             return {"readings": 0, "why": self.why or "not started"}
-        return summarize(self.readings)
+        return summarize(self.readings, self.steps)
 
 
-def summarize(readings):
+def summarize(readings, steps=0):
     sm = [r[0] for r in readings]
-    return {"readings": len(readings), "period_ms": PERIOD_S * 1e3, "sm_mhz_median": statistics.median(sm),
-            "sm_mhz_min": min(sm), "sm_mhz_max": max(sm),
-            "power_w_median": statistics.median(r[1] for r in readings), "power_limit_w": readings[-1][2],
-            "power_cap_fraction": sum(1 for r in readings if r[3] & POWER_CAP) / len(readings)}
+    s = {"readings": len(readings), "period_ms": PERIOD_S * 1e3, "sm_mhz_median": statistics.median(sm),
+         "sm_mhz_min": min(sm), "sm_mhz_max": max(sm),
+         "power_w_median": statistics.median(r[1] for r in readings), "power_limit_w": readings[-1][2],
+         "power_cap_fraction": sum(1 for r in readings if r[3] & POWER_CAP) / len(readings)}
+    first, last = readings[0][4], readings[-1][4]
+    if 0 <= first <= last:  # a counter read at both ends, and not reset between them
+        s = {**s, "energy_j": last - first}
+        if steps > 0:
+            s = {**s, "energy_steps": steps, "energy_j_per_step": (last - first) / steps}
+    return s
 
 
 if __name__ == "__main__":  # a check without a GPU: the summary by hand, and NVML's absence said
-    s = summarize([(1980, 120.0, 700.0, 0x1), (1440, 690.0, 700.0, 0x4), (1230, 699.0, 700.0, 0x24),
-                   (1410, 688.0, 700.0, 0x80), (1470, 650.0, 650.0, 0x48)])
+    r = [(1980, 120.0, 700.0, 0x1, 5000.25), (1440, 690.0, 700.0, 0x4, 5010.0), (1230, 699.0, 700.0, 0x24, 5020.5),
+         (1410, 688.0, 700.0, 0x80, 5040.0), (1470, 650.0, 650.0, 0x48, 5069.0)]
+    s = summarize(r, steps=4)
     assert (s["sm_mhz_median"], s["sm_mhz_min"], s["sm_mhz_max"]) == (1440, 1230, 1980), s
     assert (s["power_w_median"], s["power_limit_w"], s["power_cap_fraction"]) == (688.0, 650.0, 0.4), s
+    assert (s["energy_j"], s["energy_steps"], s["energy_j_per_step"]) == (68.75, 4, 17.1875), s
+    assert "energy_j_per_step" not in summarize(r) and summarize(r)["energy_j"] == 68.75
+    assert "energy_j" not in summarize(r[:4] + [r[4][:4] + (-1.0,)])  # no counter at the end
+    assert "energy_j" not in summarize(r[:4] + [r[4][:4] + (12.0,)])  # a counter that went back
     c = Clocks("00000000:00:00.0")
     c.start(), c.stop()
     print("nvml_clocks: summary ok;", c.summary())

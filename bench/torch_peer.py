@@ -246,7 +246,7 @@ def main():
         mark(i + 1)
     sync()
     if clocks:
-        clocks.stop()
+        clocks.stop(timed)  # one last reading: the energy over the timed steps
     clk = clocks.summary() if clocks else {"readings": 0, "why": "no GPU"}
     step_ms = [marks[i].elapsed_time(marks[i + 1]) if cuda else (marks[i + 1] - marks[i]) * 1e3 for i in range(timed)]
     ms = sum(step_ms) / timed

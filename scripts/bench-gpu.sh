@@ -2,7 +2,8 @@
 # bench-gpu.sh [PRESET] — zerolab's four programs beside their PyTorch peers (bench/torch_peer.py),
 # same model, shapes and mixed precision, at N = 2 and, with 4 GPUs or more, N = 4; one table
 # (means of the timed steps and their ratio, then the medians and theirs, then each side's rank-0
-# median SM clock through the timed steps and its energy a step, median power × median step: a busy
+# median SM clock through the timed steps and its energy a step — the rise of the GPU's energy
+# counter over the timed steps where the side read one, else "~" median power × median step: a busy
 # H100/H200 runs at its power cap, where a step's time is its energy over the power the cap allows).
 # PRESET: lab-1b (D = 4096, L = 8, 8192 rows per rank; default) or fill (D = 8192, L = 14 on a
 # GPU of more than 100 GB, else L = 8; 1024 rows per rank). Logs in OUT (default results/gpu/bench-PRESET).
@@ -39,12 +40,14 @@ cell() { # cell FILE PREFIX: "ms · TFLOP/s", or what went wrong
     else echo failed; fi
 }
 
-rank0_clock() { # rank0_clock JSON MEDIAN_MS: "MHz J" of rank 0 (zerolab: ranks[0].clocks; the peer: clocks), or "? ?"
+rank0_clock() { # rank0_clock JSON MEDIAN_MS: "MHz J" of rank 0 (zerolab: ranks[0].clocks; the peer: clocks), or "? ?";
+    # J is the energy counter's rise over the timed steps where the side read it, else ~ median power × median step
     python3 -c 'import json, sys
 j = json.load(open(sys.argv[1])); c = j["ranks"][0]["clocks"] if "ranks" in j else j["clocks"]
 ms = float(sys.argv[2]) if sys.argv[2] else 0
 if not c.get("readings"): print("none none")
-else: print("%.0f" % c["sm_mhz_median"], "%.1f" % (c["power_w_median"] * ms / 1e3) if ms > 0 else "?")' "$1" "$2" 2>/dev/null ||
+elif "energy_j_per_step" in c: print("%.0f" % c["sm_mhz_median"], "%.1f" % c["energy_j_per_step"])
+else: print("%.0f" % c["sm_mhz_median"], "~%.1f" % (c["power_w_median"] * ms / 1e3) if ms > 0 else "?")' "$1" "$2" 2>/dev/null ||
         echo "? ?"
 }
 
@@ -65,8 +68,9 @@ for n in ${NS:-2 4}; do # NS: the rank counts (NS=8 on an 8-GPU node)
         [ -n "$zms" ] && [ -n "$pms" ] && ratio=$(awk -v z="$zms" -v p="$pms" 'BEGIN { printf "%.2f×", p / z }')
         [ -n "$zmed" ] && [ -n "$pmed" ] &&
             mratio=$(awk -v z="$zmed" -v p="$pmed" 'BEGIN { printf "%.1f / %.1f = %.2f×", z, p, p / z }')
-        # rank 0's median SM clock and energy a step (median power × median step) from each side's
-        # JSON clocks: zerolab's report (common/clocks.h), the peer's (bench/nvml_clocks.py)
+        # rank 0's median SM clock and energy a step (measured by the energy counter, or ~ median
+        # power × median step) from each side's JSON clocks: zerolab's report (common/clocks.h),
+        # the peer's (bench/nvml_clocks.py)
         zclk=$(rank0_clock "$out/${progs[$s]}_N$n.json" "$zmed") pclk=$(rank0_clock "$out/peer${s}_N$n.json" "$pmed")
         clocks="${zclk% *} / ${pclk% *} | ${zclk#* } / ${pclk#* }"
         rows+=("| ${progs[$s]} vs ${peers[$s]} | $n | $(cell "$z" summary:) | $(cell "$p" peer:) | $ratio | $mratio | $clocks |")
@@ -74,6 +78,6 @@ for n in ${NS:-2 4}; do # NS: the rank counts (NS=8 on an 8-GPU node)
 done
 echo
 echo "| stage | N | zerolab ms · TFLOP/s | PyTorch ms · TFLOP/s | ratio (PyTorch ms / zerolab ms) |" \
-    "medians, zerolab / PyTorch ms = ratio | SM MHz, zerolab / PyTorch | J a step, zerolab / PyTorch |"
+    "medians, zerolab / PyTorch ms = ratio | SM MHz, zerolab / PyTorch | J a step, zerolab / PyTorch (~: estimated) |"
 echo "|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
