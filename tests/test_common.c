@@ -679,8 +679,9 @@ Test(clocks, cpu_backend_has_none_and_says_so) {
 }
 
 /* The reader thread on the CPU backend's test sequence (ZL_TEST_CLOCKS=1: reading k has SM
- * 1400 + 15·(k mod 5) MHz, 690 W of 700, the power cap on even k): about 120 ms at one reading
- * per 20 ms, then the summary against the same sequence's n readings worked out here. */
+ * 1400 + 15·(k mod 5) MHz, 690 W of 700, the power cap on even k, an energy counter at 13.8·k J):
+ * about 120 ms at one reading per 20 ms and a last one at the end, then the summary against the
+ * same sequence's n readings worked out here. */
 Test(clocks, the_reader_thread_on_a_known_sequence) {
     setenv("ZL_TEST_CLOCKS", "1", 1);
     zl_clocks_start();

@@ -455,7 +455,8 @@ static void expect_printed_energy(const char *line, int rank, double json, doubl
 /* Each rank's GPU clocks through the timed steps (JSON `clocks`, the "rank r:" lines). On CPU:
  * no readings, the backend's reason, nothing printed. On a GPU: readings taken (at least the
  * one at the end of step 1), the SM clock inside what nvidia-smi gives as the GPU's range, the power
- * limit nvidia-smi enforces, shares in [0, 1], and the printed median the JSON's. */
+ * limit nvidia-smi enforces, shares in [0, 1], the printed median the JSON's, and where the GPU
+ * keeps an energy counter its rise over steps 2..6 within the power limit and printed as the JSON's. */
 static void check_clocks(int N) {
     if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     char json[128];
@@ -494,7 +495,7 @@ static void check_clocks(int N) {
         /* energy: over steps 2..6, at most the power limit for their time (step_ms, plus 0.2 s
          * for the gaps between steps and the counter's own update period) */
         double e = zl_num(rk, "clocks.energy_j"), secs = 0.2;
-        cJSON *steps = zl_get(rk, "step_ms") ? zl_get(rk, "step_ms") : zl_get(j, "step_ms");
+        cJSON *steps = zl_get(rk, "step_ms"); /* every rank's JSON has its own (rank_keys) */
         for (int k = 1; k < cJSON_GetArraySize(steps); k++) secs += cJSON_GetArrayItem(steps, k)->valuedouble / 1e3;
         cr_expect(e >= 0 && e <= limit * secs, "rank %d: %g J over %g s at most %g W", i, e, secs, limit);
         cr_expect_eq(zl_num(rk, "clocks.energy_steps"), 5);
@@ -550,9 +551,10 @@ Test(timeline, exposed_over_ranks_N1) { check_exposed_over_ranks(1); }
 Test(clocks, read_through_the_timed_steps_N2) { check_clocks(2); }
 
 /* The same path on the CPU backend, fed its test sequence (ZL_TEST_CLOCKS=1: reading k has SM
- * 1400 + 15·(k mod 5) MHz, 690 W of 700, the power cap on even k): each rank's readings reach
- * the JSON and its "rank r:" line, the printed median is the JSON's, every figure is one the
- * sequence holds, and the power-cap share is that of the first n readings: ceil(n/2) of n. */
+ * 1400 + 15·(k mod 5) MHz, 690 W of 700, the power cap on even k, an energy counter at 13.8·k J):
+ * each rank's readings reach the JSON and its "rank r:" line, the printed median is the JSON's,
+ * every figure is one the sequence holds, the power-cap share is that of the first n readings,
+ * ceil(n/2) of n, and the energy is n - 1 rises over the 2 timed steps, printed as the JSON's. */
 Test(clocks, a_known_sequence_reaches_the_report_N2) {
     if (zl_build_is_cuda()) cr_skip_test("the test sequence is the CPU backend's");
     if (zl_max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
@@ -573,11 +575,12 @@ Test(clocks, a_known_sequence_reaches_the_report_N2) {
         cr_expect_eq(zl_num(rk, "clocks.power_w_median"), 690);
         cr_expect_eq(zl_num(rk, "clocks.power_limit_w"), 700);
         cr_expect_float_eq(zl_num(rk, "clocks.power_cap_fraction"), ceil(n / 2) / n, 1e-12, "rank %d, %g readings", i, n);
-        expect_printed_clock(who_line(r.out, i), i, med, n);
+        const char *line = who_line(r.out, i);
+        expect_printed_clock(line, i, med, n);
         /* the counter rises 13.8 J a reading: n - 1 rises over steps 2 and 3 */
         cr_expect_float_eq(zl_num(rk, "clocks.energy_j"), 13.8 * (n - 1), 1e-9, "rank %d, %g readings", i, n);
         cr_expect_eq(zl_num(rk, "clocks.energy_steps"), 2);
-        expect_printed_energy(who_line(r.out, i), i, zl_num(rk, "clocks.energy_j_per_step"), 13.8 * (n - 1) / 2);
+        expect_printed_energy(line, i, zl_num(rk, "clocks.energy_j_per_step"), 13.8 * (n - 1) / 2);
     }
     cJSON_Delete(j);
     unlink(json);
