@@ -1,9 +1,9 @@
 #!/bin/bash
-# Prepared at stop 33, NOT RUN: the copy-engine reduce-scatter in pieces (ZL_CE_RS_PIECES) and/or
+# Prepared at stop 33, run at stop 34 (f01bb55, 4 × H200; README.md): the copy-engine reduce-scatter in pieces (ZL_CE_RS_PIECES) and/or
 # its sums on a stream of the greatest priority (ZL_CE_RS_PRIO), against the windows/zero-CTA
 # baseline, fill ZeRO-2 at N = 4 (where the one-piece prototype lost 4.5 %) and lab-1b.
 # Apply first, on the commit it was made on or a later one that still takes it:
-#   git apply results/gpu/speed/ce-reducescatter-h200/next/ce-pieces.patch
+#   git apply results/gpu/speed/ce-pieces-h200/ce-pieces.patch
 source lease/setup.sh > /tmp/build.txt 2>&1 || { cat /tmp/build.txt; exit 1; }
 cat /tmp/build.txt
 R=/tmp/t4; mkdir -p $R; T0=$SECONDS
