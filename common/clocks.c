@@ -24,6 +24,25 @@ static struct {
     char why[160]; /* why reading stopped before it was told to ("" if it did not) */
 } g;
 
+/* The energy over the readings from the counter's moves (clocks.h): a move seen at reading i
+ * happened between t[i-1] and t[i], taken at the middle, so the mean power between the first
+ * and the last move is off by at most one reading period over their distance apart. */
+static void summarize_energy(const zl_clock_reading *r, int n, zl_clock_summary *s) {
+    s->energy_w = s->energy_j = -1.0, s->energy_updates = -1;
+    if (r[0].energy_j < 0) return; /* the device keeps no counter */
+    int first = -1, last = -1, moves = 0;
+    for (int i = 1; i < n; i++) {
+        if (r[i].energy_j < r[i - 1].energy_j) return; /* no counter at this reading, or one that went back */
+        if (r[i].energy_j > r[i - 1].energy_j) moves++, last = i, first = first < 0 ? i : first;
+    }
+    s->energy_updates = moves;
+    if (moves < 2) return;
+    double t_first = (r[first - 1].t_s + r[first].t_s) / 2, t_last = (r[last - 1].t_s + r[last].t_s) / 2;
+    if (t_last <= t_first) return;
+    s->energy_w = (r[last].energy_j - r[first].energy_j) / (t_last - t_first);
+    s->energy_j = s->energy_w * (r[n - 1].t_s - r[0].t_s);
+}
+
 zl_clock_summary zl_clock_summarize(const zl_clock_reading *r, int n) {
     zl_clock_summary s = {.readings = n};
     double *v = malloc((size_t)n * sizeof *v);
@@ -44,7 +63,7 @@ zl_clock_summary zl_clock_summarize(const zl_clock_reading *r, int n) {
     s.power_w_median = zl_median(v, (size_t)n);
     s.power_limit_w = r[n - 1].power_limit_w; /* the limit in force at the end */
     s.power_cap = (double)cap / n, s.thermal = (double)thermal / n, s.hw_slowdown = (double)hw / n;
-    s.energy_j = r[0].energy_j >= 0 && r[n - 1].energy_j >= r[0].energy_j ? r[n - 1].energy_j - r[0].energy_j : -1.0;
+    summarize_energy(r, n, &s);
     free(v);
     return s;
 }

@@ -6,8 +6,15 @@
  * (results/gpu/speed/clocks-h200/), and its GEMMs with it: the report prints each rank's median clock beside its throughput, so a
  * number from one machine is read with the clock it was measured at, and the rank the others
  * wait for shows as the one with the slowest clock. At the power cap a step's time is its energy
- * over the power the cap allows, so the board's energy counter is read too: its rise over the
- * timed steps is what they cost, measured. Reading costs nothing the GPU sees. */
+ * over the power the cap allows, so the board's energy counter is read too, for what the timed
+ * steps cost, measured. Reading costs nothing the GPU sees.
+ *
+ * The counter moves only every so often (every 100 ms on an H200: results/gpu/speed/energy-h200/),
+ * so its rise from the first reading to the last covers a stretch up to one move shorter or longer
+ * than the timed steps — 10 % either way over a second of steps. The summary times the moves
+ * instead: the first and last move inside the readings happened between the reading that saw them
+ * and the one before (20 ms apart; taken at the middle), the rise between them over that time is
+ * the board's mean power, and that power over the readings' span is the energy. */
 #ifndef ZL_CLOCKS_H
 #define ZL_CLOCKS_H
 
@@ -25,8 +32,11 @@ typedef struct {
     double sm_mhz_median, sm_mhz_min, sm_mhz_max;
     double power_w_median, power_limit_w, temp_c_max;
     double power_cap, thermal, hw_slowdown; /* fraction of the readings with each reason */
-    double energy_j;  /* the energy counter's rise from the first reading to the last, J; < 0: none kept */
-    int energy_steps; /* the steps that rise covers: steps 2..S when reading ended with step S; else 0 */
+    double energy_w;    /* the board's mean power between the counter's first and last move, W; < 0: none */
+    double energy_j;    /* energy_w over the first reading to the last, J; < 0: no counter or too few moves */
+    int energy_updates; /* the counter's moves between the first reading and the last; -1: no counter
+                         * (or one that went back, a driver reload); under 2: too few for a power */
+    int energy_steps;   /* the steps energy_j covers: steps 2..S when reading ended with step S; else 0 */
     char why[160]; /* no readings: why; with readings: why they stopped early ("" if they did not) */
 } zl_clock_summary;
 

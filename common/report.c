@@ -455,8 +455,10 @@ static const char *first_line(const char *text, char *buf, size_t n) {
 }
 
 /* One rank's clocks through the timed steps, at the end of its "rank r:" line: the median SM
- * clock and its range, power against the limit, how often the power cap (or heat) held the
- * clock down, and the energy a step from the board's counter. The CPU backend has none to
+ * clock and its range, power against the limit (the median reading: NVML's power is a one-second
+ * mean on H100/H200, so it trails a short run's rise from idle), how often the power cap (or heat)
+ * held the clock down, and the energy a step with the mean power the energy counter gives (clocks.h).
+ * The CPU backend has none to
  * print; a GPU whose clocks could not be read says why. */
 static void print_clocks(const zl_clock_summary *c) {
     if (c->readings == 0) {
@@ -467,8 +469,10 @@ static void print_clocks(const zl_clock_summary *c) {
            c->sm_mhz_min, c->sm_mhz_max, c->power_w_median, c->power_limit_w, 100 * c->power_cap, c->readings);
     if (c->thermal > 0) printf(", thermal slowdown %.0f%%", 100 * c->thermal);
     if (c->hw_slowdown > 0) printf(", HW slowdown %.0f%%", 100 * c->hw_slowdown);
-    if (c->energy_j >= 0 && c->energy_steps > 0) printf(", %.1f J a step", c->energy_j / c->energy_steps);
-    else if (c->energy_j >= 0) printf(", %.1f J over the readings", c->energy_j);
+    if (c->energy_j >= 0 && c->energy_steps > 0)
+        printf(", %.1f J a step (%.0f W by the energy counter)", c->energy_j / c->energy_steps, c->energy_w);
+    else if (c->energy_j >= 0) printf(", %.1f J over the readings (%.0f W by the energy counter)", c->energy_j, c->energy_w);
+    else if (c->energy_updates >= 0) printf(", energy counter moved %d time(s): too few for a figure", c->energy_updates);
     if (c->why[0]) printf(" (reading stopped early: %s)", c->why);
 }
 
@@ -686,7 +690,10 @@ static cJSON *json_clocks(const zl_clock_summary *s) {
     add_number(c, "power_cap_fraction", s->power_cap);
     add_number(c, "thermal_slowdown_fraction", s->thermal);
     add_number(c, "hw_slowdown_fraction", s->hw_slowdown);
-    if (s->energy_j < 0) return c; /* the device keeps no energy counter */
+    if (s->energy_updates < 0) return c; /* the device keeps no energy counter */
+    add_number(c, "energy_updates", s->energy_updates);
+    if (s->energy_j < 0) return c; /* it moved too few times to time */
+    add_number(c, "energy_w", s->energy_w);
     add_number(c, "energy_j", s->energy_j);
     if (s->energy_steps > 0) {
         add_number(c, "energy_steps", s->energy_steps);

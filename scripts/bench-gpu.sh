@@ -2,8 +2,9 @@
 # bench-gpu.sh [PRESET] — zerolab's four programs beside their PyTorch peers (bench/torch_peer.py),
 # same model, shapes and mixed precision, at N = 2 and, with 4 GPUs or more, N = 4; one table
 # (means of the timed steps and their ratio, then the medians and theirs, then each side's rank-0
-# median SM clock through the timed steps and its energy a step — the rise of the GPU's energy
-# counter over the timed steps where the side read one, else "~" median power × median step: a busy
+# median SM clock through the timed steps and its energy a step — from the GPU's energy counter
+# (its mean power between its first and last move, over the timed steps: common/clocks.h) where
+# the side read one that moved twice or more, else "~" median power × median step: a busy
 # H100/H200 runs at its power cap, where a step's time is its energy over the power the cap allows).
 # PRESET: lab-1b (D = 4096, L = 8, 8192 rows per rank; default) or fill (D = 8192, L = 14 on a
 # GPU of more than 100 GB, else L = 8; 1024 rows per rank). Logs in OUT (default results/gpu/bench-PRESET).
@@ -41,7 +42,7 @@ cell() { # cell FILE PREFIX: "ms · TFLOP/s", or what went wrong
 }
 
 rank0_clock() { # rank0_clock JSON MEDIAN_MS: "MHz J" of rank 0 (zerolab: ranks[0].clocks; the peer: clocks), or "? ?";
-    # J is the energy counter's rise over the timed steps where the side read it, else ~ median power × median step
+    # J is the energy counter's figure where the side has one, else ~ median power × median step
     python3 -c 'import json, sys
 j = json.load(open(sys.argv[1])); c = j["ranks"][0]["clocks"] if "ranks" in j else j["clocks"]
 ms = float(sys.argv[2]) if sys.argv[2] else 0

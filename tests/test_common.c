@@ -679,9 +679,9 @@ Test(clocks, cpu_backend_has_none_and_says_so) {
 }
 
 /* The reader thread on the CPU backend's test sequence (ZL_TEST_CLOCKS=1: reading k has SM
- * 1400 + 15·(k mod 5) MHz, 690 W of 700, the power cap on even k, an energy counter at 13.8·k J):
- * about 120 ms at one reading per 20 ms and a last one at the end, then the summary against the
- * same sequence's n readings worked out here. */
+ * 1400 + 15·(k mod 5) MHz, 690 W of 700, the power cap on even k, an energy counter at 13.8·k J
+ * read at 0.020·k s): about 120 ms at one reading per 20 ms and a last one at the end, then the
+ * summary against the same sequence's n readings worked out here. */
 Test(clocks, the_reader_thread_on_a_known_sequence) {
     setenv("ZL_TEST_CLOCKS", "1", 1);
     zl_clocks_start();
@@ -708,25 +708,55 @@ Test(clocks, the_reader_thread_on_a_known_sequence) {
     cr_expect_eq(s.power_w_median, 690);
     cr_expect_eq(s.power_limit_w, 700);
     cr_expect_float_eq(s.power_cap, (double)capped / n, 1e-15);
-    /* the counter rises 13.8 J a reading: first to last, n - 1 of them, over the 6 steps */
+    /* the counter moves 13.8 J at every reading, 20 ms apart: 690 W over the n - 1 periods, 6 steps */
+    cr_expect_eq(s.energy_updates, n - 1);
+    cr_expect_float_eq(s.energy_w, 690, 1e-9, "n = %d: %g W", n, s.energy_w);
     cr_expect_float_eq(s.energy_j, 13.8 * (n - 1), 1e-9, "n = %d: %g J", n, s.energy_j);
     cr_expect_eq(s.energy_steps, 6);
     cr_expect_str_eq(s.why, "", "reading stopped early: %s", s.why);
 }
 
-/* The energy counter's rise is the last reading's minus the first's, whatever lies between; a
- * device without a counter (energy < 0), or a counter that went back (a driver reload between
- * readings), gives none. */
-Test(clocks, energy_is_the_counters_rise) {
+/* A counter that moves every 100 ms, read every 20 ms (as on an H200): readings at 0.02·j s,
+ * j = 0..43, a counter of 5000 J + 700 W · u at its moves u = 0.1·m + 0.01 s. The moves happen
+ * half-way between two readings, so their times and the power are exact: 700 W over the readings'
+ * 0.86 s is 602 J, where the rise from the first reading to the last (4937 to 5567 J) is 630. */
+Test(clocks, energy_from_the_counters_moves) {
+    zl_clock_reading r[44];
+    for (int j = 0; j < 44; j++) {
+        double t = 0.02 * j, u = floor((t - 0.01) / 0.1 + 1e-9) * 0.1 + 0.01; /* the last move at or before t */
+        r[j] = (zl_clock_reading){.sm_mhz = 1410, .power_w = 690, .power_limit_w = 700, .energy_j = 5000 + 700 * u, .t_s = t};
+    }
+    zl_clock_summary s = zl_clock_summarize(r, 44);
+    cr_expect_eq(s.energy_updates, 9, "moves at 0.01, 0.11, ..., 0.81 s");
+    cr_expect_float_eq(s.energy_w, 700, 1e-9);
+    cr_expect_float_eq(s.energy_j, 602, 1e-9);
+    cr_expect_float_eq(r[43].energy_j - r[0].energy_j, 630, 1e-9, "the rise end to end, which the summary is not");
+}
+
+/* Too few moves to time, no counter, or a counter that went back (a driver reload between
+ * readings): no energy; the moves are counted where there is a counter. */
+Test(clocks, energy_needs_two_moves_of_one_counter) {
     zl_clock_reading r[3] = {
-        {.sm_mhz = 1410, .power_w = 690, .power_limit_w = 700, .energy_j = 5000.25},
-        {.sm_mhz = 1425, .power_w = 695, .power_limit_w = 700, .energy_j = 5010.0},
-        {.sm_mhz = 1440, .power_w = 699, .power_limit_w = 700, .energy_j = 5069.0},
+        {.sm_mhz = 1410, .power_w = 690, .power_limit_w = 700, .energy_j = 5000.25, .t_s = 1.00},
+        {.sm_mhz = 1425, .power_w = 695, .power_limit_w = 700, .energy_j = 5010.0, .t_s = 1.02},
+        {.sm_mhz = 1440, .power_w = 699, .power_limit_w = 700, .energy_j = 5069.0, .t_s = 1.04},
     };
-    cr_expect_float_eq(zl_clock_summarize(r, 3).energy_j, 68.75, 1e-12);
-    cr_expect_float_eq(zl_clock_summarize(r, 1).energy_j, 0, 1e-12);
+    zl_clock_summary s = zl_clock_summarize(r, 3); /* moves at 1.01 and 1.03 s: 59 J in 0.02 s */
+    cr_expect_eq(s.energy_updates, 2);
+    cr_expect_float_eq(s.energy_w, 2950, 1e-6);
+    cr_expect_float_eq(s.energy_j, 118, 1e-9);
+    s = zl_clock_summarize(r, 2);
+    cr_expect_eq(s.energy_updates, 1);
+    cr_expect_lt(s.energy_j, 0);
+    cr_expect_lt(s.energy_w, 0);
+    r[1].energy_j = 5000.25; /* no move at 1.02 s: one move in three readings */
+    cr_expect_eq(zl_clock_summarize(r, 3).energy_updates, 1);
+    cr_expect_lt(zl_clock_summarize(r, 3).energy_j, 0);
     r[2].energy_j = -1;
+    cr_expect_eq(zl_clock_summarize(r, 3).energy_updates, -1);
     cr_expect_lt(zl_clock_summarize(r, 3).energy_j, 0);
     r[2].energy_j = 12.0;
-    cr_expect_lt(zl_clock_summarize(r, 3).energy_j, 0);
+    cr_expect_eq(zl_clock_summarize(r, 3).energy_updates, -1);
+    r[0].energy_j = -1;
+    cr_expect_eq(zl_clock_summarize(r, 3).energy_updates, -1);
 }

@@ -74,13 +74,13 @@ const char *zl_backend_device_pci_bus_id(void) { return "cpu"; }
 const char *zl_backend_nccl_version(void) { return NULL; }
 /* TEST ONLY: ZL_TEST_CLOCKS=1 reads a known sequence, so the reader thread, its summary and the
  * report's clock line run without a GPU: reading k has SM 1400 + 15·(k mod 5) MHz, 690 W of 700,
- * the power cap on even k, and an energy counter at 13.8·k J (690 W for one 20 ms period a reading). */
+ * the power cap on even k, and an energy counter at 13.8·k J read at 0.020·k s (690 W). */
 int zl_backend_clock_read(zl_clock_reading *r, char *why, size_t n) {
     static int k;
     const char *test = getenv("ZL_TEST_CLOCKS");
     if (test && !strcmp(test, "1")) {
         *r = (zl_clock_reading){.sm_mhz = 1400 + 15 * (k % 5), .power_w = 690, .power_limit_w = 700, .temp_c = 50,
-                                .reasons = k % 2 ? 0 : 0x4, .energy_j = 13.8 * k};
+                                .reasons = k % 2 ? 0 : 0x4, .energy_j = 13.8 * k, .t_s = 0.020 * k};
         k++;
         return 0;
     }

@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <stdio.h>
+#include <time.h> /* clock_gettime: when each reading was taken */
 
 #include "backend.h"
 
@@ -81,7 +82,9 @@ int zl_backend_clock_read(zl_clock_reading *r, char *why, size_t n) {
     /* the energy counter is optional: a GPU without one still has clocks to read */
     unsigned long long mj = 0;
     double energy_j = g.energy && g.energy(g.dev, &mj) == 0 ? mj / 1e3 : -1.0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
     *r = (zl_clock_reading){.sm_mhz = mhz, .power_w = mw / 1e3, .power_limit_w = limit_mw / 1e3, .temp_c = temp,
-                            .reasons = reasons, .energy_j = energy_j};
+                            .reasons = reasons, .energy_j = energy_j, .t_s = now.tv_sec + now.tv_nsec / 1e9};
     return 0;
 }
