@@ -454,8 +454,9 @@ static void expect_printed_energy(const char *line, int rank, double json, doubl
 
 /* A GPU rank's energy over its timed steps (JSON `clocks.energy_*`, the end of its "rank r:"
  * line), where the GPU keeps a counter: with two moves or more, a mean power above zero and at
- * most 15 % over the limit (the cap holds a longer mean: 6 % over was measured in a run's first
- * second, results/gpu/speed/energy-h200/), and that power over the readings' span — the steps'
+ * most 30 % over the limit (the cap holds a longer mean: 11 % over was measured through a run's
+ * first second on an H100, results/gpu/speed/energy-h100/; a counter read in mJ as J, or a wrong
+ * clock, is off by far more), and that power over the readings' span — the steps'
  * time (step_ms 2..S), plus the gaps between steps and the last reading's wait for the reader
  * thread's sleep (a period, 20 ms) and NVML — printed a step as the JSON has it; with fewer
  * moves, no figure and the moves printed. must_have: the run is long enough
@@ -477,7 +478,7 @@ static void expect_energy(cJSON *rk, const char *line, int rank, int timed_steps
     double w = zl_num(rk, "clocks.energy_w"), e = zl_num(rk, "clocks.energy_j");
     double limit = zl_num(rk, "clocks.power_limit_w"), secs = 0;
     cr_expect_geq(moves, 2);
-    cr_expect(w > 0 && w <= 1.15 * limit, "rank %d: %g W by the counter, limit %g W", rank, w, limit);
+    cr_expect(w > 0 && w <= 1.3 * limit, "rank %d: %g W by the counter, limit %g W", rank, w, limit);
     cJSON *steps = zl_get(rk, "step_ms"); /* every rank's JSON has its own (rank_keys) */
     for (int k = 1; k < cJSON_GetArraySize(steps); k++) secs += cJSON_GetArrayItem(steps, k)->valuedouble / 1e3;
     double span = e / w; /* the readings' span */
