@@ -2,7 +2,7 @@
 for the PyTorch peer (torch_peer.py), read as zerolab's report reads them (common/clocks.h): NVML
 every 20 ms on a thread and once more at the end, from libnvidia-ml.so.1 through ctypes (no
 pynvml needed); the energy from the board's energy counter, where it keeps one, timed by its moves
-as common/clocks.h explains (it moves every 100 ms on an H200).
+as common/clocks.h explains (it moves every 100 ms on H100 and H200).
 
 A busy H100 or H200 on lab-1b runs at its power limit with its SM clock well under the highest,
 so the two sides of a comparison are read beside the clock each ran at.

@@ -3,18 +3,20 @@
  * A host thread reads the device's SM clock, power and clock-event reasons (backend.h) every
  * ZL_CLOCK_PERIOD_MS from the end of step 1 to the end of the last step. A busy H100 or H200 on
  * lab-1b runs at its power limit, its SM clock well under the highest
- * (results/gpu/speed/clocks-h200/), and its GEMMs with it: the report prints each rank's median clock beside its throughput, so a
- * number from one machine is read with the clock it was measured at, and the rank the others
+ * (results/gpu/speed/clocks-h200/), and its GEMMs with it: the report prints each rank's median
+ * clock beside its throughput, so a number from one machine is read with the clock it was
+ * measured at, and the rank the others
  * wait for shows as the one with the slowest clock. At the power cap a step's time is its energy
  * over the power the cap allows, so the board's energy counter is read too, for what the timed
  * steps cost, measured. Reading costs nothing the GPU sees.
  *
- * The counter moves only every so often (every 100 ms on an H200: results/gpu/speed/energy-h200/),
- * so its rise from the first reading to the last covers a stretch up to one move shorter or longer
- * than the timed steps — 10 % either way over a second of steps. The summary times the moves
- * instead: the first and last move inside the readings happened between the reading that saw them
- * and the one before (20 ms apart; taken at the middle), the rise between them over that time is
- * the board's mean power, and that power over the readings' span is the energy. */
+ * The counter moves only every so often (every 100 ms on H100 and H200: results/gpu/speed/
+ * energy-h100/, energy-h200/), so its rise from the first reading to the last covers a stretch
+ * up to one move shorter or longer than the timed steps — 10 % either way over a second of
+ * steps. The summary times the moves instead: the first and last move inside the readings
+ * happened between the reading that saw them and the one before (20 ms apart; taken at the
+ * middle), the rise between them over that time is the board's mean power, and that power over
+ * the readings' span is the energy. */
 #ifndef ZL_CLOCKS_H
 #define ZL_CLOCKS_H
 

@@ -83,7 +83,7 @@ typedef struct {
     unsigned long long reasons; /* why the clock is below its highest: NVML's clock-event bits (0x4: power cap) */
     double energy_j; /* the board's energy counter, J since the driver loaded; < 0 where the device keeps none */
     double t_s;      /* when it was read, s on a monotonic clock: the counter moves only every so often
-                      * (every 100 ms on an H200), so clocks.c times its moves */
+                      * (every 100 ms on H100 and H200), so clocks.c times its moves */
 } zl_clock_reading;
 /* One reading: 0, or -1 with why[n] (the CPU backend: no GPU; CUDA: NVML missing or failing).
  * CUDA reads NVML (libnvidia-ml.so.1, opened on the first call). One thread at a time. */

@@ -583,7 +583,7 @@ Test(timeline, exposed_over_ranks_N1) { check_exposed_over_ranks(1); }
 Test(clocks, read_through_the_timed_steps_N2) { check_clocks(2); }
 
 /* The energy on a busy GPU, over a second and more of timed steps (about 0.1 s each on an H200:
- * D = 4096, L = 4, 16384 rows a rank), so the counter must have moved (every 100 ms on an H200). */
+ * D = 4096, L = 4, 16384 rows a rank), so the counter must have moved (every 100 ms on H100 and H200). */
 Test(clocks, energy_over_a_second_of_steps_N2) {
     if (!zl_build_is_cuda()) cr_skip_test("the CPU backend has no energy counter");
     if (zl_max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
