@@ -5,10 +5,10 @@
  * lab-1b runs at its power limit, its SM clock well under the highest
  * (results/gpu/speed/clocks-h200/), and its GEMMs with it: the report prints each rank's median
  * clock beside its throughput, so a number from one machine is read with the clock it was
- * measured at, and the rank the others
- * wait for shows as the one with the slowest clock. At the power cap a step's time is its energy
- * over the power the cap allows, so the board's energy counter is read too, for what the timed
- * steps cost, measured. Reading costs nothing the GPU sees.
+ * measured at, and the rank the others wait for shows as the one with the slowest clock. At the
+ * power cap a step's time is its energy over the power the cap allows, so the board's energy
+ * counter is read too, for what the timed steps cost, measured. Reading costs nothing the GPU
+ * sees.
  *
  * The counter moves only every so often (every 100 ms on H100 and H200: results/gpu/speed/
  * energy-h100/, energy-h200/), so its rise from the first reading to the last covers a stretch

@@ -456,10 +456,9 @@ static const char *first_line(const char *text, char *buf, size_t n) {
 
 /* One rank's clocks through the timed steps, at the end of its "rank r:" line: the median SM
  * clock and its range, power against the limit (the median reading: NVML's power is a one-second
- * mean on H100/H200, so it trails a short run's rise from idle), how often the power cap (or heat)
- * held the clock down, and the energy a step with the mean power the energy counter gives (clocks.h).
- * The CPU backend has none to
- * print; a GPU whose clocks could not be read says why. */
+ * mean on H100/H200, so it trails a short run's rise from idle), how often the power cap (or
+ * heat) held the clock down, and the energy a step with the mean power the energy counter gives
+ * (clocks.h). The CPU backend has none to print; a GPU whose clocks could not be read says why. */
 static void print_clocks(const zl_clock_summary *c) {
     if (c->readings == 0) {
         if (strcmp(zl_backend_name(), "cpu")) printf(" | clocks not read: %s", c->why);
