@@ -42,12 +42,14 @@ cell() { # cell FILE PREFIX: "ms · TFLOP/s", or what went wrong
 }
 
 rank0_clock() { # rank0_clock JSON MEDIAN_MS: "MHz J" of rank 0 (zerolab: ranks[0].clocks; the peer: clocks), or "? ?";
-    # J is the energy counter's figure where the side has one, else ~ median power × median step
+    # J is the energy counter's figure with its mean power, "J (W)", where the side has one, else
+    # ~ median power × median step
     python3 -c 'import json, sys
 j = json.load(open(sys.argv[1])); c = j["ranks"][0]["clocks"] if "ranks" in j else j["clocks"]
 ms = float(sys.argv[2]) if sys.argv[2] else 0
 if not c.get("readings"): print("none none")
-elif "energy_j_per_step" in c: print("%.0f" % c["sm_mhz_median"], "%.1f" % c["energy_j_per_step"])
+elif "energy_j_per_step" in c: print("%.0f" % c["sm_mhz_median"], "%.1f" % c["energy_j_per_step"],
+                                    "(%.0f W)" % c["energy_w"] if "energy_w" in c else "")
 else: print("%.0f" % c["sm_mhz_median"], "~%.1f" % (c["power_w_median"] * ms / 1e3) if ms > 0 else "?")' "$1" "$2" 2>/dev/null ||
         echo "? ?"
 }
@@ -73,12 +75,13 @@ for n in ${NS:-2 4}; do # NS: the rank counts (NS=8 on an 8-GPU node)
         # power × median step) from each side's JSON clocks: zerolab's report (common/clocks.h),
         # the peer's (bench/nvml_clocks.py)
         zclk=$(rank0_clock "$out/${progs[$s]}_N$n.json" "$zmed") pclk=$(rank0_clock "$out/peer${s}_N$n.json" "$pmed")
-        clocks="${zclk% *} / ${pclk% *} | ${zclk#* } / ${pclk#* }"
+        zclk=${zclk% } pclk=${pclk% } # no "(W)": no trailing space
+        clocks="${zclk%% *} / ${pclk%% *} | ${zclk#* } / ${pclk#* }"
         rows+=("| ${progs[$s]} vs ${peers[$s]} | $n | $(cell "$z" summary:) | $(cell "$p" peer:) | $ratio | $mratio | $clocks |")
     done
 done
 echo
 echo "| stage | N | zerolab ms · TFLOP/s | PyTorch ms · TFLOP/s | ratio (PyTorch ms / zerolab ms) |" \
-    "medians, zerolab / PyTorch ms = ratio | SM MHz, zerolab / PyTorch | J a step, zerolab / PyTorch (~: estimated) |"
+    "medians, zerolab / PyTorch ms = ratio | SM MHz, zerolab / PyTorch | J a step (W by the energy counter), zerolab / PyTorch (~: estimated) |"
 echo "|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"

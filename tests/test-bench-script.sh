@@ -21,7 +21,7 @@ case "$*" in
 esac
 SMI
 # zerolab, stage K at N ranks: ms = 100 + K + N, median = ms - 2, rank 0 at 1400 + 10K MHz and
-# 700 W, and stage 1 read its energy counter: 69.2 + N J a step; stage 2 at N = 4 fails and
+# 700 W, and stage 1 read its energy counter: 69.2 + N J a step at 703 W; stage 2 at N = 4 fails and
 # writes nothing but an error line.
 cat > "$tmp/bin/fake-mpirun" <<'MPI'
 #!/bin/bash
@@ -31,11 +31,11 @@ if [ "$k$n" = 24 ]; then echo "error: pretend failure"; exit 1; fi
 ms=$((100 + k + n))
 echo "final loss 0.04 | $ms.000 ms/step (median $((ms - 2)).000) | 1 samples/s"
 echo "summary: stage=$k world=$n ms=$ms.000 tflops=500.0 loss=0.04"
-energy=; [ "$k" = 1 ] && energy=", \"energy_j\": 999.0, \"energy_steps\": 2, \"energy_j_per_step\": 69.$((2 + n))"
+energy=; [ "$k" = 1 ] && energy=", \"energy_w\": 703.0, \"energy_j\": 999.0, \"energy_steps\": 2, \"energy_j_per_step\": 69.$((2 + n))"
 echo "{\"ranks\": [{\"clocks\": {\"readings\": 80, \"sm_mhz_median\": $((1400 + 10 * k)), \"power_w_median\": 700.0$energy}}]}" > "$json"
 MPI
 # the peer, stage S at N ranks: ms = 110 + S + N, median = ms - 1, 1450 MHz and 655 W, and stage 0
-# read its energy counter: 72.5 J a step; stage 3 read no clocks (readings 0, as where NVML is
+# read its energy counter: 72.5 J a step at 697.6 W; stage 3 read no clocks (readings 0, as where NVML is
 # missing). Anything else goes to the real python3.
 real=$(command -v python3)
 cat > "$tmp/bin/python3" <<PY
@@ -44,20 +44,20 @@ cat > "$tmp/bin/python3" <<PY
 n= s= json=; while [ \$# -gt 0 ]; do case \$1 in --nproc_per_node) n=\$2 ;; --stage) s=\$2 ;; --json) json=\$2 ;; esac; shift; done
 ms=\$((110 + s + n)) r=80; [ "\$s" = 3 ] && r=0
 echo "peer: stage=\$s world=\$n ms=\$ms.000 ms_median=\$((ms - 1)).000 tflops=450.0 sm_mhz=1450"
-e=; [ "\$s" = 0 ] && e=", \"energy_j\": 145.0, \"energy_steps\": 2, \"energy_j_per_step\": 72.5"
+e=; [ "\$s" = 0 ] && e=", \"energy_w\": 697.6, \"energy_j\": 145.0, \"energy_steps\": 2, \"energy_j_per_step\": 72.5"
 echo "{\"clocks\": {\"readings\": \$r, \"sm_mhz_median\": 1450, \"power_w_median\": 655.0\$e}}" > "\$json"
 PY
 chmod +x "$tmp/bin/"* "$tmp/repo/build/cuda/"*
 out=$(cd "$tmp/repo" && PATH="$tmp/bin:$PATH" MPIEXEC=fake-mpirun OUT="$tmp/out" STEPS=3 scripts/bench-gpu.sh lab-1b 2>&1) ||
     fail "exit $?: $out"
 has() { grep -qF -- "$1" <<< "$out" || fail "no '$1' in: $out"; }
-has "| SM MHz, zerolab / PyTorch | J a step, zerolab / PyTorch (~: estimated) |"
+has "| SM MHz, zerolab / PyTorch | J a step (W by the energy counter), zerolab / PyTorch (~: estimated) |"
 # stage 1, N = 2: 103 vs 113 ms (1.10×), medians 101 vs 112 (1.11×); zerolab's energy measured
 # (69.4 J), the peer's estimated: 655 W × 112 ms = 73.36 J
-has "| stage1 vs ZeroRedundancyOptimizer | 2 | 103.0 · 500 | 113.0 · 450 | 1.10× | 101.0 / 112.0 = 1.11× | 1410 / 1450 | 69.4 / ~73.4 |"
+has "| stage1 vs ZeroRedundancyOptimizer | 2 | 103.0 · 500 | 113.0 · 450 | 1.10× | 101.0 / 112.0 = 1.11× | 1410 / 1450 | 69.4 (703 W) / ~73.4 |"
 # stage 0, N = 4: 104 vs 114 ms, medians 102 vs 113; zerolab's estimated, 700 W × 102 ms = 71.4 J,
 # the peer's measured (72.5 J)
-has "| stage0_ddp vs DDP + fp32 master | 4 | 104.0 · 500 | 114.0 · 450 | 1.10× | 102.0 / 113.0 = 1.11× | 1400 / 1450 | ~71.4 / 72.5 |"
+has "| stage0_ddp vs DDP + fp32 master | 4 | 104.0 · 500 | 114.0 · 450 | 1.10× | 102.0 / 113.0 = 1.11× | 1400 / 1450 | ~71.4 / 72.5 (698 W) |"
 # stage 3: the peer read no clocks
 has "| stage3 vs FSDP2 fully_shard | 2 | 105.0 · 500 | 115.0 · 450 | 1.10× | 103.0 / 114.0 = 1.11× | 1430 / none | ~72.1 / none |"
 # stage 2 at N = 4: zerolab failed, so no ratio, clock or energy on its side
