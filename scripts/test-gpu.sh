@@ -74,8 +74,8 @@ part_loud() {
 }
 
 part_report() {
-    step "report schema and --trace on build/cuda, N = 2 ($(bin test_report))"
-    ZL_BUILD=build/cuda ZL_MPIEXEC="$MPIEXEC" "$(bin test_report)" -j1 || return 1
+    step "report schema and --trace on build/cuda, N <= $maxw ($(bin test_report))"
+    ZL_BUILD=build/cuda ZL_MPIEXEC="$MPIEXEC" ZL_MAX_WORLD=$maxw "$(bin test_report)" -j1 || return 1
     took report
 }
 

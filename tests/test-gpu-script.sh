@@ -20,7 +20,14 @@ for p in test_kernels_gpu bench_attention bench_gemm_tune; do
     # shellcheck disable=SC2016 # ${!v:-0} is the pretend program's, expanded when it runs
     printf '#!/bin/bash\necho "%s ran"\nv=FAKE_%s_RC\nexit ${!v:-0}\n' "$p" "${p^^}" > "$tmp/repo/build/cuda/$p"
 done
-chmod +x "$tmp/bin/nvidia-smi" "$tmp/repo/build/cuda/"*
+# The Criterion binaries of the parts that launch ranks: say which rank cap they were given.
+mkdir -p "$tmp/repo/build/tests"
+for t in integration loud report gpt_integration offload mixed ckpt; do
+    # shellcheck disable=SC2016 # expanded when the pretend binary runs
+    printf '#!/bin/bash\necho "test_%s ZL_MAX_WORLD=${ZL_MAX_WORLD:-unset}"\n' "$t" > "$tmp/repo/build/tests/test_$t"
+done
+printf '#!/bin/bash\n' > "$tmp/repo/build/zlckpt" # the ckpt part asks for it first
+chmod +x "$tmp/bin/nvidia-smi" "$tmp/repo/build/cuda/"* "$tmp/repo/build/tests/"* "$tmp/repo/build/zlckpt"
 run() { # run EXPECTED_RC ENV... : test-gpu.sh in the scratch copy; its output in $out
     local want=$1 rc=0; shift
     out=$(cd "$tmp/repo" && env PATH="$tmp/bin:$PATH" "$@" scripts/test-gpu.sh 2>&1) || rc=$?
@@ -34,10 +41,16 @@ run 2 FAKE_GPUS=1 PARTS="loud ckpt"
 has "nothing to run"
 run 0 FAKE_GPUS=2 MAX_WORLD=1 PARTS="report kernels"
 has "SKIPPED: report"
+# Every part that launches ranks caps them at MAX_WORLD and the GPUs there are (the report part
+# once did not, and its 3-rank test failed on a 2-GPU machine).
+run 0 FAKE_GPUS=4 MAX_WORLD=3 PARTS="integration loud report gpt offload mixed ckpt"
+for t in integration loud report gpt_integration offload mixed ckpt; do has "test_$t ZL_MAX_WORLD=3"; done
+run 0 FAKE_GPUS=2 MAX_WORLD=8 PARTS="report"
+has "test_report ZL_MAX_WORLD=2"
 run 0 FAKE_GPUS=2 PARALLEL=1 PARTS="kernels benches"
 has "side by side"; has "test_kernels_gpu ran"; has "bench_gemm_tune --dim 256 --rows 512: rc=0"; has "ALL PASSED"
 run 1 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_RC=3 PARTS="kernels benches"
 has "part kernels FAILED"; has "bench_gemm_tune --dim 256 --rows 512: rc=0"; has "test-gpu: FAILURES"
 run 1 FAKE_GPUS=2 FAKE_BENCH_ATTENTION_RC=4 PARTS="benches kernels"
 has "part benches FAILED"; has "test_kernels_gpu ran"
-echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, PARALLEL=1 runs and reports every part"
+echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part"
