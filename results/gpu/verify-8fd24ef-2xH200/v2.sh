@@ -1,0 +1,8 @@
+#!/bin/bash
+# stop 35 call 1 (2 × H200): the whole GPU suite at HEAD, parts side by side.
+source lease/setup.sh > /tmp/build.txt 2>&1 || { cat /tmp/build.txt; exit 1; }
+cat /tmp/build.txt | tee $OUT/suite.log
+nvidia-smi --query-gpu=name,power.limit,driver_version --format=csv >> $OUT/suite.log
+MPIEXEC=mpirun PARALLEL=1 MAX_WORLD=2 timeout 540 scripts/test-gpu.sh >> $OUT/suite.log 2>&1
+echo "test-gpu rc=$?" >> $OUT/suite.log
+grep -E "^===|tests?:|Synthesis|rc=|FAIL|SKIP|\(.*: [0-9]+ s\)" $OUT/suite.log | tail -60
