@@ -112,6 +112,7 @@ static void set_defaults(zl_config *c, int stage) {
     strcpy(c->preset, "tiny");
     c->seed = 1234;
     c->loss_scale = -1.0f; /* by dtype, once known: dynamic from 65536 (fp16), static 1 (bf16) */
+    c->loss_scale_static = c->loss_scale_init = -1.0f;
     c->loss_scale_dynamic = -1;
     c->loss_scale_window = 1000;
     c->dtype = ZL_F16;
@@ -267,13 +268,13 @@ static int apply_value(zl_config *c, const char *f, const char *v, char *err, in
     if (!strcmp(f, "--loss-scale")) {
         if (!strcmp(v, "dynamic")) return c->loss_scale_dynamic = 1, ZL_ARGS_OK;
         c->loss_scale_dynamic = 0;
-        if (parse_float(f, v, 0, 1, 65536, 0, &c->loss_scale, err, len) == ZL_ARGS_OK) return ZL_ARGS_OK;
+        if (parse_float(f, v, 0, 1, 65536, 0, &c->loss_scale_static, err, len) == ZL_ARGS_OK) return ZL_ARGS_OK;
         if (strstr(err, "32-bit float")) return ZL_ARGS_ERROR; /* keep the narrowing explanation */
         return fail(err, len, "--loss-scale: expected dynamic or a number in (0, 65536], got '%s'", v);
     }
     if (!strcmp(f, "--loss-scale-init")) {
         if (c->loss_scale_dynamic < 0) c->loss_scale_dynamic = 1;
-        return parse_float(f, v, 1, 0, 16777216, 0, &c->loss_scale, err, len);
+        return parse_float(f, v, 1, 0, 16777216, 0, &c->loss_scale_init, err, len);
     }
     if (!strcmp(f, "--loss-scale-window")) return parse_int(f, v, 1, 100000000, &c->loss_scale_window, err, len);
     if (!strcmp(f, "--clip-grad-norm")) return parse_float(f, v, 0, 1, 1e9, 0, &c->clip_grad_norm, err, len);
@@ -338,7 +339,13 @@ static int finish_config(zl_config *c, int stage, char *err, int len) {
     if (c->lr < 0) c->lr = 1e-3f * (c->dim > 256 ? 256.0f / (float)c->dim : 1.0f);
     /* fp16 needs a loss scale (small gradients underflow); bf16 has fp32's exponent range. */
     if (c->loss_scale_dynamic < 0) c->loss_scale_dynamic = c->dtype == ZL_F16;
-    if (c->loss_scale < 0) c->loss_scale = c->loss_scale_dynamic ? 65536.0f : 1.0f;
+    if (!c->loss_scale_dynamic && c->loss_scale_init > 0) /* else which one wins hangs on the flags' order */
+        return fail(err, len, "--loss-scale-init: the first scale of dynamic loss scaling; this run's scale is static "
+                              "(--loss-scale %g%s): drop one",
+                    c->loss_scale_static > 0 ? c->loss_scale_static : 1.0,
+                    c->loss_scale_static > 0 ? "" : ", the default for bf16");
+    c->loss_scale = c->loss_scale_dynamic ? (c->loss_scale_init > 0 ? c->loss_scale_init : 65536.0f)
+                                          : (c->loss_scale_static > 0 ? c->loss_scale_static : 1.0f);
     for (int i = 0; i < c->n_inject; i++)
         if (c->inject_steps[i] > c->steps)
             return fail(err, len, "--inject-overflow: step %d is beyond --steps %d", c->inject_steps[i], c->steps);

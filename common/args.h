@@ -33,8 +33,11 @@ typedef struct {
     int accum;                  /* micro-batches per step (K): global batch N·K·B */
     int checkpoint_activations; /* keep each unit's input only; recompute in backward */
     uint64_t seed;
-    float loss_scale; /* static scale, or the dynamic scaler's initial one (--loss-scale-init) */
+    float loss_scale; /* the scale the run starts at: static K, or the dynamic scaler's first (set by
+                       * finish_config from the two below) */
     int loss_scale_dynamic; /* 1: dynamic loss scaling (default for fp16); -1 until parsed */
+    float loss_scale_static; /* --loss-scale K: -1 if not given (the last --loss-scale wins) */
+    float loss_scale_init;   /* --loss-scale-init K: -1 if not given */
     int loss_scale_window;  /* clean steps before a dynamic scale doubles */
     float clip_grad_norm;   /* 0: off */
     zl_dtype dtype;         /* ZL_F16 (default, the paper's) or ZL_BF16 */

@@ -83,9 +83,15 @@ static cJSON *manifest_json(const zl_ckpt_manifest *m) {
     cJSON_AddStringToObject(j, "format", "zerolab-checkpoint");
     cJSON_AddNumberToObject(j, "version", m->version);
     cJSON *model = cJSON_AddObjectToObject(j, "model");
-    cJSON_AddStringToObject(model, "kind", "mlp");
+    int gpt = m->shape.kind == ZL_MODEL_GPT;
+    cJSON_AddStringToObject(model, "kind", gpt ? "gpt" : "mlp");
     cJSON_AddNumberToObject(model, "layers", m->shape.layers);
     cJSON_AddNumberToObject(model, "dim", m->shape.dim);
+    if (gpt) { /* the unit sizes hang on T and V; H on how the parameters are used */
+        cJSON_AddNumberToObject(model, "seq", m->shape.seq);
+        cJSON_AddNumberToObject(model, "heads", m->shape.heads);
+        cJSON_AddNumberToObject(model, "vocab", m->shape.vocab);
+    }
     cJSON_AddStringToObject(j, "dtype", zl_dtype_name(m->dtype));
     cJSON_AddNumberToObject(j, "stage", m->stage);
     cJSON_AddNumberToObject(j, "world", m->world);
@@ -286,12 +292,21 @@ static int parse_model(ctx *c, const cJSON *j, zl_ckpt_manifest *m) {
     if (!model) return -1;
     if (!cJSON_IsObject(model)) return msg(c->err, c->n, "%s: field 'model': expected an object", c->file);
     if (!(s = get_str(c, model, "kind"))) return -1;
-    if (strcmp(s, "mlp")) return msg(c->err, c->n, "%s: model kind '%.40s' is unknown (this build: mlp)", c->file, s);
-    m->shape.kind = ZL_MODEL_MLP;
+    if (strcmp(s, "mlp") && strcmp(s, "gpt"))
+        return msg(c->err, c->n, "%s: model kind '%.40s' is unknown (this build: mlp, gpt)", c->file, s);
+    m->shape.kind = strcmp(s, "gpt") ? ZL_MODEL_MLP : ZL_MODEL_GPT;
     if (get_int(c, model, "layers", 1, 1000000, &v)) return -1;
     m->shape.layers = (int)v;
     if (get_int(c, model, "dim", 1, 1 << 24, &v)) return -1;
     m->shape.dim = (int)v;
+    if (m->shape.kind == ZL_MODEL_GPT) { /* the ranges of --seq, --heads, --vocab */
+        if (get_int(c, model, "seq", 1, 1 << 16, &v)) return -1;
+        m->shape.seq = (int)v;
+        if (get_int(c, model, "heads", 1, 1 << 12, &v)) return -1;
+        m->shape.heads = (int)v;
+        if (get_int(c, model, "vocab", 2, 1 << 20, &v)) return -1;
+        m->shape.vocab = (int)v;
+    }
     if (get_int(c, j, "rows_per_rank", 1, 1 << 20, &v)) return -1;
     m->shape.rows = (int)v;
     if (!(s = get_str(c, j, "dtype"))) return -1;
@@ -470,11 +485,24 @@ int zl_ckpt_verify_file(const char *dir, const zl_ckpt_manifest *m, int r, void 
     return 0;
 }
 
+void zl_ckpt_describe_model(char *out, size_t n, zl_model_shape s) {
+    if (s.kind == ZL_MODEL_GPT)
+        snprintf(out, n, "gpt with L = %d, D = %d, T = %d, H = %d, V = %d", s.layers, s.dim, s.seq, s.heads,
+                 s.vocab);
+    else
+        snprintf(out, n, "mlp with L = %d, D = %d", s.layers, s.dim);
+}
+
 int zl_ckpt_compatible(const zl_ckpt_manifest *m, const char *dir, zl_model_shape s, zl_dtype dtype, char *err,
                        size_t n) {
-    if (m->shape.kind != s.kind || m->shape.layers != s.layers || m->shape.dim != s.dim)
-        return msg(err, n, "%s: a checkpoint of the mlp with L = %d, D = %d; this run has L = %d, D = %d", dir,
-                   m->shape.layers, m->shape.dim, s.layers, s.dim);
+    int gpt = s.kind == ZL_MODEL_GPT;
+    if (m->shape.kind != s.kind || m->shape.layers != s.layers || m->shape.dim != s.dim ||
+        (gpt && (m->shape.seq != s.seq || m->shape.heads != s.heads || m->shape.vocab != s.vocab))) {
+        char was[128], is[128];
+        zl_ckpt_describe_model(was, sizeof was, m->shape);
+        zl_ckpt_describe_model(is, sizeof is, s);
+        return msg(err, n, "%s: a checkpoint of the %s; this run has the %s", dir, was, is);
+    }
     if (m->dtype != dtype)
         return msg(err, n, "%s: a checkpoint with %s params; this run stores %s", dir, zl_dtype_name(m->dtype),
                    zl_dtype_name(dtype));
@@ -670,15 +698,18 @@ zl_ckpt_progress zl_ckpt_resume(zl_ckpt *ck, zl_ckpt_owned o, zl_stream s) {
 
 /* Remove a checkpoint directory: only the files a checkpoint holds, then the directory
  * (left in place, with a warning, if anything else is inside). */
+/* A name a save writes: the manifest or a rank file. */
+static int checkpoint_file_name(const char *name) {
+    size_t len = strlen(name);
+    return !strcmp(name, ZL_CKPT_MANIFEST) || (!strncmp(name, "rank-", 5) && len > 9 && !strcmp(name + len - 4, ".bin"));
+}
+
 static void remove_checkpoint_dir(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
     char path[ZL_PATH_MAX + 300];
     for (struct dirent *e; (e = readdir(d));) {
-        int ours = !strcmp(e->d_name, ZL_CKPT_MANIFEST) ||
-                   (!strncmp(e->d_name, "rank-", 5) && strlen(e->d_name) > 9 &&
-                    !strcmp(e->d_name + strlen(e->d_name) - 4, ".bin"));
-        if (!ours) continue;
+        if (!checkpoint_file_name(e->d_name)) continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         unlink(path);
     }
@@ -702,15 +733,34 @@ static void parent_of(char *out, size_t n, const char *dir) {
     else *slash = '\0';
 }
 
+/* Files in dir other than "." and ".."; foreign: how many of them a save would not have written. */
+static int count_entries(const char *dir, int *foreign) {
+    DIR *d = opendir(dir);
+    int entries = 0;
+    *foreign = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) entries++, *foreign += !checkpoint_file_name(e->d_name);
+    if (d) closedir(d);
+    return entries;
+}
+
 int zl_ckpt_probe_dir(const char *dir, char *m, size_t n) {
     struct stat st;
-    char path[ZL_PATH_MAX + 32];
+    char path[ZL_PATH_MAX + 32], name[ZL_PATH_MAX];
+    sibling(name, sizeof name, dir, ""); /* without trailing slashes, as the save names it */
+    const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+    if (!strcmp(base, ".") || !strcmp(base, "..") || !*base) { /* the save renames DIR: it needs a name */
+        msg(m, n, "--save: give the checkpoint directory by its name, not '%s'", dir);
+        return EINVAL;
+    }
+    if (!lstat(name, &st) && S_ISLNK(st.st_mode)) { /* a rename would replace the link, not what it points to */
+        msg(m, n, "--save: '%s' is a symbolic link; give the directory it points to", dir);
+        return EINVAL;
+    }
+    int foreign = 0;
     if (!stat(dir, &st)) {
         snprintf(path, sizeof path, "%s/%s", dir, ZL_CKPT_MANIFEST);
-        DIR *d = S_ISDIR(st.st_mode) ? opendir(dir) : NULL;
-        int entries = 0;
-        for (struct dirent *e; d && (e = readdir(d));) entries += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-        if (d) closedir(d);
+        int entries = S_ISDIR(st.st_mode) ? count_entries(dir, &foreign) : 0;
         if (!S_ISDIR(st.st_mode) || (entries && access(path, F_OK))) {
             msg(m, n, "--save: '%s' exists and is not a zerolab checkpoint (no %s); refusing to replace it", dir,
                 ZL_CKPT_MANIFEST);
@@ -718,6 +768,12 @@ int zl_ckpt_probe_dir(const char *dir, char *m, size_t n) {
         }
     }
     sibling(path, sizeof path, dir, ".zl-tmp");
+    if (!lstat(path, &st) && (!S_ISDIR(st.st_mode) || (count_entries(path, &foreign), foreign))) {
+        /* a killed save leaves a directory of checkpoint files only; the next save clears those */
+        msg(m, n, "--save: '%s' (the temporary directory a save writes first) exists and holds %s: remove it", path,
+            S_ISDIR(st.st_mode) ? "files a save did not write" : "something that is not a directory");
+        return EEXIST;
+    }
     if (mkdir(path, 0777) && errno != EEXIST) {
         int e = errno;
         msg(m, n, "--save: cannot write '%s' (the temporary directory next to it): %s", path, strerror(e));
@@ -853,6 +909,35 @@ void zl_ckpt_save_if_due(zl_ckpt *ck, zl_ckpt_owned o, int step, int adam_step, 
 
 /* ---- before allocation: is the checkpoint to resume sound? -------------------------- */
 
+/* A resumed run continues the checkpoint's training: the data stream of its seed and its loss
+ * scaler (the scale, the clean steps, the window). A flag that says otherwise would be ignored
+ * while the report printed it, so it is refused and the flag to give is named. */
+static void scale_flag(char *out, size_t n, int dynamic, float scale) {
+    if (dynamic) snprintf(out, n, "dynamic");
+    else snprintf(out, n, "%g", scale);
+}
+
+static int same_training(const zl_ckpt_manifest *m, const char *dir, const zl_config *c, char *err, size_t n) {
+    const zl_loss_scaler *sc = &m->at.scaler;
+    if (m->seed != c->seed)
+        return msg(err, n, "%s: trained with --seed %llu, this run has --seed %llu (give --seed %llu to continue it)",
+                   dir, (unsigned long long)m->seed, (unsigned long long)c->seed, (unsigned long long)m->seed);
+    if (sc->dynamic != c->loss_scale_dynamic || (!sc->dynamic && sc->scale != c->loss_scale)) {
+        char was[32], is[32];
+        scale_flag(was, sizeof was, sc->dynamic, sc->scale);
+        scale_flag(is, sizeof is, c->loss_scale_dynamic, c->loss_scale);
+        return msg(err, n, "%s: trained with --loss-scale %s, this run has --loss-scale %s (give --loss-scale %s to "
+                   "continue it)", dir, was, is, was);
+    }
+    if (sc->dynamic && c->loss_scale_init > 0)
+        return msg(err, n, "%s: --loss-scale-init: a resumed run continues at the checkpoint's scale %g", dir,
+                   sc->scale);
+    if (sc->dynamic && sc->window != c->loss_scale_window)
+        return msg(err, n, "%s: its loss scaler doubles after %d clean steps, this run's after %d (give "
+                   "--loss-scale-window %d to continue it)", dir, sc->window, c->loss_scale_window, sc->window);
+    return 0;
+}
+
 void zl_ckpt_check_resume(zl_runtime *rt, zl_model_shape shape) {
     const char *dir = rt->cfg.resume_dir;
     if (!dir[0]) return;
@@ -860,7 +945,8 @@ void zl_ckpt_check_resume(zl_runtime *rt, zl_model_shape shape) {
     char err[ZL_PATH_MAX + 256] = "";
     zl_ckpt_manifest m;
     int bad = zl_ckpt_read_manifest(dir, &m, err, sizeof err) ||
-              zl_ckpt_compatible(&m, dir, shape, zl_kernels_dtype(), err, sizeof err);
+              zl_ckpt_compatible(&m, dir, shape, zl_kernels_dtype(), err, sizeof err) ||
+              same_training(&m, dir, &rt->cfg, err, sizeof err);
     for (int r = rt->rank; !bad && r < m.world; r += rt->world)
         bad = zl_ckpt_verify_file(dir, &m, r, buf, sizeof buf, err, sizeof err);
     zl_ckpt_manifest_free(&m);

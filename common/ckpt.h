@@ -100,7 +100,7 @@ const char *zl_ckpt_cat_name(int cat); /* "master_fp32", "adam_m", "adam_v", "pa
 
 typedef struct {
     int version;
-    zl_model_shape shape; /* kind, layers, dim; rows = the writing run's rows per rank */
+    zl_model_shape shape; /* kind, layers, dim (GPT: seq, heads, vocab); rows = the writing run's rows per rank */
     zl_dtype dtype;       /* storage format of the fp16/bf16 params */
     int stage, world;
     uint64_t seed;
@@ -125,7 +125,9 @@ void zl_ckpt_manifest_free(zl_ckpt_manifest *m);
 /* Rank file r: exists, has the manifest's size and checksum. `buf` (cap bytes) is the
  * read buffer. 0, or -1 with one line in err naming the file. */
 int zl_ckpt_verify_file(const char *dir, const zl_ckpt_manifest *m, int r, void *buf, size_t cap, char *err, size_t n);
-/* Does a checkpoint fit this run? Same model kind and unit sizes, same dtype. 0 or -1 (err). */
+/* "mlp with L = 8, D = 4096" / "gpt with L = 12, D = 768, T = 1024, H = 12, V = 50257" */
+void zl_ckpt_describe_model(char *out, size_t n, zl_model_shape shape);
+/* Does a checkpoint fit this run? The same model (kind, L, D; GPT: T, H, V too), same dtype. 0 or -1 (err). */
 int zl_ckpt_compatible(const zl_ckpt_manifest *m, const char *dir, zl_model_shape shape, zl_dtype dtype, char *err,
                        size_t n);
 /* Write DIR/manifest.json (fsynced) for `m`: the sealed text described above. 0 or errno. */

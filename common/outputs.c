@@ -1,9 +1,11 @@
 /* outputs.c — output files opened early, failures reported late (see outputs.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* realpath */
 #include "outputs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +18,11 @@
 typedef struct {
     const char *flag;
     const char *path;
-    FILE *f;
+    FILE *f;     /* an existing file, kept open; NULL for a new one until the run writes it */
     int started; /* zl_output_begin was called: the file now holds this run's output */
-    int created; /* the run created the file (it did not exist): removed if never started */
+    int created; /* the file did not exist: created to prove it can be, removed at once, created
+                  * again when the run writes it — so a job killed before then (MPI_Abort runs no
+                  * atexit handler) leaves no empty file where a result is expected */
     int err;     /* first errno of a failed write, 0 if none */
 } output;
 
@@ -53,29 +57,72 @@ static int same_file(const output *a, const output *b) {
            sa.st_ino == sb.st_ino && S_ISREG(sa.st_mode);
 }
 
+/* An output that is one of the run's inputs: the --data text or a file of the --resume
+ * checkpoint (writing it would destroy what the run reads). Only an existing file can be. */
+static int is_input(const output *o, const zl_config *c, const char **what) {
+    struct stat so, si;
+    if (o->created || !o->f || fstat(fileno(o->f), &so) || !S_ISREG(so.st_mode)) return 0;
+    *what = "--data";
+    if (c->data_path[0] && !stat(c->data_path, &si) && si.st_dev == so.st_dev && si.st_ino == so.st_ino) return 1;
+    *what = "--resume";
+    DIR *d = c->resume_dir[0] ? opendir(c->resume_dir) : NULL;
+    int hit = 0;
+    char path[ZL_PATH_MAX + 300];
+    for (struct dirent *e; d && !hit && (e = readdir(d));) {
+        snprintf(path, sizeof path, "%s/%s", c->resume_dir, e->d_name);
+        hit = !stat(path, &si) && si.st_dev == so.st_dev && si.st_ino == so.st_ino;
+    }
+    if (d) closedir(d);
+    return hit;
+}
+
+/* An output inside the --save directory: the save replaces that directory as a whole. */
+static int inside_save_dir(const output *o, const zl_config *c) {
+    char dir[ZL_PATH_MAX], save[PATH_MAX], real[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", o->path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else slash[slash == dir] = '\0'; /* "/x" -> "/" */
+    if (!c->save_dir[0] || !realpath(c->save_dir, save) || !realpath(dir, real)) return 0;
+    size_t n = strlen(save);
+    return !strncmp(real, save, n) && (real[n] == '\0' || real[n] == '/');
+}
+
 static int open_all(const zl_runtime *rt, char *msg, size_t n) {
     if (rt->cfg.save_dir[0] && zl_ckpt_probe_dir(rt->cfg.save_dir, msg, n)) return 1; /* --save DIR */
     g_out[ZL_OUT_JSON] = (output){"--json", rt->cfg.json_path, NULL, 0, 0, 0};
     g_out[ZL_OUT_DUMP] = (output){"--dump-params", rt->cfg.dump_path, NULL, 0, 0, 0};
     g_out[ZL_OUT_TRACE] = (output){"--trace", rt->cfg.trace_path, NULL, 0, 0, 0};
+    const char *input;
     for (int i = 0; i < ZL_OUT_N; i++) {
-        if (!g_out[i].path[0]) continue;
-        if (open_one(&g_out[i], msg, n)) return 1;
+        output *o = &g_out[i];
+        if (!o->path[0]) continue;
+        if (open_one(o, msg, n)) return 1;
         for (int j = 0; j < i; j++)
-            if (same_file(&g_out[i], &g_out[j])) {
-                snprintf(msg, n, "%s and %s name the same file '%s'", g_out[j].flag, g_out[i].flag, g_out[i].path);
+            if (same_file(o, &g_out[j])) {
+                snprintf(msg, n, "%s and %s name the same file '%s'", g_out[j].flag, o->flag, o->path);
                 return 1;
             }
+        if (is_input(o, &rt->cfg, &input)) {
+            snprintf(msg, n, "%s '%s' is a file this run reads (%s): refusing to overwrite it", o->flag, o->path, input);
+            return 1;
+        }
+        if (inside_save_dir(o, &rt->cfg)) {
+            snprintf(msg, n, "%s '%s' is inside the --save directory '%s', which the save replaces as a whole", o->flag,
+                     o->path, rt->cfg.save_dir);
+            return 1;
+        }
     }
+    for (int i = 0; i < ZL_OUT_N; i++) /* every check passed: a new file waits until it is written */
+        if (g_out[i].created) fclose(g_out[i].f), g_out[i].f = NULL, (void)unlink(g_out[i].path);
     return 0;
 }
 
-/* At exit: a file this run created but never wrote (refused by the preflight, a runtime error,
- * a bad later flag) is removed, so no empty file stands where a result is expected; a file that
- * existed is left as it was. */
+/* At exit on rank 0 (a refusal, an exit with a message): files this run created and never wrote
+ * are removed (a later refusal may come after open_all kept them open). */
 static void remove_unwritten(void) {
     for (int i = 0; i < ZL_OUT_N; i++)
-        if (g_out[i].created && !g_out[i].started) (void)unlink(g_out[i].path);
+        if (g_out[i].created && g_out[i].f && !g_out[i].started) (void)unlink(g_out[i].path);
 }
 
 void zl_outputs_open(const zl_runtime *rt) {
@@ -95,6 +142,14 @@ void zl_outputs_open(const zl_runtime *rt) {
 
 FILE *zl_output_begin(zl_output_id id) {
     output *o = &g_out[id];
+    if (o->created && !o->started && !o->err) { /* created again now (open_all removed it) */
+        int fd = open(o->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (fd < 0 || !(o->f = fdopen(fd, "w"))) {
+            zl_output_failed(id, errno);
+            if (fd >= 0) close(fd);
+            return NULL;
+        }
+    }
     if (!o->f) return NULL;
     if (!o->started) {
         o->started = 1;
@@ -117,11 +172,12 @@ int zl_outputs_close(void) {
     int status = 0;
     for (int i = 0; i < ZL_OUT_N; i++) {
         output *o = &g_out[i];
-        if (!o->f) continue;
-        int had_error = ferror(o->f);
-        if (fclose(o->f)) zl_output_failed((zl_output_id)i, errno);
-        if (had_error) zl_output_failed((zl_output_id)i, 0);
-        o->f = NULL;
+        if (o->f) {
+            int had_error = ferror(o->f);
+            if (fclose(o->f)) zl_output_failed((zl_output_id)i, errno);
+            if (had_error) zl_output_failed((zl_output_id)i, 0);
+            o->f = NULL;
+        }
         if (o->err) {
             fprintf(stderr, "%s: %s: writing '%s' failed: %s\n", g_prog, o->flag, o->path, strerror(o->err));
             status = ZL_EXIT_RUNTIME;

@@ -122,6 +122,34 @@ Test(resume, scaler_and_skipped_steps_stage1_N3) { check_resume_with_skips(1, 3)
 Test(resume, scaler_and_skipped_steps_stage2_N2) { check_resume_with_skips(2, 2); }
 Test(resume, scaler_and_skipped_steps_stage3_N1) { check_resume_with_skips(3, 1); }
 
+/* The transformer too: its manifest names the model (kind gpt, T, H, V beside L and D), and 2
+ * steps saved by ZeRO-2 then 2 resumed by ZeRO-3 equal 4 steps of ZeRO-3 (the stages are bitwise
+ * equal without accumulation). A GPT checkpoint was once written as the MLP's and refused on
+ * resume. */
+Test(resume, gpt_saved_by_stage2_resumed_by_stage3) {
+    int N = zl_max_world() < 2 ? 1 : 2;
+    char dir[256], straight[17], resumed[17], unused[17];
+    tmp_path(dir, sizeof dir, "gpt");
+    rm_rf(dir);
+    const char *gpt = "--preset gpt-tiny --quiet";
+    run_ok(straight, "-n %d {stage3} %s --steps 4", N, gpt);
+    run_ok(unused, "-n %d {stage2} %s --steps 2 --save %s", N, gpt, dir);
+    cJSON *m = manifest_of(dir);
+    cr_expect_str_eq(zl_get(m, "model.kind")->valuestring, "gpt");
+    cr_expect(zl_num(m, "model.seq") == 32 && zl_num(m, "model.heads") == 2 && zl_num(m, "model.vocab") == 256);
+    cJSON_Delete(m);
+    run_ok(resumed, "-n %d {stage3} %s --steps 2 --resume %s", N, gpt, dir);
+    cr_expect_str_eq(resumed, straight, "GPT N=%d: 2 saved + 2 resumed steps differ from 4 steps", N);
+    zl_run_result r;
+    zl_run_plain(&r, "%s/../zlckpt inspect %s", zl_build_dir(), dir);
+    cr_expect(r.exit_code == 0 && strstr(r.out, "gpt with L = 2, D = 32, T = 32, H = 2, V = 256"), "%d: %s",
+              r.exit_code, r.out);
+    zl_run(&r, "-n %d {stage3} %s --heads 4 --steps 1 --resume %s", N, gpt, dir);
+    cr_expect_eq(r.exit_code, 2, "another head count resumed: exit %d: %s", r.exit_code, r.err);
+    cr_expect(strstr(r.err, "H = 2, V = 256; this run has the gpt with L = 2, D = 32, T = 32, H = 4"), "%s", r.err);
+    rm_rf(dir);
+}
+
 /* ---- reshard ------------------------------------------------------------------------ */
 
 /* A ZeRO-3 checkpoint written at N = 3 (B = 2 rows per rank) continued by ZeRO-1 at N = 2
@@ -383,6 +411,12 @@ Test(refused, every_bad_checkpoint_exits_2_with_one_line, .timeout = 120) {
     FRESH();
     expect_resume_refused(dir, " --dim 32", dir, "D = 31");
     expect_resume_refused(dir, " --layers 3", dir, "L = 2");
+    expect_resume_refused(dir, " --model gpt --heads 1", dir, "this run has the gpt with L = 2, D = 31, T = 32, H = 1");
+    /* what the resumed run would continue, not what the flags say: refused, the flag to give named */
+    expect_resume_refused(dir, " --seed 5", dir, "trained with --seed 1234, this run has --seed 5 (give --seed 1234");
+    expect_resume_refused(dir, " --loss-scale 128", dir, "trained with --loss-scale dynamic, this run has --loss-scale 128");
+    expect_resume_refused(dir, " --loss-scale-init 1024", dir, "continues at the checkpoint's scale 65536");
+    expect_resume_refused(dir, " --loss-scale-window 7", dir, "give --loss-scale-window 1000");
     rm_rf(dir);
     expect_resume_refused(dir, "", man, "cannot open");
 }
@@ -402,7 +436,7 @@ Test(save_dir, unwritable_or_foreign_directories_are_refused_before_training) {
     tmp_path(dir, sizeof dir, "foreign");
     rm_rf(dir);
     mkdir(dir, 0777);
-    char keep[300];
+    char keep[320];
     snprintf(keep, sizeof keep, "%s/notes.txt", dir);
     FILE *f = fopen(keep, "w");
     fputs("mine", f);
@@ -413,5 +447,22 @@ Test(save_dir, unwritable_or_foreign_directories_are_refused_before_training) {
     snprintf(flags, sizeof flags, "--save %s/no/such/parent/ckpt", dir);
     expect_save_refused(flags, "cannot write");
     expect_save_refused("--save-every 5", "--save-every: needs --save DIR");
+    /* what the save's renames would trip over after training: a temporary directory holding
+     * files a save did not write, a symbolic link (replaced, not followed), a name like "." */
+    char tmp[280], link[300];
+    snprintf(tmp, sizeof tmp, "%s/ck.zl-tmp", dir);
+    mkdir(tmp, 0777);
+    snprintf(keep, sizeof keep, "%s/notes.txt", tmp);
+    f = fopen(keep, "w");
+    fclose(f);
+    snprintf(flags, sizeof flags, "--save %s/ck", dir);
+    expect_save_refused(flags, "holds files a save did not write");
+    cr_expect(exists(keep), "a foreign file was removed");
+    snprintf(link, sizeof link, "%s/link", dir);
+    cr_assert_eq(symlink(tmp, link), 0);
+    snprintf(flags, sizeof flags, "--save %s/", link);
+    expect_save_refused(flags, "is a symbolic link");
+    snprintf(flags, sizeof flags, "--save %s/.", dir);
+    expect_save_refused(flags, "by its name, not");
     rm_rf(dir);
 }

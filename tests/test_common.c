@@ -446,6 +446,42 @@ Test(args, every_bad_value_names_its_flag) {
     }
 }
 
+/* --loss-scale K (static), --loss-scale dynamic and --loss-scale-init K (the dynamic scaler's first
+ * scale) are separate settings: the result never depends on their order, and a first scale given to a
+ * static run is refused rather than taken as its scale. */
+Test(args, loss_scale_flags_do_not_depend_on_their_order) {
+    struct {
+        const char *line;
+        int dynamic;
+        float scale;
+    } ok[] = {
+        {"", 1, 65536.0f},
+        {"--dtype bf16", 0, 1.0f},
+        {"--loss-scale 128", 0, 128.0f},
+        {"--loss-scale-init 1024", 1, 1024.0f},
+        {"--loss-scale 128 --loss-scale dynamic", 1, 65536.0f}, /* the last --loss-scale wins, not its K */
+        {"--loss-scale dynamic --loss-scale 128", 0, 128.0f},
+        {"--loss-scale-init 1024 --loss-scale dynamic", 1, 1024.0f},
+        {"--loss-scale dynamic --loss-scale-init 1024", 1, 1024.0f},
+        {"--dtype bf16 --loss-scale-init 256", 1, 256.0f},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        zl_config c;
+        char err[256];
+        cr_assert_eq(parse(0, err, &c, ok[i].line), ZL_ARGS_OK, "'%s': %s", ok[i].line, err);
+        cr_expect(c.loss_scale_dynamic == ok[i].dynamic && c.loss_scale == ok[i].scale, "'%s': dynamic %d scale %g",
+                  ok[i].line, c.loss_scale_dynamic, c.loss_scale);
+    }
+    const char *refused[] = {"--loss-scale 128 --loss-scale-init 1024", "--loss-scale-init 1024 --loss-scale 128",
+                             "--dtype bf16 --loss-scale 1 --loss-scale-init 8"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        zl_config c;
+        char err[256];
+        cr_expect_eq(parse(0, err, &c, refused[i]), ZL_ARGS_ERROR, "'%s' was accepted", refused[i]);
+        cr_expect(strstr(err, "--loss-scale-init") && strstr(err, "static"), "'%s' -> '%s'", refused[i], err);
+    }
+}
+
 /* Ranges are checked on the float that is stored, not on the double that was parsed. */
 Test(args, float_flags_are_checked_after_narrowing) {
     struct {

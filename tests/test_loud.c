@@ -89,6 +89,59 @@ Test(outputs, refused_run_leaves_no_new_file) {
     unlink(a), unlink(b);
 }
 
+/* ...also when a rank fails at run time at N = 2, where MPI_Abort ends the ranks without their
+ * exit handlers: a new output exists only once the run writes it. The failure: out of memory
+ * with the preflight off (CPU: a pretend 100 kB device). */
+Test(outputs, runtime_error_at_N2_leaves_no_new_file) {
+    if (zl_max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    char a[64], b[64];
+    snprintf(a, sizeof a, "/tmp/zl_rt_%d.json", getpid());
+    snprintf(b, sizeof b, "/tmp/zl_rt_%d.bin", getpid());
+    unlink(a), unlink(b);
+    if (!zl_build_is_cuda()) setenv("ZL_CPU_DEVICE_BYTES", "100000", 1);
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage2} --layers 1000 --dim 2048 --batch 64 --quiet --no-preflight --json %s --dump-params %s", a,
+           b);
+    unsetenv("ZL_CPU_DEVICE_BYTES");
+    cr_expect_eq(r.exit_code, 1, "exit %d: %s", r.exit_code, r.err);
+    cr_expect(strstr(r.err, "out of memory"), "not the out-of-memory failure: %s", r.err);
+    cr_expect(access(a, F_OK) != 0, "the failed run left %s", a);
+    cr_expect(access(b, F_OK) != 0, "the failed run left %s", b);
+    unlink(a), unlink(b);
+}
+
+/* An output must not be a file the run reads (--data, a --resume checkpoint's files) nor lie in
+ * the --save directory (the save replaces it): refused up front, the input untouched. */
+Test(outputs, an_input_or_the_save_directory_is_refused) {
+    char text[64], ck[64], flags[512];
+    snprintf(text, sizeof text, "/tmp/zl_in_%d.txt", getpid());
+    snprintf(ck, sizeof ck, "/tmp/zl_in_ck_%d", getpid());
+    FILE *f = fopen(text, "w");
+    cr_assert(f);
+    for (int i = 0; i < 200; i++) fputs("some text to train on, long enough for a few sequences. ", f);
+    fclose(f);
+    zl_run_result r;
+    zl_run(&r, "-n 1 {stage2} --preset gpt-tiny --steps 1 --quiet --data %s --json %s", text, text);
+    cr_expect_eq(r.exit_code, 2, "exit %d: %s", r.exit_code, r.err);
+    cr_expect(strstr(r.err, "is a file this run reads (--data)"), "%s", r.err);
+    struct stat st;
+    cr_expect(!stat(text, &st) && st.st_size == 200 * 56, "the --data file changed: %lld bytes",
+              (long long)st.st_size);
+    zl_run(&r, "-n 1 {stage2} --preset tiny --steps 1 --quiet --save %s", ck);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    snprintf(flags, sizeof flags, "--preset tiny --resume %s --dump-params %s/rank-00000.bin", ck, ck);
+    zl_run(&r, "-n 1 {stage2} --steps 1 --quiet %s", flags);
+    cr_expect_eq(r.exit_code, 2, "exit %d: %s", r.exit_code, r.err);
+    cr_expect(strstr(r.err, "is a file this run reads (--resume)"), "%s", r.err);
+    zl_run_plain(&r, "%s/../zlckpt verify %s", zl_build_dir(), ck);
+    cr_expect_eq(r.exit_code, 0, "the checkpoint was damaged: %s", r.err);
+    snprintf(flags, sizeof flags, "--save %s --json %s/report.json", ck, ck);
+    expect_output_refused(flags, "--json", "report.json", "is inside the --save directory");
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", ck, text);
+    cr_expect_eq(system(cmd), 0);
+}
+
 /* /proc/version opens for writing as root and fails at the write (EIO): the report is
  * printed first, then one line names the flag and the error, exit 1. */
 Test(outputs, write_failure_after_training_prints_the_report_then_exits_1) {

@@ -41,8 +41,10 @@ static int inspect(const char *dir) {
     if (open_manifest(dir, &m)) return ZL_EXIT_INPUT;
     const zl_partition *p = &m.part;
     printf("checkpoint %s (zerolab-checkpoint version %d)\n", dir, m.version);
-    printf("  model       mlp, L = %d, D = %d: %d shard units, %zu params (%zu padded for N = %d)\n", m.shape.layers,
-           m.shape.dim, p->n_units, p->psi, p->psi_pad, m.world);
+    char model[128];
+    zl_ckpt_describe_model(model, sizeof model, m.shape);
+    printf("  model       %s: %d shard units, %zu params (%zu padded for N = %d)\n", model, p->n_units, p->psi,
+           p->psi_pad, m.world);
     printf("  written by  %s at N = %d, %d rows per rank, seed %llu; params stored as %s\n", prog_of_stage[m.stage],
            m.world, m.shape.rows, (unsigned long long)m.seed, zl_dtype_name(m.dtype));
     printf("  progress    step %d, Adam step %d, %llu data rows consumed\n", m.at.step, m.at.adam_step,
