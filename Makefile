@@ -91,7 +91,7 @@ build/zerocalc: tools/zerocalc.c $(CALC_SRC) $(HEADERS)
 	$(CC) $(CFLAGS) tools/zerocalc.c $(CALC_SRC) -lm -o $@
 
 # zlckpt: inspect, verify, export a checkpoint (common/ckpt.c; the CPU backend for its host copies).
-build/zlckpt: build/cpu/obj/tools/zlckpt.o $(CPU_OBJ)
+build/zlckpt: build/cpu/obj/tools/zlckpt.o build/cpu/obj/common/stdout_check.o $(CPU_OBJ)
 	$(MPICC) $(CFLAGS) $^ $(LIBS) -o $@
 
 # zlbatch: the tokens of a GPT run's step 1 (tests/gpu/torch_gpt_reference.py reads them).

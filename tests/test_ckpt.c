@@ -305,6 +305,34 @@ Test(zlckpt, inspect_verify_export) {
     rm_rf(dir);
 }
 
+/* A small checkpoint for the zlckpt command-line tests: one rank, one step. */
+static void small_checkpoint(char *dir, size_t n, const char *tag) {
+    char unused[17];
+    tmp_path(dir, n, tag);
+    rm_rf(dir);
+    run_ok(unused, "-n 1 {stage2} %s --batch 2 --steps 1 --save %s", TINY, dir);
+}
+
+/* A report lost on the way to stdout (a full disk: /dev/full) exits 1 naming strerror, never 0. */
+Test(zlckpt, stdout_full_exits_1) {
+    if (access("/dev/full", W_OK)) cr_skip_test("no /dev/full");
+    char dir[256], out[128];
+    small_checkpoint(dir, sizeof dir, "tool_full");
+    snprintf(out, sizeof out, "/tmp/zl_ck_full_out_%d", getpid());
+    const char *const cmds[3] = {"inspect %s", "verify %s", "export %s --out %s"};
+    for (int i = 0; i < 3; i++) {
+        char args[600];
+        snprintf(args, sizeof args, cmds[i], dir, out);
+        zl_run_result r;
+        zl_run_plain_stdout(&r, "/dev/full", "%s/../zlckpt %s", zl_build_dir(), args);
+        cr_expect_eq(r.exit_code, 1, "zlckpt %s > /dev/full: exit %d: '%s'", args, r.exit_code, r.err);
+        cr_expect(strstr(r.err, "zlckpt: writing the report to stdout failed: No space left on device"),
+                  "zlckpt %s > /dev/full: '%s'", args, r.err);
+    }
+    unlink(out);
+    rm_rf(dir);
+}
+
 /* ---- refused checkpoints ------------------------------------------------------------ */
 
 

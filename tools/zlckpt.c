@@ -18,6 +18,7 @@
 
 #include "common/args.h" /* ZL_EXIT_*, ZL_PATH_MAX */
 #include "common/ckpt.h" /* zl_ckpt_manifest, zl_ckpt_read_manifest, zl_ckpt_verify_file, zl_ckpt_read_range */
+#include "common/stdout_check.h" /* a report lost on the way to stdout (a full disk) exits 1 */
 #include "kernels/zl_math.h" /* zl_round_storage: fp32 -> fp16 / bf16 */
 
 static const char *const prog_of_stage[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
@@ -151,7 +152,8 @@ static int export_params(const char *dir, const char *out, zl_dtype dtype) {
     return status;
 }
 
-int main(int argc, char **argv) {
+/* The command's exit status, before stdout is checked. */
+static int run_command(int argc, char **argv) {
     if (argc < 3) return usage();
     const char *cmd = argv[1], *dir = argv[2];
     if (!strcmp(cmd, "inspect") && argc == 3) return inspect(dir);
@@ -174,4 +176,10 @@ int main(int argc, char **argv) {
     }
     if (!out) return usage();
     return export_params(dir, out, dtype);
+}
+
+int main(int argc, char **argv) {
+    int status = run_command(argc, argv);
+    int printed = zl_stdout_check("zlckpt"); /* an inspect or verify report lost is never exit 0 */
+    return status ? status : printed;
 }
