@@ -164,6 +164,7 @@ static int lies_in(const char *path, const struct stat *ck) {
 
 /* A regular file at the resolved directory `parent`, named `name`: not inside the checkpoint. */
 static int place_file(export_target *t, const char *out, const char *parent, const char *name, const struct stat *ck) {
+    if (!*name) return refuse_out(out, "names a directory; --out is a file"); /* the rename would aim at parent */
     if (lies_in(parent, ck)) return refuse_out(out, "inside the checkpoint directory being exported");
     if ((size_t)snprintf(t->path, sizeof t->path, "%s/%s", strcmp(parent, "/") ? parent : "", name) >= sizeof t->path)
         return refuse_out(out, "path too long");
@@ -178,7 +179,7 @@ static int resolve_new(export_target *t, const char *out, const struct stat *ck)
     char parent[PATH_MAX];
     snprintf(parent, sizeof parent, "%s", out);
     char *slash = strrchr(parent, '/');
-    const char *name = slash ? slash + 1 : out;
+    const char *name = slash ? out + (slash - parent) + 1 : out; /* in out: parent is cut below */
     if (!slash) strcpy(parent, ".");
     else if (slash == parent) parent[1] = '\0'; /* "/name" */
     else *slash = '\0';
