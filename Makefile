@@ -83,14 +83,15 @@ build/cpu/%: build/cpu/obj/%.o $(CPU_OBJ)
 # report.c names the commit: rebuild it when the commit changes.
 build/cpu/obj/common/report.o build/cuda/obj/common/report.o: build/git-commit
 
-# zerocalc: no MPI, no GPU — only the formula, partition and model-layout modules the stages use.
-CALC_SRC := common/formulas.c common/partition.c model/layout.c model/gpt_layout.c
+# zerocalc: no MPI, no GPU — only the formula, partition and model-layout modules the stages use
+# (and the tools' check that stdout took the report).
+CALC_SRC := common/formulas.c common/partition.c model/layout.c model/gpt_layout.c common/stdout_check.c
 build/zerocalc: tools/zerocalc.c $(CALC_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) tools/zerocalc.c $(CALC_SRC) -lm -o $@
 
 # zlckpt: inspect, verify, export a checkpoint (common/ckpt.c; the CPU backend for its host copies).
-build/zlckpt: build/cpu/obj/tools/zlckpt.o $(CPU_OBJ)
+build/zlckpt: build/cpu/obj/tools/zlckpt.o build/cpu/obj/common/stdout_check.o $(CPU_OBJ)
 	$(MPICC) $(CFLAGS) $^ $(LIBS) -o $@
 
 # zlbatch: the tokens of a GPT run's step 1 (tests/gpu/torch_gpt_reference.py reads them).

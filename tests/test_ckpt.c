@@ -9,6 +9,7 @@
  * zlckpt is found next to the build directory (build/zlckpt). */
 #include "zl_test_util.h" /* first: it defines _GNU_SOURCE */
 
+#include <errno.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -330,6 +331,163 @@ Test(zlckpt, inspect_verify_export) {
     cr_expect_eq(r.exit_code, 2);
     (void)half_to_double;
     unlink(dump), unlink(e16), unlink(e32), unlink(ebf);
+    rm_rf(dir);
+}
+
+/* A small checkpoint for the zlckpt command-line tests: one rank, one step; 4 units of 7843, so
+ * that its export (125488 B) overflows a pipe's 64 KiB buffer (a reader gone early is EPIPE). */
+static void small_checkpoint(char *dir, size_t n, const char *tag) {
+    char unused[17];
+    tmp_path(dir, n, tag);
+    rm_rf(dir);
+    run_ok(unused, "-n 1 {stage2} --layers 4 --dim 31 --quiet --batch 2 --steps 1 --save %s", dir);
+}
+
+/* A report lost on the way to stdout (a full disk: /dev/full) exits 1 naming strerror, never 0. */
+Test(zlckpt, stdout_full_exits_1) {
+    if (access("/dev/full", W_OK)) cr_skip_test("no /dev/full");
+    char dir[256], out[128];
+    small_checkpoint(dir, sizeof dir, "tool_full");
+    snprintf(out, sizeof out, "/tmp/zl_ck_full_out_%d", getpid());
+    const char *const cmds[3] = {"inspect %s", "verify %s", "export %s --out %s"};
+    for (int i = 0; i < 3; i++) {
+        char args[600];
+        snprintf(args, sizeof args, cmds[i], dir, out);
+        zl_run_result r;
+        zl_run_plain_stdout(&r, "/dev/full", "%s/../zlckpt %s", zl_build_dir(), args);
+        cr_expect_eq(r.exit_code, 1, "zlckpt %s > /dev/full: exit %d: '%s'", args, r.exit_code, r.err);
+        cr_expect(strstr(r.err, "zlckpt: writing the report to stdout failed: No space left on device"),
+                  "zlckpt %s > /dev/full: '%s'", args, r.err);
+    }
+    unlink(out);
+    rm_rf(dir);
+}
+
+/* `zlckpt export DIR --out OUT` that would destroy something is refused up front: exit 2, one
+ * line naming why, the checkpoint byte for byte as it was (diff -r against a copy: no file
+ * changed, none added, no .zl-tmp left), nothing created. */
+static void expect_export_refused(const char *dir, const char *copy, const char *out, const char *why) {
+    zl_run_result r;
+    zl_run_plain(&r, "%s/../zlckpt export %s --out %s", zl_build_dir(), dir, out);
+    cr_expect_eq(r.exit_code, 2, "--out %s: exit %d: '%s'", out, r.exit_code, r.err);
+    cr_expect(strstr(r.err, why), "--out %s: '%s' lacks '%s'", out, r.err, why);
+    char *nl = strchr(r.err, '\n');
+    cr_expect(nl && nl[1] == '\0', "--out %s: one line expected, got '%s'", out, r.err);
+    cr_expect_str_eq(r.out, "", "--out %s: printed a summary", out);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "diff -r %s %s >/dev/null", dir, copy);
+    if (!system(cmd)) return;
+    cr_expect_fail("--out %s changed the checkpoint", out);
+    snprintf(cmd, sizeof cmd, "rm -rf %s && cp -a %s %s", dir, copy, dir); /* the next case starts whole */
+    cr_assert_eq(system(cmd), 0);
+}
+
+Test(zlckpt, export_refuses_an_out_that_would_destroy) {
+    char dir[256], copy[300], out[600], other[128], link[128], cmd[1400];
+    small_checkpoint(dir, sizeof dir, "tool_out");
+    snprintf(copy, sizeof copy, "%s_copy", dir);
+    snprintf(other, sizeof other, "/tmp/zl_ck_outdir_%d", getpid());
+    snprintf(link, sizeof link, "/tmp/zl_ck_outlink_%d", getpid());
+    rm_rf(copy), rm_rf(other), unlink(link);
+    snprintf(cmd, sizeof cmd, "cp -a %s %s && mkdir %s", dir, copy, other);
+    cr_assert_eq(system(cmd), 0);
+    /* a rank file, the manifest, a new name inside, a rank file spelled through .. */
+    snprintf(out, sizeof out, "%s/rank-00000.bin", dir);
+    expect_export_refused(dir, copy, out, "inside the checkpoint directory");
+    snprintf(out, sizeof out, "%s/manifest.json", dir);
+    expect_export_refused(dir, copy, out, "inside the checkpoint directory");
+    snprintf(out, sizeof out, "%s/params.f32", dir);
+    expect_export_refused(dir, copy, out, "inside the checkpoint directory");
+    snprintf(out, sizeof out, "%s/../%s/rank-00000.bin", dir, strrchr(dir, '/') + 1);
+    expect_export_refused(dir, copy, out, "inside the checkpoint directory");
+    /* a symbolic link to a rank file: written through, it would replace the rank file */
+    snprintf(out, sizeof out, "%s/rank-00000.bin", dir);
+    cr_assert_eq(symlink(out, link), 0);
+    expect_export_refused(dir, copy, link, "inside the checkpoint directory");
+    unlink(link);
+    /* the checkpoint directory itself, another directory (left empty: nothing renamed into it) */
+    expect_export_refused(dir, copy, dir, "a directory");
+    expect_export_refused(dir, copy, other, "a directory");
+    cr_expect_eq(rmdir(other), 0, "the directory --out named is no longer empty");
+    rm_rf(copy);
+    rm_rf(dir);
+}
+
+/* Run `zlckpt export DIR --out FIFO` beside `reader` (a shell command reading the FIFO) with
+ * SIGPIPE ignored, so a reader that leaves early shows as EPIPE; zlckpt's stderr -> err_path.
+ * Both under timeout: a zlckpt that never opens the FIFO leaves the reader waiting. */
+static int export_to_fifo(const char *dir, const char *fifo, const char *reader, const char *err_path) {
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd,
+             "trap '' PIPE; timeout 20 sh -c '%s' & timeout 60 %s/../zlckpt export %s --out %s >/dev/null 2>%s; "
+             "rc=$?; wait; exit $rc",
+             reader, zl_build_dir(), dir, fifo, err_path);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int is_kind(const char *path, mode_t kind) {
+    struct stat st;
+    return !stat(path, &st) && (st.st_mode & S_IFMT) == kind;
+}
+
+/* A device is written in place, never renamed over: /dev/null takes the export (exit 0),
+ * /dev/full refuses it (exit 1, ENOSPC), and both are still character devices. */
+static void expect_device_written(const char *dir, const char *dev, int code, const char *why) {
+    struct stat st;
+    if (stat(dev, &st) || !S_ISCHR(st.st_mode)) {
+        cr_log_warn("%s is not a character device here: not tested", dev);
+        return;
+    }
+    zl_run_result r;
+    zl_run_plain(&r, "%s/../zlckpt export %s --out %s", zl_build_dir(), dir, dev);
+    cr_expect_eq(r.exit_code, code, "--out %s: exit %d: '%s'", dev, r.exit_code, r.err);
+    cr_expect(strstr(code ? r.err : r.out, why), "--out %s: '%s%s' lacks '%s'", dev, r.out, r.err, why);
+    cr_expect(!stat(dev, &st) && S_ISCHR(st.st_mode), "--out %s: no longer a character device", dev);
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%s.zl-tmp", dev);
+    cr_expect(access(tmp, F_OK), "--out %s left %s", dev, tmp);
+}
+
+/* Devices and pipes take the export in place, never renamed over: a FIFO streams exactly the
+ * file export's bytes and stays a FIFO, also when its reader leaves early (exit 1, EPIPE); then
+ * /dev/null (exit 0) and /dev/full (exit 1, ENOSPC) stay character devices. The FIFO goes
+ * first and stops the test if it was replaced or removed: a zlckpt that renames over its --out
+ * must not meet /dev/null as root. */
+Test(zlckpt, export_writes_devices_and_pipes_in_place) {
+    char dir[256], fifo[128], got[160], ref[128], err[160], reader[400], tmp[160];
+    small_checkpoint(dir, sizeof dir, "tool_dev");
+    snprintf(fifo, sizeof fifo, "/tmp/zl_ck_fifo_%d", getpid());
+    snprintf(got, sizeof got, "%s.got", fifo);
+    snprintf(err, sizeof err, "%s.err", fifo);
+    snprintf(tmp, sizeof tmp, "%s.zl-tmp", fifo);
+    snprintf(ref, sizeof ref, "/tmp/zl_ck_fifo_ref_%d", getpid());
+    unlink(fifo), unlink(got), unlink(ref), unlink(tmp);
+    cr_assert_eq(mkfifo(fifo, 0600), 0, "mkfifo: %s", strerror(errno));
+    zl_run_result r;
+    zl_run_plain(&r, "%s/../zlckpt export %s --out %s", zl_build_dir(), dir, ref);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+
+    snprintf(reader, sizeof reader, "cat %s > %s", fifo, got);
+    int rc = export_to_fifo(dir, fifo, reader, err);
+    cr_assert(is_kind(fifo, S_IFIFO), "--out FIFO: no longer a FIFO (renamed over)");
+    cr_expect_eq(rc, 0, "--out FIFO: exit %d", rc);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "cmp -s %s %s", got, ref);
+    cr_expect_eq(system(cmd), 0, "--out FIFO: the bytes read differ from the file export");
+
+    snprintf(reader, sizeof reader, ": < %s", fifo); /* opens, then leaves without reading */
+    rc = export_to_fifo(dir, fifo, reader, err);
+    cr_assert(is_kind(fifo, S_IFIFO), "--out FIFO, reader gone: the FIFO was replaced or removed");
+    cr_expect_eq(rc, 1, "--out FIFO, reader gone: exit %d", rc);
+    char text[1024];
+    zl_read_file(err, text, sizeof text);
+    cr_expect(strstr(text, "Broken pipe"), "--out FIFO, reader gone: '%s'", text);
+    cr_expect(access(tmp, F_OK), "--out FIFO left %s", tmp);
+
+    expect_device_written(dir, "/dev/null", 0, "exported");
+    expect_device_written(dir, "/dev/full", 1, "No space left on device");
+    unlink(fifo), unlink(got), unlink(ref), unlink(err);
     rm_rf(dir);
 }
 

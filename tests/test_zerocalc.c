@@ -333,3 +333,27 @@ Test(cli, bad_input_exits_2) {
     refused("--params 1e9 --host-memory 1e9", "--host-memory/--local-ranks: only with --max-layers");
     refused("--check-sources --data /nonexistent.tsv", "--data: cannot open");
 }
+
+/* A report that cannot reach stdout (a full disk: /dev/full) is lost: exit 1 and one line naming
+ * strerror, never 0. Every mode prints through the same exit path; --help and a long table (past
+ * stdio's buffer, so printf itself fails first) too. */
+static void stdout_full(const char *args) {
+    zl_run_result r;
+    char line[512];
+    snprintf(line, sizeof line, ZEROCALC " %s", args);
+    zl_run_plain_stdout(&r, "/dev/full", "%s", line);
+    cr_expect_eq(r.exit_code, 1, "'%s' > /dev/full exited %d: '%s'", args, r.exit_code, r.err);
+    cr_expect(strstr(r.err, "zerocalc: writing the report to stdout failed: No space left on device"),
+              "'%s' > /dev/full: '%s'", args, r.err);
+}
+
+Test(cli, stdout_full_exits_1) {
+    if (access("/dev/full", W_OK)) cr_skip_test("no /dev/full");
+    stdout_full("--params 1000");
+    stdout_full("--params 1000 --json");
+    stdout_full("--layers 2 --dim 31 --batch 4 --ranks 2 --json");
+    stdout_full("--paper-table1");
+    stdout_full("--max-model --memory 32e9 --ranks 64");
+    stdout_full("--check-sources");
+    stdout_full("--help");
+}

@@ -49,8 +49,9 @@ static inline void zl_read_file(const char *path, char *buf, size_t cap) {
 /* Run a launcher command line. `segments` is the part after "mpiexec": e.g.
  * "-n 2 {prog} --preset tiny"; every {P} is replaced by ZL_BUILD/P. Words are separated
  * by single spaces (test arguments contain no spaces). A timeout (timeout(1)) guards
- * against hangs. */
-static inline void zl_run_line(zl_run_result *r, int use_launcher, const char *line) {
+ * against hangs. stdout goes to r->out, or with stdout_path to that file (opened, not
+ * created: a device such as /dev/full). */
+static inline void zl_run_line_to(zl_run_result *r, int use_launcher, const char *line, const char *stdout_path) {
     char expanded[8192];
     /* expand {prog} */
     char *o = expanded;
@@ -80,7 +81,8 @@ static inline void zl_run_line(zl_run_result *r, int use_launcher, const char *l
     cr_assert(fo >= 0 && fe >= 0, "mkstemp failed");
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fo, 1);
+    if (stdout_path) posix_spawn_file_actions_addopen(&fa, 1, stdout_path, O_WRONLY, 0);
+    else posix_spawn_file_actions_adddup2(&fa, fo, 1);
     posix_spawn_file_actions_adddup2(&fa, fe, 2);
     pid_t pid;
     int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
@@ -93,6 +95,10 @@ static inline void zl_run_line(zl_run_result *r, int use_launcher, const char *l
     zl_read_file(out_path, r->out, sizeof r->out);
     zl_read_file(err_path, r->err, sizeof r->err);
     unlink(out_path), unlink(err_path);
+}
+
+static inline void zl_run_line(zl_run_result *r, int use_launcher, const char *line) {
+    zl_run_line_to(r, use_launcher, line, NULL);
 }
 
 static inline void zl_run(zl_run_result *r, const char *fmt, ...) {
@@ -112,6 +118,17 @@ static inline void zl_run_plain(zl_run_result *r, const char *fmt, ...) {
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     zl_run_line(r, 0, line);
+}
+
+/* zl_run_plain with the program's stdout opened on `path` (an existing file or device, e.g.
+ * /dev/full: a full disk), not captured: r->out stays empty. */
+static inline void zl_run_plain_stdout(zl_run_result *r, const char *path, const char *fmt, ...) {
+    char line[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    zl_run_line_to(r, 0, line, path);
 }
 
 static inline cJSON *zl_load_json(const char *path) {

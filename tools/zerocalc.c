@@ -21,7 +21,10 @@
  *                                                     (the largest MLP a program's preflight lets run: every
  *                                                      buffer, activations included; scripts/gpu-table2.sh)
  *   ... --offload   (stages 2-3, ZeRO-Offload: the optimizer state on the host; device / host split)
- *   zerocalc --check-sources [--data tests/data/source_examples.tsv] */
+ *   zerocalc --check-sources [--data tests/data/source_examples.tsv]
+ *
+ * Exit 0; 2 and one line for bad input; 1 when the report could not be written to stdout (a
+ * full disk: common/stdout_check.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -31,6 +34,7 @@
 
 #include "common/formulas.h"
 #include "common/partition.h"
+#include "common/stdout_check.h" /* a report lost on the way to stdout (a full disk) exits 1 */
 #include "kernels/workspace.h" /* the kernels' workspace bytes, per backend */
 #include "model/gpt.h"   /* zl_gpt_activation_terms: the GPT's activations by component */
 #include "model/model.h" /* zl_model_partition: the model's units, padded; activation formulas */
@@ -122,7 +126,7 @@ static void parse(opts *o, int argc, char **argv) {
     strcpy(o->prec_name, "mixed");
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) usage(), exit(0);
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) usage(), exit(zl_stdout_check("zerocalc"));
         if (!strcmp(f, "--json")) { o->json = 1; continue; }
         if (!strcmp(f, "--paper-table1")) { o->mode = MODE_TABLE1; continue; }
         if (!strcmp(f, "--max-model")) { o->mode = MODE_MAX_MODEL; continue; }
@@ -690,12 +694,14 @@ static int check_sources(const opts *o) {
 int main(int argc, char **argv) {
     opts o;
     parse(&o, argc, argv);
+    int status = 0;
     switch (o.mode) {
     case MODE_TABLE1: table1(); break;
     case MODE_MAX_MODEL: max_model(&o); break;
     case MODE_MAX_LAYERS: max_layers(&o); break;
-    case MODE_CHECK_SOURCES: return check_sources(&o);
+    case MODE_CHECK_SOURCES: status = check_sources(&o); break;
     default: o.batch && !o.gpt ? calc_run(&o) : calc(&o);
     }
-    return 0;
+    int printed = zl_stdout_check("zerocalc"); /* on every path: a lost report is never exit 0 */
+    return status ? status : printed;
 }

@@ -6,25 +6,47 @@
  *   zlckpt export DIR --out FILE [--dtype fp32|fp16|bf16]
  *                                       the full unpadded parameter vector from the fp32
  *                                       master slices (what other ZeRO implementations need
- *                                       a zero_to_fp32 script for), little-endian, raw
+ *                                       a zero_to_fp32 script for), little-endian, raw;
+ *                                       --out's rules in help_text
+ *
+ * Exit 0; 1 when a write fails (the export, or the report on stdout: a full disk); 2 for bad
+ * input (flags, a bad checkpoint, a refused --out), before the export is written.
  *
  * No MPI job, no device: one process reads the files with the checkpoint module's own
  * range reader (the same code a resharding --resume uses). */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
+#include <limits.h> /* PATH_MAX: realpath's answer */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h> /* STDOUT_FILENO */
 
 #include "common/args.h" /* ZL_EXIT_*, ZL_PATH_MAX */
 #include "common/ckpt.h" /* zl_ckpt_manifest, zl_ckpt_read_manifest, zl_ckpt_verify_file, zl_ckpt_read_range */
+#include "common/stdout_check.h" /* a report lost on the way to stdout (a full disk) exits 1 */
 #include "kernels/zl_math.h" /* zl_round_storage: fp32 -> fp16 / bf16 */
 
 static const char *const prog_of_stage[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
 enum { BUF_BYTES = 4 << 20 };
 
+static const char help_text[] =
+    "usage: zlckpt inspect DIR | verify DIR | export DIR --out FILE [--dtype fp32|fp16|bf16]\n"
+    "  inspect DIR  the manifest, and bytes per rank and category\n"
+    "  verify DIR   every rank file's size and XXH3-64, the manifest's seal and consistency\n"
+    "  export DIR --out FILE [--dtype fp32|fp16|bf16]\n"
+    "               the full unpadded parameter vector (from the fp32 master), little-endian, raw.\n"
+    "               A regular FILE, new or existing (through symbolic links), is written as\n"
+    "               FILE.zl-tmp and renamed into place; a character device or a pipe (/dev/null,\n"
+    "               /dev/stdout, a FIFO) is written directly, and when it is stdout the summary line\n"
+    "               goes to stderr. Refused up front, nothing written (exit 2): a FILE inside DIR,\n"
+    "               a directory, a dangling symbolic link, any other kind of file.\n"
+    "exit: 0 ok; 1 a write failed (FILE, or stdout); 2 bad input (flags, checkpoint, --out)\n";
+
 static int usage(void) {
-    fprintf(stderr, "usage: zlckpt inspect DIR | verify DIR | export DIR --out FILE [--dtype fp32|fp16|bf16]\n");
+    fprintf(stderr, "usage: zlckpt inspect DIR | verify DIR | export DIR --out FILE [--dtype fp32|fp16|bf16]"
+                    " (zlckpt --help)\n");
     return ZL_EXIT_INPUT;
 }
 
@@ -111,23 +133,124 @@ static void write_elements(void *ctx, size_t at, void *data, size_t count) {
     if (fwrite(data, esz, count, s->out) != count) s->failed = errno ? errno : EIO;
 }
 
+/* Where the export goes. A regular file (new or existing, through symbolic links) is written as
+ * PATH.zl-tmp beside it and renamed into place, so no reader ever sees half a vector. A
+ * character device or a pipe (/dev/null, /dev/stdout, a FIFO) is written directly: a rename
+ * would put a regular file where the device node was, and neither can hold half a file. */
+typedef struct {
+    int direct;           /* a character device or a pipe */
+    int is_stdout;        /* ... and the same one as stdout: the summary line goes to stderr */
+    char path[PATH_MAX];  /* a regular file: its resolved path; else --out as given */
+    char tmp[PATH_MAX + 16];
+} export_target;
+
+static int refuse_out(const char *out, const char *why) {
+    fprintf(stderr, "zlckpt: --out '%s': %s\n", out, why);
+    return ZL_EXIT_INPUT;
+}
+
+/* Is the directory `path` (resolved, absolute) `ck`, or below it? Compared by device and inode
+ * going up to /, so another spelling of DIR (a symbolic link, ..) is caught too. */
+static int lies_in(const char *path, const struct stat *ck) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", path);
+    for (;;) {
+        struct stat st;
+        if (!stat(p, &st) && st.st_dev == ck->st_dev && st.st_ino == ck->st_ino) return 1;
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p) break; /* the root is nobody's checkpoint */
+        *slash = '\0';
+    }
+    return 0;
+}
+
+/* A regular file at the resolved directory `parent`, named `name`: not inside the checkpoint. */
+static int place_file(export_target *t, const char *out, const char *parent, const char *name, const struct stat *ck) {
+    if (!*name) return refuse_out(out, "names a directory; --out is a file"); /* the rename would aim at parent */
+    if (lies_in(parent, ck)) return refuse_out(out, "inside the checkpoint directory being exported");
+    if ((size_t)snprintf(t->path, sizeof t->path, "%s/%s", strcmp(parent, "/") ? parent : "", name) >= sizeof t->path)
+        return refuse_out(out, "path too long");
+    snprintf(t->tmp, sizeof t->tmp, "%s.zl-tmp", t->path);
+    return ZL_EXIT_OK;
+}
+
+/* --out that does not exist yet: a new file in an existing directory. */
+static int resolve_new(export_target *t, const char *out, const struct stat *ck) {
+    struct stat lst;
+    if (!lstat(out, &lst)) return refuse_out(out, "a symbolic link to nothing");
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", out);
+    char *slash = strrchr(parent, '/');
+    const char *name = slash ? out + (slash - parent) + 1 : out; /* in out: parent is cut below */
+    if (!slash) strcpy(parent, ".");
+    else if (slash == parent) parent[1] = '\0'; /* "/name" */
+    else *slash = '\0';
+    char *real = realpath(parent, NULL);
+    if (!real) {
+        char why[PATH_MAX + 64];
+        snprintf(why, sizeof why, "its directory '%s': %s", parent, strerror(errno));
+        return refuse_out(out, why);
+    }
+    int rc = place_file(t, out, real, name, ck);
+    free(real);
+    return rc;
+}
+
+/* Decide, before any checkpoint file is read, where --out goes, or refuse it (exit 2): a path
+ * inside the checkpoint (renaming over a rank file would destroy it), a directory, anything
+ * that is neither a regular file nor a character device nor a pipe. */
+static int resolve_out(export_target *t, const char *out, const char *dir) {
+    memset(t, 0, sizeof *t);
+    struct stat ck, st;
+    if (stat(dir, &ck)) return refuse_out(out, "the checkpoint directory cannot be examined");
+    size_t len = strlen(out);
+    if (!len) return refuse_out(out, "an empty path");
+    if (out[len - 1] == '/') return refuse_out(out, "names a directory; --out is a file");
+    if (stat(out, &st)) {
+        if (errno == ENOENT) return resolve_new(t, out, &ck);
+        return refuse_out(out, strerror(errno));
+    }
+    if (S_ISDIR(st.st_mode)) return refuse_out(out, "a directory; --out is a file");
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+        struct stat so;
+        t->direct = 1;
+        t->is_stdout = !fstat(STDOUT_FILENO, &so) && so.st_dev == st.st_dev && so.st_ino == st.st_ino;
+        snprintf(t->path, sizeof t->path, "%s", out);
+        return ZL_EXIT_OK;
+    }
+    if (!S_ISREG(st.st_mode)) return refuse_out(out, "not a regular file, a character device or a pipe");
+    char *real = realpath(out, NULL); /* through symbolic links: the file they name is replaced */
+    if (!real) return refuse_out(out, strerror(errno));
+    char *slash = strrchr(real, '/'); /* realpath's answer is absolute */
+    *slash = '\0';
+    int rc = place_file(t, out, slash == real ? "/" : real, slash + 1, &ck);
+    free(real);
+    return rc;
+}
+
+/* Open the target now, before the checkpoint is read: a directory that cannot be written is
+ * bad input found up front, not a failure after the work. */
+static FILE *open_target(const export_target *t) {
+    FILE *f = fopen(t->direct ? t->path : t->tmp, "wb");
+    if (!f)
+        fprintf(stderr, "zlckpt: --out: cannot write '%s': %s\n", t->direct ? t->path : t->tmp, strerror(errno));
+    return f;
+}
+
 static int export_params(const char *dir, const char *out, zl_dtype dtype) {
     zl_ckpt_manifest m;
     if (open_manifest(dir, &m)) return ZL_EXIT_INPUT;
+    export_target t;
+    int status = resolve_out(&t, out, dir);
+    export_sink s = {status ? NULL : open_target(&t), dtype, 0};
+    if (!status && !s.out) status = ZL_EXIT_INPUT;
     static unsigned char buf[BUF_BYTES];
-    char err[ZL_PATH_MAX + 256], tmp[ZL_PATH_MAX + 16];
-    int status = ZL_EXIT_OK;
+    char err[ZL_PATH_MAX + 256];
     for (int r = 0; r < m.world && status == ZL_EXIT_OK; r++) /* check before writing anything */
         if (zl_ckpt_verify_file(dir, &m, r, buf, sizeof buf, err, sizeof err)) {
             fprintf(stderr, "zlckpt: %s\n", err);
             status = ZL_EXIT_INPUT;
         }
-    snprintf(tmp, sizeof tmp, "%s.zl-tmp", out);
-    export_sink s = {status ? NULL : fopen(tmp, "wb"), dtype, 0};
-    if (!status && !s.out) {
-        fprintf(stderr, "zlckpt: --out: cannot write '%s': %s\n", tmp, strerror(errno));
-        status = ZL_EXIT_INPUT;
-    }
     zl_ckpt_reader *rd = status ? NULL : zl_ckpt_reader_open(dir, &m);
     for (int u = 0; rd && u < m.part.n_units && status == ZL_EXIT_OK; u++)
         if (zl_ckpt_read_range(rd, ZL_CKPT_MASTER, u, 0, m.part.n[u], buf, sizeof buf, write_elements, &s, err,
@@ -136,24 +259,29 @@ static int export_params(const char *dir, const char *out, zl_dtype dtype) {
             status = ZL_EXIT_RUNTIME;
         }
     zl_ckpt_reader_close(rd);
-    if (s.out && fclose(s.out) && !s.failed) s.failed = errno;
+    if (s.out && fclose(s.out) && !s.failed) s.failed = errno ? errno : EIO;
     if (!status && s.failed) {
-        fprintf(stderr, "zlckpt: writing '%s' failed: %s\n", tmp, strerror(s.failed));
+        fprintf(stderr, "zlckpt: writing '%s' failed: %s\n", t.direct ? t.path : t.tmp, strerror(s.failed));
         status = ZL_EXIT_RUNTIME;
     }
-    if (!status && rename(tmp, out)) {
-        fprintf(stderr, "zlckpt: rename '%s' -> '%s': %s\n", tmp, out, strerror(errno));
+    if (!status && !t.direct && rename(t.tmp, t.path)) {
+        fprintf(stderr, "zlckpt: rename '%s' -> '%s': %s\n", t.tmp, t.path, strerror(errno));
         status = ZL_EXIT_RUNTIME;
     }
-    if (status && s.out) remove(tmp);
-    if (!status)
-        printf("exported %zu params (%s, %zu B) from %s to %s\n", m.part.psi, zl_dtype_name(dtype),
-               m.part.psi * zl_dtype_size(dtype), dir, out);
+    if (status && s.out && !t.direct) remove(t.tmp); /* never the device or pipe itself */
+    if (!status) /* --out /dev/stdout carries the data: the summary must not join it */
+        fprintf(t.is_stdout ? stderr : stdout, "exported %zu params (%s, %zu B) from %s to %s\n", m.part.psi,
+                zl_dtype_name(dtype), m.part.psi * zl_dtype_size(dtype), dir, out);
     zl_ckpt_manifest_free(&m);
     return status;
 }
 
-int main(int argc, char **argv) {
+/* The command's exit status, before stdout is checked. */
+static int run_command(int argc, char **argv) {
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(help_text, stdout);
+        return ZL_EXIT_OK;
+    }
     if (argc < 3) return usage();
     const char *cmd = argv[1], *dir = argv[2];
     if (!strcmp(cmd, "inspect") && argc == 3) return inspect(dir);
@@ -176,4 +304,10 @@ int main(int argc, char **argv) {
     }
     if (!out) return usage();
     return export_params(dir, out, dtype);
+}
+
+int main(int argc, char **argv) {
+    int status = run_command(argc, argv);
+    int printed = zl_stdout_check("zlckpt"); /* an inspect or verify report lost is never exit 0 */
+    return status ? status : printed;
 }
