@@ -91,17 +91,22 @@ static int parse_float(const char *flag, const char *s, double lo, int lo_open, 
 }
 
 /* "3,7,8": step numbers (checked against --steps once it is known). */
+/* "3,7": increasing step numbers, one comma between each two (an empty item, a repeat or a
+ * value longer than the buffer is a typo, not something to guess at). */
 static int parse_steps(const char *flag, const char *s, zl_config *c, char *err, int len) {
     char buf[256];
+    const char *form = "expected increasing step numbers separated by single commas (e.g. 3,7)";
+    if (!*s || strlen(s) >= sizeof buf || s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
+        return fail(err, len, "%s: %s, got '%.60s'", flag, form, s);
     snprintf(buf, sizeof buf, "%s", s);
     c->n_inject = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (c->n_inject == (int)(sizeof c->inject_steps / sizeof c->inject_steps[0]))
             return fail(err, len, "%s: at most %d steps", flag, c->n_inject);
-        if (parse_int(flag, tok, 1, 1000000, &c->inject_steps[c->n_inject++], err, len))
-            return fail(err, len, "%s: expected step numbers separated by commas (e.g. 3,7), got '%s'", flag, s);
+        int *step = &c->inject_steps[c->n_inject++];
+        if (parse_int(flag, tok, 1, 1000000, step, err, len) || (c->n_inject > 1 && *step <= step[-1]))
+            return fail(err, len, "%s: %s, got '%s'", flag, form, s);
     }
-    if (!c->n_inject) return fail(err, len, "%s: expected step numbers separated by commas (e.g. 3,7)", flag);
     return ZL_ARGS_OK;
 }
 

@@ -109,6 +109,8 @@ const zl_preflight_inputs *zl_preflight_last(void) { return &last; }
 
 void zl_preflight(zl_runtime *rt, const zl_partition *part, const zl_formula_config *fc) {
     zl_ckpt_check_resume(rt, fc->model); /* --resume DIR: refused here, before any state exists */
+    char err[ZL_PATH_MAX + 128] = "";    /* --data FILE, the same way */
+    zl_runtime_refuse_if_any(rt, zl_model_check_inputs(fc->model, err, sizeof err), err);
     if (rt->cfg.no_preflight) return;
     size_t dev_free = 0, host_avail = zl_host_mem_available();
     int on_gpu = zl_dev_mem_free(&dev_free);

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "args.h"
@@ -47,8 +48,15 @@ static void fire(double idle_s) {
     char where[64];
     if (step > 0) snprintf(where, sizeof where, "in step %d", step);
     else snprintf(where, sizeof where, "before training (%s)", atomic_load(&g_what));
-    fprintf(stderr, "%s: rank %d: no progress for %.0f s %s, waiting in %s (--timeout %d); ending the job\n", g_prog,
-            g_rank, idle_s, where, waiting[0] ? waiting : atomic_load(&g_what), g_timeout_s);
+    /* The collectives' log names the wait, unless the last mark was a phase of its own (checkpoint
+     * I/O: "while writing its checkpoint file"). */
+    const char *what = atomic_load(&g_what);
+    if (step > 0 && strcmp(what, "a collective") && strcmp(what, "training step"))
+        fprintf(stderr, "%s: rank %d: no progress for %.0f s %s while %s (--timeout %d); ending the job\n", g_prog,
+                g_rank, idle_s, where, what, g_timeout_s);
+    else
+        fprintf(stderr, "%s: rank %d: no progress for %.0f s %s, waiting in %s (--timeout %d); ending the job\n", g_prog,
+                g_rank, idle_s, where, waiting[0] ? waiting : what, g_timeout_s);
     zl_backend_abort(); /* NCCL: abort the communicator so no kernel keeps the GPU */
     zl_abort_job(ZL_EXIT_WATCHDOG); /* after a pause: the launcher must forward the line first */
 }

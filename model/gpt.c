@@ -1,8 +1,12 @@
 /* gpt.c — the transformer's buffers, init, data loading and forward/backward per use (gpt.h). */
+#define _GNU_SOURCE /* O_CLOEXEC */
 #include "gpt.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -65,16 +69,38 @@ void zl_gpt_init_range(int layers, zl_gpt_dims d, int u, size_t unit_off, size_t
 
 /* ---- buffers ---------------------------------------------------------------------------- */
 
-static void map_text(zl_gpt *m, const char *path) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) zl_fatal("--data %s: cannot open", path);
+/* The checks map_text's mmap relies on, on an open descriptor (shared with zl_gpt_check_data). */
+static int text_fits(int fd, const char *path, int T, size_t *len, char *err, size_t n) {
     struct stat st;
-    if (fstat(fd, &st) || (size_t)st.st_size <= (size_t)m->d.T)
-        zl_fatal("--data %s: needs more than --seq %d bytes", path, m->d.T);
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+        return snprintf(err, n, "--data %s: not a regular file", path), -1;
+    if ((size_t)st.st_size <= (size_t)T)
+        return snprintf(err, n, "--data %s: %lld bytes; it needs more than --seq %d", path, (long long)st.st_size, T),
+               -1;
+    *len = (size_t)st.st_size;
+    return 0;
+}
+
+int zl_gpt_check_data(const char *path, int T, char *err, size_t n) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return snprintf(err, n, "--data %s: cannot open: %s", path, strerror(errno)), -1;
+    size_t len;
+    int rc = text_fits(fd, path, T, &len, err, n);
     close(fd);
-    if (p == MAP_FAILED) zl_fatal("--data %s: mmap failed", path);
-    m->text = p, m->text_len = (size_t)st.st_size;
+    return rc;
+}
+
+static void map_text(zl_gpt *m, const char *path) {
+    char err[4096];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) zl_fatal("--data %s: cannot open: %s", path, strerror(errno));
+    size_t len;
+    if (text_fits(fd, path, m->d.T, &len, err, sizeof err)) zl_fatal("%s", err); /* changed since the preflight */
+    void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) zl_fatal("--data %s: mmap failed: %s", path, strerror(e));
+    m->text = p, m->text_len = len;
 }
 
 /* Allocated in the order the report lists them; the byte formulas are in gpt_layout.c.

@@ -136,6 +136,8 @@ typedef struct {
 } zl_gpt;
 
 void zl_gpt_create(zl_gpt *m, int layers, zl_gpt_dims d, int micro_batches, int checkpoint, const char *data_path);
+/* --data: a regular file of more than T bytes that opens. 0, or -1 with one line in err. */
+int zl_gpt_check_data(const char *path, int T, char *err, size_t n);
 void zl_gpt_free(zl_gpt *m);
 void zl_gpt_init_range(int layers, zl_gpt_dims d, int u, size_t unit_off, size_t begin, size_t end, uint64_t seed,
                        zl_half *dst, zl_stream s);

@@ -16,6 +16,10 @@ struct zl_model {
     zl_gpt gpt; /* kind ZL_MODEL_GPT */
 };
 
+int zl_model_check_inputs(zl_model_shape s, char *err, size_t n) {
+    return s.kind == ZL_MODEL_GPT && s.data && s.data[0] ? zl_gpt_check_data(s.data, s.seq, err, n) : 0;
+}
+
 zl_model *zl_model_create(zl_model_shape s) {
     zl_model *m = zl_host_calloc(1, sizeof *m);
     m->shape = s;

@@ -59,6 +59,8 @@ typedef struct {
 zl_model_shape zl_model_shape_of(const zl_config *c); /* from the command line */
 zl_gpt_dims zl_model_gpt_dims(zl_model_shape s);      /* GPT: the kernels' call shape */
 int zl_model_n_units(zl_model_shape s);
+/* The files the model reads (GPT: --data) open and fit: 0, or -1 with one line in err. */
+int zl_model_check_inputs(zl_model_shape s, char *err, size_t n);
 size_t zl_model_unit_params(zl_model_shape s, int u); /* n(u), unpadded */
 size_t zl_model_unit_offset(zl_model_shape s, int u); /* Σ n(v) for v < u: where unit u starts */
 /* The model's units, each padded to a multiple of N (partition.h). Returns 0, or -1 when a

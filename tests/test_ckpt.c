@@ -213,6 +213,23 @@ static int exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
+/* A save that outlasts --timeout (held 2.5 s by the test hook, as a slow disk would) is named as
+ * what it is, not as a collective that never completed: the watchdog's line says the rank was
+ * writing its checkpoint file. (A disk that keeps writing moves the progress mark each chunk.) */
+Test(atomic, a_save_past_the_timeout_is_named_as_a_save, .timeout = 60) {
+    if (zl_max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    char dir[256];
+    tmp_path(dir, sizeof dir, "slow");
+    rm_rf(dir);
+    setenv("ZL_CKPT_TEST_SLEEP_MS", "2500", 1);
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage2} %s --batch 2 --steps 2 --timeout 1 --save %s", TINY, dir);
+    unsetenv("ZL_CKPT_TEST_SLEEP_MS");
+    cr_expect_eq(r.exit_code, 5, "exit %d: %s", r.exit_code, r.err);
+    cr_expect(strstr(r.err, "in step 2 while writing its checkpoint file (--timeout 1)"), "%s", r.err);
+    rm_rf(dir);
+}
+
 Test(atomic, a_save_killed_midway_leaves_the_previous_checkpoint, .timeout = 120) {
     char dir[256], straight[17], resumed[17], unused[17], probe[300];
     tmp_path(dir, sizeof dir, "kill");

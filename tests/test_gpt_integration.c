@@ -309,3 +309,27 @@ Test(gpt_zerocalc, fused_attention_matches_the_program_N2) {
     check_zerocalc(1, 0);
     check_zerocalc(2, 1);
 }
+
+/* A --data file that cannot be trained on is bad input: exit 2 before anything is allocated, one
+ * line naming the file and why (it was a runtime error from the allocation, exit 1, with no errno). */
+Test(gpt_bad_input, an_unusable_data_file_exits_2) {
+    char empty[64], cases[3][80];
+    snprintf(empty, sizeof empty, "/tmp/zl_empty_%d.txt", getpid());
+    FILE *f = fopen(empty, "w");
+    cr_assert(f);
+    fputs("short", f);
+    fclose(f);
+    const char *why[3] = {"cannot open: No such file or directory", "5 bytes; it needs more than --seq 32",
+                          "not a regular file"};
+    snprintf(cases[0], sizeof cases[0], "/tmp/zl_missing_%d.txt", getpid());
+    snprintf(cases[1], sizeof cases[1], "%s", empty);
+    snprintf(cases[2], sizeof cases[2], "/tmp");
+    for (int i = 0; i < 3; i++) {
+        zl_run_result r;
+        zl_run(&r, "-n 2 {stage2} --preset gpt-tiny --steps 1 --quiet --data %s", cases[i]);
+        cr_expect_eq(r.exit_code, 2, "%s: exit %d: %s", cases[i], r.exit_code, r.err);
+        cr_expect(strstr(r.err, cases[i]) && strstr(r.err, why[i]), "%s: '%s' lacks '%s'", cases[i], r.err, why[i]);
+        cr_expect_eq(zl_program_lines(r.err, "stage2"), 1, "%s: not one line: %s", cases[i], r.err);
+    }
+    unlink(empty);
+}
