@@ -4,10 +4,13 @@
  * output path (--json, --dump-params, --trace, and any later output flag) is opened on the rank
  * that writes it right after the ranks agree on the arguments; the verdict is shared,
  * and a path that cannot be written stops every rank with one line naming the flag,
- * the path and strerror(errno), exit 2. Two flags naming the same file are refused.
- * The file is created but not truncated until the run writes it, so a run refused for
- * another reason does not destroy an earlier result. Write failures later (disk full)
- * are remembered, the report is still printed, and the program exits 1 naming them. */
+ * the path and strerror(errno), exit 2. Two flags naming the same file are refused, and so is
+ * an output that is an input of the run (--data, a --resume file) or lies inside the --save
+ * directory. An existing file is not truncated until the run writes it, so a run refused for
+ * another reason does not destroy an earlier result; a new file is created to prove it can be,
+ * removed, and created again when the run writes it, so a run that dies first leaves none.
+ * Write failures later (disk full) are remembered, the report is still printed, and the
+ * program exits 1 naming them. */
 #ifndef ZL_OUTPUTS_H
 #define ZL_OUTPUTS_H
 
