@@ -18,7 +18,8 @@ echo "GPU memory ${mib} MiB: fill = $fill layers, over = $over layers (D = 8192,
 run() { # name n prog layers
     $MPIEXEC -n "$2" "build/cuda/$3" --layers "$4" --dim 8192 --batch 1024 --steps 3 --quiet \
         --json "$out/${3}_$1_N$2.json" > "$out/${3}_$1_N$2.txt" 2>&1
-    echo "$3 $1 N=$2 L=$4 rc=$? $(grep -E '^summary:|out of memory' "$out/${3}_$1_N$2.txt" | head -1)"
+    # the summary, the out-of-memory line (--no-preflight), or the preflight's refusal (exit 2)
+    echo "$3 $1 N=$2 L=$4 rc=$? $(grep -E '^summary:|out of memory| needs [0-9.]+ GB' "$out/${3}_$1_N$2.txt" | head -1)"
 }
 for n in 1 2; do
     [ "$n" -le "$gpus" ] || continue

@@ -6,7 +6,7 @@
 # the step count. Last, for notebooks/05_accumulation, --accum K (K = 1 .. 4) and
 # --checkpoint-activations at N = 2 on a small model (L = 4, D = 64, 8 rows per rank):
 # results/cpu/accum/<prog>_K<K>[_ckpt]_N2.json. Slow at N > 2 on a small
-# machine (MPICH busy-polls when ranks outnumber cores), a few minutes in all.
+# machine (ranks outnumber cores, and each collective waits for the slowest), a few minutes in all.
 set -eu
 MPIEXEC=${MPIEXEC:-mpiexec}
 if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then MPIEXEC="$MPIEXEC --allow-run-as-root --oversubscribe"; fi
