@@ -340,7 +340,8 @@ int main(int argc, char **argv) {
     rep.losses = losses;
     zl_numerics_report(&t.num, &rep); /* dtype, status, scales, norms, skipped steps */
     rep.ms_per_step = timed_ms / (rep.steps > 1 ? rep.steps - 1 : 1);
-    if (!c->no_param_hash) rep.param_hash = param_hash(&t); /* else: JSON null (--no-param-hash) */
+    rep.no_hash_why = zl_numerics_final_params_lost(&t.num, t.early); /* early: the bad step was applied */
+    if (!c->no_param_hash && !rep.no_hash_why) rep.param_hash = param_hash(&t); /* else: JSON null */
     int status = zl_report_final(&rep); /* 0, or 1 (an output was lost), 4 (--check) */
 
     /* tear down */

@@ -50,6 +50,12 @@ static float unscale_of(const zl_numerics *n) { return 1.0f / (n->step_scale * (
 
 int zl_numerics_update_known(const zl_numerics *n) { return !n->scaler.dynamic && !(n->clip > 0); }
 
+const char *zl_numerics_final_params_lost(const zl_numerics *n, int early) {
+    return n->diverged && early ? "the diverged step's update had run beside the backward (host Adam, --offload), so "
+                                  "the parameters are no completed step's: none hashed, none dumped"
+                                : NULL;
+}
+
 float zl_numerics_step_begin(zl_numerics *n, int step) {
     n->step = step;
     n->step_scale = n->scaler.scale;

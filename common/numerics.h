@@ -61,6 +61,9 @@ float zl_numerics_step_begin(zl_numerics *n, int step);
  * at Adam step adam_step + 1 (the verdict counts it later). Stages 2 and 3 may then start
  * host Adam (--offload) without waiting for the verdict. */
 int zl_numerics_update_known(const zl_numerics *n);
+/* After training: NULL, or why the final parameters are no completed step's — the run diverged
+ * and `early` (the update known before the verdict, --offload) had already applied that step. */
+const char *zl_numerics_final_params_lost(const zl_numerics *n, int early);
 
 /* --inject-overflow: 1 if this rank (N-1) writes +inf into a gradient in this step. */
 int zl_numerics_inject_now(const zl_numerics *n);

@@ -121,7 +121,7 @@ static void summarize(const zl_report *r, rank_summary *s) {
     }
     zl_comm_formula cf;
     zl_formula_config fc = r->fc;
-    fc.no_param_hash = r->rt->cfg.no_param_hash; /* the stage skipped param_hash, and its gathers */
+    fc.no_param_hash = r->rt->cfg.no_param_hash || r->no_hash_why; /* no param_hash, and no gathers for it */
     zl_formula_comm(r->part, &fc, &cf);
     memcpy(s->comm_formula, cf.bytes, sizeof cf.bytes);
     s->wire_formula = cf.total;
@@ -853,8 +853,9 @@ static cJSON *json_report(const zl_report *r, const gathered *g, const check_res
     add_number(j, "tflops_per_gpu", tflops);
     if (gpt) cJSON_AddItemToObject(j, "throughput", json_throughput(gpt));
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)r->param_hash);
-    if (c->no_param_hash) cJSON_AddNullToObject(j, "param_hash"); /* --no-param-hash: not computed */
+    if (c->no_param_hash || r->no_hash_why) cJSON_AddNullToObject(j, "param_hash"); /* not computed */
     else cJSON_AddStringToObject(j, "param_hash", hash);
+    if (r->no_hash_why) cJSON_AddStringToObject(j, "param_hash_note", r->no_hash_why);
     cJSON *ck = add_object(j, "check");
     cJSON_AddBoolToObject(ck, "ok", chk->ok);
     cJSON_AddBoolToObject(ck, "enforced", c->check);
@@ -1017,7 +1018,9 @@ static int print_and_write(const zl_report *r) {
     if (c->offload) print_offload_model(&all[0], r->fc.early_update);
     print_who(r, g.ids, mpi_lib);
     char hash[24] = "not computed";
-    if (!c->no_param_hash) snprintf(hash, sizeof hash, "%016llx", (unsigned long long)r->param_hash);
+    int hashed = !c->no_param_hash && !r->no_hash_why;
+    if (hashed) snprintf(hash, sizeof hash, "%016llx", (unsigned long long)r->param_hash);
+    if (r->no_hash_why) printf("\nno param_hash: %s\n", r->no_hash_why);
     printf("\nfinal loss %.6f (first %.6f) | %.3f ms/step (median %.3f) | %.1f samples/s | %.4g TFLOP/s per %s "
            "(6*Psi*tokens/step) | param_hash %s\n",
            r->losses[r->steps - 1], r->losses[0], ms, g.median_ms, samples_s, tflops, per, hash);
@@ -1027,7 +1030,7 @@ static int print_and_write(const zl_report *r) {
     printf("summary: stage=%d world=%d states_measured=%.0f states_formula=%.0f states_paper=%.0f peak=%.0f "
            "wire=%.0f ms=%.3f tflops=%.4g loss=%.6f hash=%s",
            c->stage, N, all[0].states_measured, all[0].states_formula, paper_states, all[0].peak_measured,
-           all[0].wire_measured, ms, tflops, r->losses[r->steps - 1], c->no_param_hash ? "none" : hash);
+           all[0].wire_measured, ms, tflops, r->losses[r->steps - 1], hashed ? hash : "none");
     if (gpt) printf(" tokens_s=%.0f model_tflops=%.4g mfu=%.4f", gpt->tokens_per_s, gpt->tflops, gpt->mfu);
     printf("\n");
     print_check(&chk, c->check);

@@ -20,6 +20,8 @@ typedef struct zl_report {
     int steps;
     double ms_per_step;  /* this rank's mean over timed steps (all but the first when steps > 1) */
     uint64_t param_hash;
+    const char *no_hash_why; /* set when the stage took no param_hash (nor --dump-params) for a reason
+                              * of the run, not a flag: why (JSON "param_hash_note") */
     int device_known;    /* 1 when the backend reports device memory (CUDA) */
     size_t device_baseline, device_after_alloc, device_end, device_total;
     const char *variant; /* a word on what ran, e.g. "reduce-scatter" (may be NULL) */

@@ -6,7 +6,7 @@
  * buffers; the copies appear on the timeline's copy lane; the offload model's fields (device
  * work, host Adam, copies not overlapped, the predictions) are present and consistent with the
  * timeline and with Ψ_pad and N; with a static loss scale and no clipping host Adam runs in
- * the backward (same bits, and a diverged step leaves no checkpoint); stage 0 and 1 refuse
+ * the backward (same bits, and a diverged step leaves no checkpoint, hash or dump); stage 0 and 1 refuse
  * the flag. */
 #include "zl_test_util.h" /* first: it defines _GNU_SOURCE */
 
@@ -139,6 +139,28 @@ Test(early, a_diverged_step_writes_no_checkpoint) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     cr_expect_eq(system(cmd), 0);
     cJSON_Delete(j), cJSON_Delete(m), cJSON_Delete(resumed), cJSON_Delete(three);
+}
+
+/* ...and its parameters are no completed step's (host Adam applied the diverged step, and a copy
+ * to undo it would cost 12Ψ/N of host memory): no param_hash (JSON null and a note saying why),
+ * no --dump-params file, and --check holds without the hash's gathers (ZeRO-3). On the device
+ * Adam waits for the verdict, so the same diverged run there ends with step 2's parameters. */
+Test(early, a_diverged_step_leaves_no_hash_and_no_dump) {
+    char dump[96];
+    snprintf(dump, sizeof dump, "/tmp/zl_offload_early_dump_%d.bin", getpid());
+    unlink(dump);
+    cJSON *j = zl_run_json(3, "-n 2 {stage3} --steps 4 --loss-scale 1024 --inject-overflow 3 --offload --check "
+                              "--dump-params %s", dump);
+    cr_expect(cJSON_IsNull(zl_get(j, "param_hash")), "a hash of parameters no step completed");
+    cr_expect(strstr(zl_get(j, "param_hash_note")->valuestring, "no completed step's"), "no note on why");
+    cr_expect(cJSON_IsTrue(zl_get(j, "check.ok")), "--check on the diverged run");
+    cr_expect(access(dump, F_OK) != 0, "the diverged run dumped parameters no step completed");
+    cJSON *device = zl_run_json(3, "-n 2 {stage3} --steps 4 --loss-scale 1024 --inject-overflow 3");
+    cJSON *two = zl_run_json(0, "-n 2 {stage3} --steps 2 --loss-scale 1024");
+    cr_expect_str_eq(zl_hash_of(device), zl_hash_of(two), "device Adam: the diverged run keeps step 2's parameters");
+    cr_expect_null(cJSON_GetObjectItemCaseSensitive(device, "param_hash_note"));
+    unlink(dump);
+    cJSON_Delete(j), cJSON_Delete(device), cJSON_Delete(two);
 }
 
 /* ---- exactness: device, host and PCIe bytes from Ψ_pad and N ------------------------- */

@@ -217,7 +217,8 @@ float zl_cpu_gelu_grad(float x) {
 /* ---- block forward -----------------------------------------------------------------
  *   h = x·W1 + b1 (fp32 acc, rounded once);  a = gelu(h) evaluated on the fp32
  *   accumulator (so a is also rounded once);  y = x + a·W2 + b2 with a the stored 16-bit
- *   values (what backward differentiates through). */
+ *   values. Backward differentiates through gelu of the stored 16-bit h (zl_gelu_stored),
+ *   which differs from this a in the last bit in about a quarter of the elements (kernels.h). */
 void zl_cpu_block_forward(const zl_half *x, const zl_half *W1, const zl_half *b1, const zl_half *W2,
                           const zl_half *b2, zl_half *h, zl_half *a, zl_half *y, int rows, int dim) {
     ws_panels p = ws_get("zl_cpu_block_forward", rows, dim);
