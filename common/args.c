@@ -525,7 +525,7 @@ void zl_args_usage(const char *prog, int stage) {
            "  --peak-tflops P GPT: the device's peak TFLOP/s, for MFU (default: 989 on H100/H200 SXM, else no MFU)\n",
            prog);
     if (stage == 1) printf("  --grad-sync reducescatter|allreduce  ZeRO-1 gradient sync variant\n");
-    if (stage == 3) printf("  --prefetch K    units gathered ahead, 0..layers-1 (default min(1, layers-1))\n");
+    if (stage == 3) printf("  --prefetch K    units gathered ahead, 0..min(layers-1, 64) (default min(1, layers-1))\n");
     if (stage >= 2)
         printf("  --offload       ZeRO-Offload: fp32 master, Adam m and v in pinned host memory, Adam on the host\n");
     printf("exit codes: 0 ok | 1 runtime error (CUDA/NCCL/MPI/I-O, with file:line) | 2 bad input or does not fit\n"

@@ -45,4 +45,7 @@ void zl_report_step(const zl_runtime *rt, int step, int steps, float loss, float
  * output could not be written, 4 on a --check mismatch, else 0. */
 int zl_report_final(const zl_report *r);
 
+/* --check's rule: memory (integral bytes) must be equal; bytes a step, equal within 0.01 byte. */
+int zl_check_equal(int integral_bytes, double measured, double formula);
+
 #endif

@@ -15,6 +15,7 @@
 #include "common/args.h"
 #include "common/formulas.h"
 #include "common/preflight.h"
+#include "common/report.h"
 #include "common/throughput.h"
 #include "common/util.h"
 #include "common/trace.h"
@@ -800,4 +801,20 @@ Test(clocks, energy_needs_two_moves_of_one_counter) {
     cr_expect_eq(zl_clock_summarize(r, 3).energy_updates, -1);
     r[0].energy_j = -1;
     cr_expect_eq(zl_clock_summarize(r, 3).energy_updates, -1);
+}
+
+/* --check's comparison: a memory number one byte off its formula is a mismatch at any size (a
+ * relative tolerance of 1e-9 once let lab-1b's 17 GB of model states be 17 bytes off); bytes a
+ * step are doubles (means of (N-1)/N·S terms) and may differ in far less than a byte. */
+Test(check, one_byte_is_a_mismatch_at_any_size) {
+    double sizes[] = {1, 4096, 1003632000, 17182490624.0, 1e15};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        double f = sizes[i];
+        cr_expect(zl_check_equal(1, f, f), "%.0f", f);
+        cr_expect(!zl_check_equal(1, f, f + 1), "memory %.0f vs %.0f passed", f, f + 1);
+        cr_expect(!zl_check_equal(0, f, f + 1), "bytes a step %.0f vs %.0f passed", f, f + 1);
+    }
+    cr_expect(zl_check_equal(0, 232.0, 2 * 174 * (2.0 / 3.0)), "the same bytes in another order of doubles");
+    cr_expect(zl_check_equal(0, 4.5e10 + 3e-6, 4.5e10), "a double's rounding at 45 GB a step");
+    cr_expect(!zl_check_equal(0, 261.0, 232.0));
 }
