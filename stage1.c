@@ -189,6 +189,16 @@ static void micro_batch(Trainer *t, int step, int j, float scale) {
     backward_and_reduce_scatter(t, j);
 }
 
+/* The pending update, now, and wait: in a step about to be saved (in_step), else after it or the last. */
+static void finish_update(Trainer *t, int in_step) {
+    if (!t->update_pending) return;
+    optimizer_step_and_allgather(t);
+    t->update_pending = 0;
+    zl_stream_sync(t->optim);
+    zl_stream_sync(t->comm);
+    if (!in_step) zl_comm_end_extra();
+}
+
 /* One training step: the update the last step decided on, K micro-batches, then the
  * verdict on this step's gradient. An update runs at the start of the next step, not at the
  * end of its own: there each unit's forward waits only for that unit's update, so the rest
@@ -201,20 +211,11 @@ static float train_step(Trainer *t, int step) {
     for (int j = 0; j < c->accum; j++) micro_batch(t, step, j, scale);
     float loss; /* apply if the gradient is finite; else: skipped, or diverged */
     t->update_pending = check_gradients(t, step, &loss) == ZL_STEP_APPLY;
+    if (zl_ckpt_due_mid_run(t->ckpt, step)) finish_update(t, 1); /* saved next: its update in its time */
     zl_stream_sync(t->comm);
     zl_stream_sync(t->compute);
     zl_comm_step_end(step > 1 || c->steps == 1); /* step 1 is warm-up for timing */
     return loss;
-}
-
-/* After the last step, or before a checkpoint: apply the pending update now, and wait. */
-static void finish_update(Trainer *t) {
-    if (!t->update_pending) return;
-    optimizer_step_and_allgather(t);
-    t->update_pending = 0;
-    zl_stream_sync(t->optim);
-    zl_stream_sync(t->comm);
-    zl_comm_end_extra();
 }
 
 static uint64_t param_hash(Trainer *t) {
@@ -238,7 +239,7 @@ static void resume(Trainer *t) {
 }
 static void save_checkpoint(Trainer *t, int step) {
     if (!zl_ckpt_due(t->ckpt, step)) return;
-    finish_update(t); /* the checkpoint holds the state after this step's update */
+    finish_update(t, 0); /* the checkpoint holds the state after this step's update */
     zl_ckpt_save_if_due(t->ckpt, owned(t), step, t->num.adam_step, &t->num.scaler, t->compute);
 }
 
@@ -290,7 +291,7 @@ int main(int argc, char **argv) {
                        t.num.n_skipped && t.num.skipped[t.num.n_skipped - 1] == step, ms);
         save_checkpoint(&t, step); /* --save DIR: after every --save-every steps and the last */
     }
-    finish_update(&t);
+    finish_update(&t, 0);
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
 

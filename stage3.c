@@ -10,9 +10,8 @@
  * 1 + K gather buffers in a ring (constant size: the largest unit). Adam writes the new
  * fp16 values straight into the rank's parameter shard: nothing to gather after the step.
  *
- * Traffic per step and rank: all-gather fwd + all-gather bwd + reduce-scatter, each
- * (N-1)/N·2Ψ_pad = 3(N-1)/N·2Ψ_pad, 1.5× DDP (paper §7.2.2). The gather of the final
- * parameters for param_hash is reported apart.
+ * Traffic per step and rank: all-gather fwd + all-gather bwd + reduce-scatter, each (N-1)/N·2Ψ_pad
+ * = 3(N-1)/N·2Ψ_pad, 1.5× DDP (paper §7.2.2); the final gather for param_hash is reported apart.
  *
  * --accum K runs K micro-batches of B rows before the step. Parameters are gathered for
  * the forward and the backward of every micro-batch, and each micro-batch's gradients are
@@ -261,6 +260,15 @@ static void micro_batch(Trainer *t, int step, int j, float scale) {
     backward_and_reduce_scatter(t, j);
 }
 
+/* The pending update, now, and wait: in a step about to be saved (in_step), else after it or the last. */
+static void finish_update(Trainer *t, int in_step) {
+    if (!t->update_pending) return;
+    optimizer_step(t);
+    t->update_pending = 0;
+    zl_stream_sync(t->optim);
+    if (!in_step) zl_comm_end_extra();
+}
+
 /* One training step: the update the last step decided on, K micro-batches, then the
  * verdict on this step's gradient. An update runs at the start of the next step, not at the
  * end of its own: there each unit's gathers wait only for that unit's update, so the rest
@@ -275,19 +283,11 @@ static float train_step(Trainer *t, int step) {
     float loss; /* apply if the gradient is finite; else: skipped, or diverged */
     t->update_pending = check_gradients(t, step, &loss) == ZL_STEP_APPLY;
     if (t->off) zl_offload_sync(t->off); /* every copy done: the next step reuses the staging */
+    if (zl_ckpt_due_mid_run(t->ckpt, step)) finish_update(t, 1); /* saved next: its update in its time */
     zl_stream_sync(t->comm);
     zl_stream_sync(t->compute);
     zl_comm_step_end(step > 1 || c->steps == 1); /* step 1 is warm-up for timing */
     return loss;
-}
-
-/* After the last step, or before a checkpoint: apply the pending update now, and wait. */
-static void finish_update(Trainer *t) {
-    if (!t->update_pending) return;
-    optimizer_step(t);
-    t->update_pending = 0;
-    zl_stream_sync(t->optim);
-    zl_comm_end_extra();
 }
 
 /* The full parameters exist nowhere: gather each unit once more (reported apart from
@@ -318,7 +318,7 @@ static void resume(Trainer *t) {
 }
 static void save_checkpoint(Trainer *t, int step) {
     if (!zl_ckpt_due(t->ckpt, step) || (t->early && t->num.diverged)) return; /* early: bad update ran */
-    finish_update(t); /* the checkpoint holds the state after this step's update */
+    finish_update(t, 0); /* the checkpoint holds the state after this step's update */
     zl_ckpt_save_if_due(t->ckpt, owned(t), step, t->num.adam_step, &t->num.scaler, t->compute);
 }
 
@@ -371,7 +371,7 @@ int main(int argc, char **argv) {
                        t.num.n_skipped && t.num.skipped[t.num.n_skipped - 1] == step, ms);
         save_checkpoint(&t, step); /* --save DIR: after every --save-every steps and the last */
     }
-    finish_update(&t);
+    finish_update(&t, 0);
     zl_mem_unfreeze();
     zl_dev_mem_used(&rep.device_end, &rep.device_total);
 

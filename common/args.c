@@ -320,7 +320,12 @@ static int apply_value(zl_config *c, const char *f, const char *v, char *err, in
     }
     if (!strcmp(f, "--prefetch")) return parse_int(f, v, 0, 64, &c->prefetch, err, len);
     if (!strcmp(f, "--timeout")) return parse_int(f, v, 0, 7 * 86400, &c->timeout_s, err, len);
-    if (!strcmp(f, "--peak-tflops")) return parse_float(f, v, 0, 1, 1e6, 0, &c->peak_tflops, err, len);
+    if (!strcmp(f, "--peak-tflops")) { /* kept as the double given: MFU divides by that very number */
+        float in_range;
+        if (parse_float(f, v, 0, 1, 1e6, 0, &in_range, err, len) != ZL_ARGS_OK) return ZL_ARGS_ERROR;
+        c->peak_tflops = strtod(v, NULL);
+        return ZL_ARGS_OK;
+    }
     if (!strcmp(f, "--grad-sync")) {
         if (!strcmp(v, "reducescatter")) c->grad_sync_allreduce = 0;
         else if (!strcmp(v, "allreduce")) c->grad_sync_allreduce = 1;

@@ -52,7 +52,7 @@ typedef struct {
     int no_preflight; /* skip the fits-in-memory check before allocation */
     int no_param_hash; /* skip param_hash: the final fp16 parameters are not copied out and hashed */
     int check;        /* exit 4 if any measured number differs from its formula */
-    float peak_tflops; /* --peak-tflops: the device's peak for MFU (common/throughput.h); 0 = by device name */
+    double peak_tflops; /* --peak-tflops: the device's peak for MFU (common/throughput.h); 0 = by device name */
     /* the model (model/model.h): --model mlp|gpt; the GPT's sequence length, heads, vocabulary
      * and training text (empty: the synthetic token stream) */
     int model; /* ZL_MODEL_MLP = 0, ZL_MODEL_GPT = 1 */

@@ -899,6 +899,8 @@ int zl_ckpt_due(const zl_ckpt *ck, int step) {
     return c->save_dir[0] && (step == c->steps || (c->save_every && global % c->save_every == 0));
 }
 
+int zl_ckpt_due_mid_run(const zl_ckpt *ck, int step) { return step < ck->rt->cfg.steps && zl_ckpt_due(ck, step); }
+
 void zl_ckpt_save_if_due(zl_ckpt *ck, zl_ckpt_owned o, int step, int adam_step, const zl_loss_scaler *scaler,
                          zl_stream s) {
     const zl_config *c = &ck->rt->cfg;

@@ -80,6 +80,9 @@ zl_ckpt_progress zl_ckpt_resume(zl_ckpt *ck, zl_ckpt_owned o, zl_stream s);
 /* Is a save due after step `step` of this run (1-based)? (--save DIR: every --save-every
  * steps of training, and after the last step.) */
 int zl_ckpt_due(const zl_ckpt *ck, int step);
+/* Due at a step before the last: the stage applies that step's update inside the step (its time,
+ * its collectives, its trace), where it would otherwise have run at the next step's start. */
+int zl_ckpt_due_mid_run(const zl_ckpt *ck, int step);
 /* After step `step` of this run (1-based): save to --save DIR if it is due (every
  * --save-every steps of training, and after the last step), with Adam's step count (a
  * skipped step does not count) and the loss scaler's state. */

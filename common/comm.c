@@ -55,7 +55,9 @@ static void describe_wait(char *buf, size_t n) {
 
 void zl_comm_init(int world, int max_per_step) {
     g_world = world;
-    g_cap = max_per_step;
+    /* Twice the stage's count: a step followed by a save also runs its own update at its end
+     * (zl_ckpt_due_mid_run), so it holds two updates' gathers and copies. */
+    g_cap = 2 * max_per_step;
     g_n = 0;
     g_log = calloc((size_t)g_cap, sizeof(log_entry));
     if (!g_log) zl_fatal("out of host memory for the collective log");
@@ -64,7 +66,7 @@ void zl_comm_init(int world, int max_per_step) {
         g_log[i].end = zl_event_create();
     }
     zl_watchdog_set_describer(describe_wait);
-    zl_trace_reserve(ZL_LANE_COMM, max_per_step); /* the timeline's communication lane */
+    zl_trace_reserve(ZL_LANE_COMM, g_cap); /* the timeline's communication lane */
 }
 
 void zl_comm_finalize(void) {

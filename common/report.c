@@ -24,11 +24,12 @@
 #include "trace.h"
 #include "util.h"
 
-/* The median of rank 0's timed steps (2..S; step 1 when S = 1): the mean (ms_per_step) is
- * what a run cost, the median what a typical step takes — a few slow steps (a GPU's clocks
- * falling under sustained load, another job on the host) move the first, not the second. */
-static double median_step_ms(const double *step_ms, int steps) {
-    int first = steps > 1 ? 1 : 0, n = steps - first;
+/* The median of rank 0's timed steps (2..S; step 1 when S = 1), over the steps that ran: the
+ * mean (ms_per_step) is what a run cost, the median what a typical step takes — a few slow
+ * steps (a GPU's clocks falling under sustained load, another job on the host) move the first,
+ * not the second. A run that diverged in step 1 of S > 1 timed none: 0, as its mean. */
+static double median_step_ms(const double *step_ms, int steps_done, int steps_asked) {
+    int first = steps_asked > 1 ? 1 : 0, n = steps_done - first;
     if (n <= 0) return 0;
     double *v = malloc((size_t)n * sizeof *v);
     if (!v) zl_fatal("out of host memory for the report");
@@ -933,7 +934,7 @@ static gathered gather_all(const zl_report *r, rank_summary *mine, const zl_cloc
     mpiCheck(MPI_Gather(&me, (int)sizeof me, MPI_BYTE, ids, (int)sizeof me, MPI_BYTE, 0, MPI_COMM_WORLD));
     mpiCheck(MPI_Gather(my_steps, r->steps, MPI_DOUBLE, step_ms, r->steps, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     g.all = all, g.ids = ids, g.step_ms = step_ms;
-    if (root) g.median_ms = median_step_ms(step_ms, r->steps); /* rank 0 prints and writes */
+    if (root) g.median_ms = median_step_ms(step_ms, r->steps, r->rt->cfg.steps); /* rank 0 prints and writes */
     return g;
 }
 

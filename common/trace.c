@@ -330,7 +330,7 @@ static void write_file(FILE *f, const record *all, const int *counts, int world,
     cJSON_AddNumberToObject(other, "stage", stage);
     cJSON_AddNumberToObject(other, "world", world);
     cJSON_AddNumberToObject(other, "first_step", g_steps > 1 ? 2 : 1);
-    cJSON_AddNumberToObject(other, "last_step", g_steps);
+    cJSON_AddNumberToObject(other, "last_step", g_step_no - 1); /* the steps that ran: fewer if training stopped */
     cJSON_AddItemToObject(other, "exposed_comm_ms_per_step", cJSON_CreateDoubleArray(exposed, world));
     int ok = fputs("{\"displayTimeUnit\": \"ms\",\n \"otherData\": ", f) >= 0 && put(f, other, "") &&
              fputs(",\n \"traceEvents\": [", f) >= 0;

@@ -119,7 +119,8 @@ static void check_gpt_throughput(const char *peak_flag, double peak) {
     cJSON_Delete(j);
 }
 Test(schema, gpt_throughput_without_a_peak) { check_gpt_throughput("", 0); }
-Test(schema, gpt_throughput_mfu_against_peak_tflops) { check_gpt_throughput(" --peak-tflops 123.5", 123.5); }
+/* 312.3 is no float: the peak is kept as the double given (it was a float: 312.29998779296875) */
+Test(schema, gpt_throughput_mfu_against_peak_tflops) { check_gpt_throughput(" --peak-tflops 312.3", 312.3); }
 Test(schema, mlp_report_has_no_gpt_throughput) {
     cJSON *j = zl_run_json(0, "-n 2 {stage1} --steps 2");
     cr_expect(!cJSON_GetObjectItemCaseSensitive(j, "throughput"), "the MLP has no token throughput");
@@ -268,6 +269,67 @@ static void run_traced(int stage, int N, int L, int steps, const char *extra, ch
     zl_run(&r, "-n %d {%s} --layers %d --dim 24 --steps %d --quiet --json %s --trace %s%s", N, progs[stage], L, steps,
            json, trace, extra);
     cr_assert_eq(r.exit_code, 0, "%s exit %d: %s", progs[stage], r.exit_code, r.err);
+}
+
+/* Optimizer spans of rank 0 in the trace, over all its steps. */
+static int optimizer_spans(const char *trace) {
+    cJSON *t = zl_load_json(trace), *e;
+    int n = 0;
+    cJSON_ArrayForEach(e, zl_get(t, "traceEvents")) {
+        cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
+        n += !strcmp(zl_get(e, "ph")->valuestring, "X") && zl_num(e, "pid") == 0 && cJSON_IsString(name) &&
+             !strncmp(name->valuestring, "optimizer", 9);
+    }
+    cJSON_Delete(t);
+    return n;
+}
+
+/* --save-every K: a step about to be saved runs its own update at its end, inside its time (it
+ * would have run at the next step's start), so the timed steps 2..S still hold the updates of
+ * steps 1..S-1, each once: the same optimizer spans as without saving, and the same work in
+ * ms_per_step. (The update before a save once ran outside every step: 3 of 5 here.) */
+Test(trace, a_save_every_2_keeps_every_update_in_the_timed_steps) {
+    enum { L = 2, S = 6 };
+    char json[128], trace[128], dir[64], flags[320];
+    snprintf(dir, sizeof dir, "/tmp/zl_tr_save_%d", getpid());
+    run_traced(1, 1, L, S, "", json, trace);
+    int plain = optimizer_spans(trace);
+    snprintf(flags, sizeof flags, " --save %s --save-every 2 --check", dir);
+    run_traced(1, 1, L, S, flags, json, trace);
+    int saved = optimizer_spans(trace);
+    cr_expect_eq(plain, (S - 1) * L, "without saving: one update of %d units in each of steps 2..%d", L, S);
+    cr_expect_eq(saved, plain, "with --save-every 2: %d optimizer spans in the timed steps, %d without", saved, plain);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s.zl-tmp %s.zl-old", dir, dir, dir);
+    cr_expect_eq(system(cmd), 0);
+    unlink(json), unlink(trace);
+}
+
+/* A run that stops early (diverged at step 3 of 6, or at step 1): the trace says which steps it
+ * holds (last_step: the last that ran), and the median is over the same timed steps as the mean
+ * (none when step 1 of several diverged: both 0). */
+Test(trace, a_diverged_run_says_which_steps_it_holds) {
+    char json[128], trace[128];
+    sprintf(json, "/tmp/zl_trd_%d.json", getpid());
+    sprintf(trace, "/tmp/zl_trd_%d.trace.json", getpid());
+    for (int at = 3; at >= 1; at -= 2) {
+        zl_run_result r;
+        zl_run(&r, "-n 2 {stage1} --preset tiny --steps 6 --loss-scale 1024 --inject-overflow %d --quiet --json %s "
+                   "--trace %s", at, json, trace);
+        cr_assert_eq(r.exit_code, 3, "exit %d: %s", r.exit_code, r.err);
+        cJSON *t = zl_load_json(trace), *j = zl_load_json(json), *e;
+        cr_expect_eq(zl_num(t, "otherData.first_step"), 2);
+        cr_expect_eq(zl_num(t, "otherData.last_step"), at, "diverged at step %d", at);
+        int beyond = 0;
+        cJSON_ArrayForEach(e, zl_get(t, "traceEvents")) beyond += !strcmp(zl_get(e, "ph")->valuestring, "X") &&
+                                                                  zl_num(e, "args.step") > at;
+        cr_expect_eq(beyond, 0, "events after step %d", at);
+        if (at == 1)
+            cr_expect(zl_num(j, "ms_per_step") == 0 && zl_num(j, "ms_per_step_median") == 0,
+                      "no timed step: mean %g, median %g", zl_num(j, "ms_per_step"), zl_num(j, "ms_per_step_median"));
+        cJSON_Delete(t), cJSON_Delete(j);
+    }
+    unlink(json), unlink(trace);
 }
 
 /* ZeRO-3 at N = 2: every rank, every timed step, every unit has its forward, backward,
