@@ -293,6 +293,15 @@ static cJSON *metadata(const char *name, int pid, int tid, const char *key, cons
 }
 
 /* "forward 3", "reduce_scatter 3", "all_reduce control": phase or op, then the unit. */
+/* The file's thread of a span: its lane, but for the optimizer's spans, which run on a stream of
+ * their own beside the forward (or on the host, --offload): a thread of their own, TID_OPTIMIZER,
+ * since the trace-event format lets spans on one thread only nest, never overlap. The figures
+ * count them with the compute lane. */
+enum { TID_OPTIMIZER = ZL_NLANES };
+static int tid_of(const record *r) {
+    return r->lane == ZL_LANE_COMPUTE && r->kind == ZL_PHASE_OPTIMIZER ? TID_OPTIMIZER : r->lane;
+}
+
 static cJSON *span_event(const record *r, int pid, double origin_ms) {
     const char *what = r->lane == ZL_LANE_COMM ? zl_op_name((zl_op)r->kind) : zl_phase_name((zl_phase)r->kind);
     char name[64];
@@ -306,7 +315,7 @@ static cJSON *span_event(const record *r, int pid, double origin_ms) {
     cJSON_AddNumberToObject(o, "ts", (r->t0 - origin_ms) * 1e3); /* microseconds */
     cJSON_AddNumberToObject(o, "dur", (r->t1 - r->t0) * 1e3);
     cJSON_AddNumberToObject(o, "pid", pid);
-    cJSON_AddNumberToObject(o, "tid", r->lane);
+    cJSON_AddNumberToObject(o, "tid", tid_of(r));
     cJSON_AddNumberToObject(args, "step", r->step);
     cJSON_AddNumberToObject(args, "unit", r->unit);
     cJSON_AddStringToObject(args, r->lane == ZL_LANE_COMM ? "op" : "phase", what);
@@ -326,7 +335,8 @@ static void write_file(FILE *f, const record *all, const int *counts, int world,
     if (!isfinite(origin)) origin = 0;
 
     cJSON *other = cJSON_CreateObject();
-    cJSON_AddStringToObject(other, "format", "zerolab trace 1: one event per span; pid = rank, tid = lane");
+    cJSON_AddStringToObject(other, "format",
+                            "zerolab trace 2: one event per span; pid = rank, tid = lane (3: optimizer, counted as compute)");
     cJSON_AddNumberToObject(other, "stage", stage);
     cJSON_AddNumberToObject(other, "world", world);
     cJSON_AddNumberToObject(other, "first_step", g_steps > 1 ? 2 : 1);
@@ -339,10 +349,12 @@ static void write_file(FILE *f, const record *all, const int *counts, int world,
         ok = put(f, metadata("process_name", r, -1, "name", rank_names[r], 0), sep) &&
              put(f, metadata("process_sort_index", r, -1, "sort_index", NULL, r), ",\n  ");
         sep = ",\n  ";
-        for (int l = 0; l < ZL_NLANES && ok; l++)
-            ok = put(f, metadata("thread_name", r, l, "name", l == ZL_LANE_COPY ? "copy (offload)" : lane_names[l], 0),
+        for (int l = 0; l <= TID_OPTIMIZER && ok; l++) /* optimizer shown below compute */
+            ok = put(f,
+                     metadata("thread_name", r, l, "name",
+                              l == ZL_LANE_COPY ? "copy (offload)" : l == TID_OPTIMIZER ? "optimizer" : lane_names[l], 0),
                      sep) &&
-                 put(f, metadata("thread_sort_index", r, l, "sort_index", NULL, l), sep);
+                 put(f, metadata("thread_sort_index", r, l, "sort_index", NULL, l == TID_OPTIMIZER ? 1 : l ? l + 1 : 0), sep);
     }
     for (size_t i = 0, r = 0, end = (size_t)counts[0]; i < total && ok; i++) {
         while (i >= end) end += (size_t)counts[++r];

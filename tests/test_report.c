@@ -271,6 +271,27 @@ static void run_traced(int stage, int N, int L, int steps, const char *extra, ch
     cr_assert_eq(r.exit_code, 0, "%s exit %d: %s", progs[stage], r.exit_code, r.err);
 }
 
+/* Perfetto and chrome://tracing draw the spans of one thread as a stack: two may nest, never
+ * overlap in part. On a GPU the optimizer's stream runs beside the forward, so its spans have a
+ * thread of their own (tid 3); this holds every (pid, tid) of a trace to the rule. */
+static void expect_spans_nest(cJSON *events) {
+    cJSON *a, *b;
+    cJSON_ArrayForEach(a, events) {
+        if (strcmp(zl_get(a, "ph")->valuestring, "X")) continue;
+        double a0 = zl_num(a, "ts"), a1 = a0 + zl_num(a, "dur");
+        for (b = a->next; b; b = b->next) {
+            if (strcmp(zl_get(b, "ph")->valuestring, "X") || zl_num(b, "pid") != zl_num(a, "pid") ||
+                zl_num(b, "tid") != zl_num(a, "tid"))
+                continue;
+            double b0 = zl_num(b, "ts"), b1 = b0 + zl_num(b, "dur");
+            int apart = a1 <= b0 || b1 <= a0, nested = (a0 <= b0 && b1 <= a1) || (b0 <= a0 && a1 <= b1);
+            cr_expect(apart || nested, "pid %g tid %g: '%s' [%g, %g] and '%s' [%g, %g] overlap in part",
+                      zl_num(a, "pid"), zl_num(a, "tid"), zl_get(a, "name")->valuestring, a0, a1,
+                      zl_get(b, "name")->valuestring, b0, b1);
+        }
+    }
+}
+
 /* Optimizer spans of rank 0 in the trace, over all its steps. */
 static int optimizer_spans(const char *trace) {
     cJSON *t = zl_load_json(trace), *e;
@@ -339,9 +360,10 @@ Test(trace, stage3_events_per_rank_unit_and_step_N2) {
     char json[128], trace[128];
     run_traced(3, N, L, S, " --prefetch 1", json, trace);
     cJSON *t = zl_load_json(trace), *ev = zl_get(t, "traceEvents");
+    expect_spans_nest(ev);
     for (int pid = 0; pid < N; pid++) {
         cr_expect(has_metadata(ev, "process_name", pid, -1), "rank %d unnamed", pid);
-        for (int tid = 0; tid < 3; tid++) cr_expect(has_metadata(ev, "thread_name", pid, tid), "lane %d unnamed", tid);
+        for (int tid = 0; tid < 4; tid++) cr_expect(has_metadata(ev, "thread_name", pid, tid), "lane %d unnamed", tid);
         cr_expect_eq(count_events(ev, pid, 0, 1, NULL) + count_events(ev, pid, 1, 1, NULL), 0, "step 1 traced");
         for (int step = 2; step <= S; step++) {
             for (int u = 0; u < L; u++) {
@@ -349,7 +371,8 @@ Test(trace, stage3_events_per_rank_unit_and_step_N2) {
                 const char *compute[] = {"forward", "backward", "optimizer"};
                 for (int k = 0; k < 3; k++) {
                     snprintf(name, sizeof name, "%s %d", compute[k], u);
-                    cr_expect_eq(count_events(ev, pid, 0, step, name), 1, "rank %d step %d: '%s'", pid, step, name);
+                    int tid = k == 2 ? 3 : 0; /* the optimizer's spans: a thread of their own, beside compute */
+                    cr_expect_eq(count_events(ev, pid, tid, step, name), 1, "rank %d step %d: '%s'", pid, step, name);
                 }
                 snprintf(name, sizeof name, "all_gather %d", u);
                 cr_expect_eq(count_events(ev, pid, 1, step, name), 2, "rank %d step %d: '%s' x2", pid, step, name);
@@ -390,6 +413,7 @@ static void check_trace_against_report(int stage, const char *extra) {
     char json[128], trace[128];
     run_traced(stage, N, L, S, extra, json, trace);
     cJSON *j = zl_load_json(json), *t = zl_load_json(trace), *ev = zl_get(t, "traceEvents");
+    expect_spans_nest(ev);
     int offload = strstr(extra, "--offload") != NULL;
     iv comp[CAP], comm[CAP], opt[CAP], busy[2 * CAP], copy[CAP], cover[2 * CAP];
     for (int pid = 0; pid < N; pid++) {
@@ -415,12 +439,14 @@ static void check_trace_against_report(int stage, const char *extra) {
                 cr_assert(x.t1 >= x.t0);
                 int tid = (int)zl_num(e, "tid");
                 cr_assert(nc < CAP && nm < CAP && ny < CAP, "more than %d spans in a lane", CAP);
-                if (tid != 1) /* a compute or copy span: time in its phase */
+                cr_assert(tid >= 0 && tid <= 3, "tid %d", tid);
+                cr_expect(tid == 3 || strncmp(zl_get(e, "name")->valuestring, "optimizer", 9), "an optimizer span on %d", tid);
+                if (tid != 1) /* a compute, optimizer or copy span: time in its phase */
                     for (int k = 0; k < 7; k++)
                         if (!strcmp(zl_get(e, "args.phase")->valuestring, phases[k])) f_phase[k] += (x.t1 - x.t0) / (S - 1);
-                if (tid == 0) {
+                if (tid == 0 || tid == 3) { /* the compute lane: the model's spans and the optimizer's */
                     comp[nc++] = x, cover[nv++] = x;
-                    if (!strncmp(zl_get(e, "name")->valuestring, "optimizer", 9)) opt[no++] = x;
+                    if (tid == 3) opt[no++] = x;
                     else busy[nb++] = x;
                 }
                 if (tid == 1) comm[nm++] = x, busy[nb++] = x, cover[nv++] = x;
