@@ -1,6 +1,6 @@
 # zerolab — plain Make.
 #   make            CPU programs (build/cpu/*), and CUDA programs (build/cuda/*) when nvcc is found
-#   make demo       install deps if missing, run the demo (GPUs if nvidia-smi lists any, else 4 CPU ranks)
+#   make demo       install deps if missing, run the demo (the GPUs the job may use, else 4 CPU ranks)
 #   make test       install deps if missing, unit tests (plain and ASan+UBSan) + integration tests (CPU)
 #   make test-gpu   GPU kernel comparison + integration tests against build/cuda (on a GPU machine)
 #   build/cuda/bench_attention   attention: strided-batched cuBLASLt vs a fused kernel (docs/performance.md)
@@ -21,11 +21,19 @@ CFLAGS  ?= $(CFLAGS_COMMON)
 LIBS     = -lcjson -lm  # cJSON: checkpoint manifests (xxHash, their checksums, is header-only)
 SAN      = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-# NCCL: NCCL_HOME, then CUDA_HOME, then the system paths (they differ between machines).
+# NCCL: NCCL_HOME (or a module's NCCL_ROOT), then CUDA_HOME, then the system paths (they differ
+# between machines: the multiarch directory is /usr/lib/aarch64-linux-gnu on a GH200 node).
+NCCL_HOME ?= $(NCCL_ROOT)
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 NCCL_INC_DIR := $(firstword $(foreach d,$(NCCL_HOME)/include $(CUDA_HOME)/include /usr/include,$(if $(wildcard $(d)/nccl.h),$(d))))
-NCCL_LIB_DIR := $(firstword $(foreach d,$(NCCL_HOME)/lib $(NCCL_HOME)/lib64 $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib /usr/lib/x86_64-linux-gnu /usr/lib64,$(if $(wildcard $(d)/libnccl.so),$(d))))
-# The CUDA programs are built when nvcc and NCCL (header and library) are all found.
-HAVE_NVCC := $(if $(and $(NCCL_INC_DIR),$(NCCL_LIB_DIR)),$(shell command -v $(NVCC) >/dev/null 2>&1 && echo yes))
+NCCL_LIB_DIR := $(firstword $(foreach d,$(NCCL_HOME)/lib $(NCCL_HOME)/lib64 $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib \
+                  $(if $(MULTIARCH),/usr/lib/$(MULTIARCH)) /usr/lib/x86_64-linux-gnu /usr/lib64,$(if $(wildcard $(d)/libnccl.so),$(d))))
+# The CUDA programs are built when nvcc and NCCL (header and library) are all found; nvcc
+# without NCCL says so, rather than leave `make cuda` with nothing to do.
+NVCC_FOUND := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo yes)
+HAVE_NVCC := $(if $(and $(NCCL_INC_DIR),$(NCCL_LIB_DIR)),$(NVCC_FOUND))
+$(if $(and $(NVCC_FOUND),$(if $(HAVE_NVCC),,x)),$(warning nvcc found but not NCCL (nccl.h: $(or $(NCCL_INC_DIR),none), \
+  libnccl.so: $(or $(NCCL_LIB_DIR),none)): building the CPU programs only; set NCCL_HOME))
 # MPI include flags for nvcc (mpicc -showme:compile on Open MPI, mpicc -show on MPICH).
 MPI_INC = $(shell $(MPICC) -showme:compile 2>/dev/null || $(MPICC) -show 2>/dev/null | tr ' ' '\n' | grep '^-I')
 
@@ -190,11 +198,15 @@ build/gpu-tests/test_%: tests/test_%.c tests/zl_test_util.h
 	ldd $@ | awk '/=> \// {print $$3}' | grep -v -E 'lib(c|m|pthread|dl|rt|resolv)\.so|/gpu-tests/lib/' | xargs -I{} cp -L {} $(dir $@)lib/
 
 # Install what is missing: the programs need an MPI and cJSON; the tests also Criterion.
+# The headers are looked for the way the build looks for them (the compiler's search path: CPATH,
+# a cluster's modules), not at fixed paths.
+HASH := \#
+HAS_HEADERS = printf '$(foreach h,$(1),$(HASH)include <$(h)>\n)' | $(MPICC) -E -x c - >/dev/null 2>&1
 deps-run:
-	@command -v $(MPICC) >/dev/null 2>&1 && command -v $(MPIEXEC) >/dev/null 2>&1 && test -f /usr/include/cjson/cJSON.h \
-	  && test -f /usr/include/xxhash.h || scripts/install-deps.sh
+	@command -v $(MPICC) >/dev/null 2>&1 && command -v $(MPIEXEC) >/dev/null 2>&1 \
+	  && $(call HAS_HEADERS,cjson/cJSON.h xxhash.h) || scripts/install-deps.sh
 deps: deps-run
-	@test -f /usr/include/criterion/criterion.h && test -f /usr/include/cjson/cJSON.h || scripts/install-deps.sh
+	@$(call HAS_HEADERS,criterion/criterion.h cjson/cJSON.h) && command -v python3 >/dev/null 2>&1 || scripts/install-deps.sh
 
 test: deps
 	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) $(INTEGRATION_TESTS) build/tests/test_zerocalc
@@ -264,7 +276,7 @@ notebooks: cpu
 results-cpu: deps-run cpu
 	scripts/results-cpu.sh
 
-GPUS = $(shell nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+GPUS = $(shell scripts/gpu-count.sh) # CUDA_VISIBLE_DEVICES's entries, else what nvidia-smi -L lists
 demo: deps-run
 	@if [ "$(GPUS)" -gt 0 ] 2>/dev/null && [ -n "$(HAVE_NVCC)" ]; then \
 	  $(MAKE) cuda && scripts/demo.sh cuda $(GPUS); \

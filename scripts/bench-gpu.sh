@@ -17,7 +17,7 @@ nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIEXEC=${MPIEXEC:-mpirun}
 STEPS=${STEPS:-10}
-gpus=$(nvidia-smi -L | grep -c '^GPU')
+gpus=$(scripts/gpu-count.sh) # CUDA_VISIBLE_DEVICES's entries, else nvidia-smi -L
 mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
 case $preset in
     lab-1b) shape=(--layers 8 --dim 4096 --batch 8192) ;;

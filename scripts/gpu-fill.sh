@@ -12,7 +12,7 @@ mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIEXEC=${MPIEXEC:-mpirun}
 mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
-gpus=$(nvidia-smi -L | grep -c '^GPU')
+gpus=$("$(dirname "$0")/gpu-count.sh") # CUDA_VISIBLE_DEVICES's entries, else nvidia-smi -L
 if [ "$mib" -gt 100000 ]; then fill=14; over=20; else fill=8; over=11; fi
 echo "GPU memory ${mib} MiB: fill = $fill layers, over = $over layers (D = 8192, 1024 rows)"
 run() { # name n prog layers

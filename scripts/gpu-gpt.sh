@@ -16,7 +16,7 @@ nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIEXEC=${MPIEXEC:-mpirun}
-gpus=$(nvidia-smi -L | grep -c '^GPU')
+gpus=$("$(dirname "$0")/gpu-count.sh") # CUDA_VISIBLE_DEVICES's entries, else nvidia-smi -L
 peak=${PEAK:+--peak-tflops $PEAK}
 rows=()
 run() { # name n prog flags... -> its exit code; a row for the table when it trained

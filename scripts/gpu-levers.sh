@@ -23,7 +23,7 @@ mkdir -p "$out/traces"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIEXEC=${MPIEXEC:-mpirun}
 STEPS=${STEPS:-8}
-gpus=$(nvidia-smi -L | grep -c '^GPU')
+gpus=$("$(dirname "$0")/gpu-count.sh") # CUDA_VISIBLE_DEVICES's entries, else nvidia-smi -L
 run() { # name n prog before|after|sweep [VAR=value ...]
     local name=$1 n=$2 prog=$3 which=$4 bin="build/cuda/$3" check=()
     shift 4

@@ -37,7 +37,7 @@ MPIEXEC=${MPIEXEC:-mpirun --bind-to none}
 THREADS=${THREADS:-1,16,32,64}
 ROWS=${ROWS:-8192 32768 131072}
 STATIC_ROWS=${STATIC_ROWS:-32768}
-gpus=$(nvidia-smi -L | grep -c '^GPU')
+gpus=$("$(dirname "$0")/gpu-count.sh") # CUDA_VISIBLE_DEVICES's entries, else nvidia-smi -L
 start=$SECONDS
 
 { nproc; lscpu; nvidia-smi; env | grep -E '^OMP_' || true; } > "$out/machine.txt" 2>&1

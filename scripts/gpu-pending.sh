@@ -57,7 +57,10 @@ nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export MPIEXEC=${MPIEXEC:-mpirun}
-gpus=$(nvidia-smi -L | grep -c '^GPU') # the sections run what fits: N <= gpus
+# Open MPI refuses more ranks than cores unless told; MPICH's launcher refuses the option itself.
+OVERSUB=""
+if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then OVERSUB=" --oversubscribe"; fi
+gpus=$("$(dirname "$0")/gpu-count.sh") # the sections run what fits: N <= gpus (CUDA_VISIBLE_DEVICES counted)
 # the 7.5 B "fill" model: 6 steps (step 1 warm-up), no final hash (an FNV of 7.5 B parameters on
 # one host core would take longer than the steps); a string, so `bash -c` sections see it
 FILL="--layers 14 --dim 8192 --batch 1024 --steps 6 --no-param-hash"
@@ -91,7 +94,7 @@ verify() {
     [ -x build/gpu-tests/test_integration ] && t=build/gpu-tests
     build/cuda/test_kernels_gpu > "$out/verify/test_kernels_gpu.txt" 2>&1
     echo "test_kernels_gpu rc=$? $(tail -1 "$out/verify/test_kernels_gpu.txt")"
-    export ZL_BUILD=build/cuda ZL_REFERENCE_BUILD=build/cpu ZL_MPIEXEC="mpirun --oversubscribe" ZL_MAX_WORLD=2
+    export ZL_BUILD=build/cuda ZL_REFERENCE_BUILD=build/cpu ZL_MPIEXEC="$MPIEXEC$OVERSUB" ZL_MAX_WORLD=2
     $t/test_integration --filter 'equivalence/*' -j1 > "$out/verify/mlp_equivalence.txt" 2>&1
     echo "MLP equivalence rc=$? $(tail -1 "$out/verify/mlp_equivalence.txt")"
     $t/test_gpt_integration --filter 'gpt_equivalence/*' -j1 > "$out/verify/gpt_equivalence.txt" 2>&1
@@ -186,7 +189,7 @@ for s in $SECTIONS; do
     offload) MPIEXEC="${OFFLOAD_MPIEXEC:-mpirun --bind-to none}" ROWS="32768 65536" section offload 480 scripts/gpu-offload.sh "$out/offload" ;;
     fill) section fill 300 bash -c fill_all ;;
     gpt) section gpt 280 scripts/gpu-gpt.sh "$out/gpt" ;;
-    reference) ZL_MPIEXEC="$MPIEXEC --oversubscribe" section reference 150 tests/gpu/gpt-reference.sh build/cuda 2 ;;
+    reference) ZL_MPIEXEC="$MPIEXEC$OVERSUB" section reference 150 tests/gpu/gpt-reference.sh build/cuda 2 ;;
     attention) section attention 60 build/cuda/bench_attention ;;
     gemm) section gemm 60 build/cuda/bench_gemm_tune ;;
     gptstep) section gptstep 60 build/cuda/bench_gpt_step ;;

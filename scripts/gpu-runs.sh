@@ -9,7 +9,7 @@ nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIEXEC=${MPIEXEC:-mpirun}
-gpus=$(nvidia-smi -L | grep -c '^GPU')
+gpus=$("$(dirname "$0")/gpu-count.sh") # CUDA_VISIBLE_DEVICES's entries, else nvidia-smi -L
 for n in 1 2; do
     [ "$n" -le "$gpus" ] || continue
     for prog in stage0_ddp stage1 stage2 stage3; do

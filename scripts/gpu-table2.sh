@@ -46,7 +46,7 @@ backend=cuda
 case $BUILD in *cpu*) backend=cpu ;; esac
 if [ "$backend" = cuda ]; then
     nvidia-smi -L 2>/dev/null | grep -q '^GPU' || die "needs NVIDIA GPUs and nvidia-smi -L lists none (BUILD=build/cpu ZL_CPU_DEVICE_BYTES=... runs it on a pretend device)"
-    gpus=$(nvidia-smi -L | grep -c '^GPU')
+    gpus=$("$(dirname "$0")/gpu-count.sh") # CUDA_VISIBLE_DEVICES's entries, else nvidia-smi -L
     [ "$gpus" -ge "$N" ] || die "RANKS=$N but only $gpus GPU(s)"
 fi
 for p in stage0_ddp stage1 stage2 stage3; do [ -x "$BUILD/$p" ] || die "$BUILD/$p not built (make)"; done

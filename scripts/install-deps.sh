@@ -1,10 +1,11 @@
 #!/bin/sh
 # install-deps.sh — install what zerolab needs to build and test on Debian/Ubuntu:
 # an MPI (MPICH), Criterion (tests), cJSON (checkpoint manifests; the tests read the programs' JSON)
-# and xxHash (checkpoint checksums).
+# and xxHash (checkpoint checksums); python3 for make test's script checks (bench/nvml_clocks.py,
+# the bench table's pretend runs), absent from minimal images.
 # Runs apt-get as root, or through sudo. Says what it installs.
 set -eu
-PKGS="mpich libmpich-dev libcriterion-dev libcjson-dev libxxhash-dev make gcc"
+PKGS="mpich libmpich-dev libcriterion-dev libcjson-dev libxxhash-dev make gcc python3"
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
     echo "install-deps: need root or sudo to install: $PKGS" >&2; exit 1
 fi

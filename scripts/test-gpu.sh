@@ -1,5 +1,5 @@
 #!/bin/bash
-# shellcheck disable=SC2317  # the part_* functions are called by name (part_$p), so they look unreachable
+# shellcheck disable=SC2317,SC2329  # the part_* functions are called by name (part_$p): unreachable, never invoked to shellcheck
 # test-gpu.sh — the GPU test suite, for a machine with NVIDIA GPUs (make test-gpu).
 #   1. each CUDA kernel against the CPU reference kernel (build/cuda/test_kernels_gpu)
 #   2. the integration tests (MLP and GPT, --offload, mixed precision, checkpoints among them)
@@ -23,6 +23,7 @@
 # build it elsewhere with `make build/gpu-tests/test_integration build/gpu-tests/test_report`
 # (they carry their libraries).
 set -u
+cd "$(dirname "$0")/.." || exit 1 # the repository root, from wherever it is called
 export NCCL_NVLS_ENABLE=0
 MPIEXEC=${MPIEXEC:-mpiexec}
 PARALLEL=${PARALLEL:-0}
@@ -40,7 +41,7 @@ for p in $PARTS; do # a misspelt part must not pass as "nothing failed"
     case $p in kernels | integration | loud | report | gpt | offload | mixed | ckpt | sanitizer | reference | benches) ;;
     *) echo "test-gpu: unknown part '$p' in PARTS" >&2; exit 2 ;; esac
 done
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+gpus=$(scripts/gpu-count.sh) # CUDA_VISIBLE_DEVICES's entries, else nvidia-smi -L
 [ "$gpus" -gt 0 ] || { echo "test-gpu: needs an NVIDIA GPU and nvidia-smi -L lists none; make test runs the CPU suite" >&2; exit 1; }
 maxw=${MAX_WORLD:-2} # ranks the integration tests go up to (MAX_WORLD=8 on an 8-GPU node)
 maxw=$(( gpus < maxw ? gpus : maxw ))

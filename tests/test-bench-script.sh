@@ -11,7 +11,7 @@ fail() { echo "test-bench-script: $*" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/repo/scripts" "$tmp/repo/build/cuda" "$tmp/repo/bench"
-cp scripts/bench-gpu.sh "$tmp/repo/scripts/"
+cp scripts/bench-gpu.sh scripts/gpu-count.sh "$tmp/repo/scripts/"
 for p in stage0_ddp stage1 stage2 stage3; do printf '#!/bin/sh\nexit 1\n' > "$tmp/repo/build/cuda/$p"; done
 cat > "$tmp/bin/nvidia-smi" <<'SMI'
 #!/bin/bash
@@ -48,7 +48,7 @@ e=; [ "\$s" = 0 ] && e=", \"energy_w\": 697.6, \"energy_j\": 145.0, \"energy_ste
 echo "{\"clocks\": {\"readings\": \$r, \"sm_mhz_median\": 1450, \"power_w_median\": 655.0\$e}}" > "\$json"
 PY
 chmod +x "$tmp/bin/"* "$tmp/repo/build/cuda/"*
-out=$(cd "$tmp/repo" && PATH="$tmp/bin:$PATH" MPIEXEC=fake-mpirun OUT="$tmp/out" STEPS=3 scripts/bench-gpu.sh lab-1b 2>&1) ||
+out=$(cd "$tmp/repo" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" MPIEXEC=fake-mpirun OUT="$tmp/out" STEPS=3 scripts/bench-gpu.sh lab-1b 2>&1) ||
     fail "exit $?: $out"
 has() { grep -qF -- "$1" <<< "$out" || fail "no '$1' in: $out"; }
 has "| SM MHz, zerolab / PyTorch | J a step (W by the energy counter), zerolab / PyTorch (~: estimated) |"

@@ -10,7 +10,7 @@ fail() { echo "test-gpu-script: $*" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/repo/scripts" "$tmp/repo/build/cuda"
-cp scripts/test-gpu.sh "$tmp/repo/scripts/"
+cp scripts/test-gpu.sh scripts/gpu-count.sh "$tmp/repo/scripts/"
 cat > "$tmp/bin/nvidia-smi" <<'SMI'
 #!/bin/bash
 for ((i = 0; i < ${FAKE_GPUS:-1}; i++)); do echo "GPU $i: pretend"; done
@@ -30,7 +30,7 @@ printf '#!/bin/bash\n' > "$tmp/repo/build/zlckpt" # the ckpt part asks for it fi
 chmod +x "$tmp/bin/nvidia-smi" "$tmp/repo/build/cuda/"* "$tmp/repo/build/tests/"* "$tmp/repo/build/zlckpt"
 run() { # run EXPECTED_RC ENV... : test-gpu.sh in the scratch copy; its output in $out
     local want=$1 rc=0; shift
-    out=$(cd "$tmp/repo" && env PATH="$tmp/bin:$PATH" "$@" scripts/test-gpu.sh 2>&1) || rc=$?
+    out=$(cd "$tmp/repo" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" "$@" scripts/test-gpu.sh 2>&1) || rc=$?
     [ "$rc" -eq "$want" ] || fail "$*: exit $rc, want $want: $out"
 }
 has() { grep -qF -- "$1" <<< "$out" || fail "no '$1' in: $out"; }
@@ -47,6 +47,11 @@ run 0 FAKE_GPUS=4 MAX_WORLD=3 PARTS="integration loud report gpt offload mixed c
 for t in integration loud report gpt_integration offload mixed ckpt; do has "test_$t ZL_MAX_WORLD=3"; done
 run 0 FAKE_GPUS=2 MAX_WORLD=8 PARTS="report"
 has "test_report ZL_MAX_WORLD=2"
+# nvidia-smi lists every GPU of the machine; CUDA_VISIBLE_DEVICES says which this job may use
+run 0 FAKE_GPUS=8 CUDA_VISIBLE_DEVICES=2,3 MAX_WORLD=8 PARTS="report"
+has "test_report ZL_MAX_WORLD=2"
+run 0 FAKE_GPUS=8 CUDA_VISIBLE_DEVICES=3 PARTS="report kernels"
+has "SKIPPED: report"
 run 0 FAKE_GPUS=2 PARALLEL=1 PARTS="kernels benches"
 has "side by side"; has "test_kernels_gpu ran"; has "bench_gemm_tune --dim 256 --rows 512: rc=0"; has "ALL PASSED"
 run 1 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_RC=3 PARTS="kernels benches"

@@ -34,10 +34,11 @@ cat > "$tmp/bin/srun" <<'SRUN'
 # Pretend srun: keep --ntasks, drop the other options, launch with mpiexec.
 n=1
 while [ $# -gt 0 ]; do case $1 in --ntasks=*) n=${1#--ntasks=}; shift ;; --*) shift ;; *) break ;; esac; done
+echo "pretend srun: SRUN_CPUS_PER_TASK=${SRUN_CPUS_PER_TASK:-unset}" >&2
 exec "${ZL_MPIEXEC:-mpiexec}" -n "$n" "$@"
 SRUN
 chmod +x "$tmp/bin/srun"
-PATH="$tmp/bin:$PATH" SLURM_JOB_ID=4242 SLURM_NTASKS=2 SLURM_JOB_NUM_NODES=1 BUILD=no BUILD_DIR=build/cpu \
+PATH="$tmp/bin:$PATH" SLURM_JOB_ID=4242 SLURM_NTASKS=2 SLURM_JOB_NUM_NODES=1 SLURM_CPUS_PER_TASK=4 BUILD=no BUILD_DIR=build/cpu \
     PROGS="stage0_ddp stage3" FLAGS="--preset tiny --steps 2" RESULTS="$tmp/results" \
     bash scripts/slurm/run-stages.sh > "$tmp/log" 2>&1 || { cat "$tmp/log"; fail "run-stages.sh failed"; }
 for p in stage0_ddp stage3; do
@@ -46,4 +47,6 @@ for p in stage0_ddp stage3; do
     grep -q '"world":[[:space:]]*2[,[:space:]]' "$f" || fail "$f is not an N = 2 report"
 done
 [ -s "$tmp/results/4242/job.txt" ] || fail "no job.txt"
+# srun >= 22.05 does not inherit the job's --cpus-per-task: run-stages.sh passes it on
+grep -q "pretend srun: SRUN_CPUS_PER_TASK=4" "$tmp/results/4242/stage0_ddp_N2.txt" || fail "srun was not given the job's CPUs per task"
 echo "test-slurm: templates parse$(command -v shellcheck >/dev/null && echo ' and pass shellcheck'); run-stages.sh wrote a report per program under <results>/<job id>/"

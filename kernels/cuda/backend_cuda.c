@@ -90,7 +90,16 @@ static int pick_device(const char *prog, int local_rank, int local_size, char *w
         return -1;
     }
     *code = 2;
-    return zl_select_device(count, local_rank, local_size, why, whylen);
+    int dev = zl_select_device(count, local_rank, local_size, why, whylen);
+    /* The build's kernels are for sm_80 and sm_90 (cp.async, mma.sync m16n8k16 in the fused
+     * attention): an older GPU would fail at its first launch with "no kernel image". */
+    struct cudaDeviceProp prop;
+    if (dev >= 0 && cudaGetDeviceProperties(&prop, dev) == cudaSuccess && prop.major < 8) {
+        snprintf(why, whylen, "device %d (%s) has compute capability %d.%d; zerolab's kernels need 8.0 or newer "
+                 "(A100, A10, L4, L40S, H100, H200, ...)", dev, prop.name, prop.major, prop.minor);
+        return -1;
+    }
+    return dev;
 }
 
 void zl_backend_device_key(int rank, int local_rank, int local_size, char *key, size_t n) {

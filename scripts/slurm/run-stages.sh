@@ -16,6 +16,11 @@ SRUN_FLAGS=${SRUN_FLAGS:-}                      # extra srun flags, e.g. --gpus-
 MPIRUN=${MPIRUN:-mpirun}                        # the MPI the programs were built with (MPICC's)
 MPIRUN_FLAGS=${MPIRUN_FLAGS:-}                  # extra mpirun flags
 MPICC=${MPICC:-mpicc}
+# The CUDA toolkit: CUDA_HOME where it holds nvcc, else that of the nvcc on PATH (a module's: the
+# templates load their modules after setting their variables), else /usr/local/cuda.
+if [ ! -x "${CUDA_HOME:-/nonexistent}/bin/nvcc" ] && nvcc_on_path=$(command -v nvcc); then
+    CUDA_HOME=$(dirname "$(dirname "$nvcc_on_path")")
+fi
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 PROGS=${PROGS:-stage0_ddp stage1 stage2 stage3}
 FLAGS=${FLAGS:---preset lab-1b}
@@ -23,8 +28,14 @@ RESULTS=${RESULTS:-results/slurm}
 BUILD=${BUILD:-yes}
 BUILD_DIR=${BUILD_DIR:-build/cuda}              # build/cpu runs the same programs without GPUs (a dry run)
 
-[ "$BUILD_DIR" = build/cpu ] || nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
+# grep reads the whole list: with -q it would stop at the first line, and nvidia-smi, writing
+# more, could die of SIGPIPE, which pipefail reports as "no GPU"
+[ "$BUILD_DIR" = build/cpu ] || nvidia-smi -L 2>/dev/null | grep '^GPU' >/dev/null ||
     { echo "run-stages: needs NVIDIA GPUs and nvidia-smi -L lists none on $(hostname); ask Slurm for GPUs (--gpus-per-node)" >&2; exit 1; }
+
+# srun (Slurm >= 22.05) no longer inherits the job's --cpus-per-task: each rank would get one CPU,
+# and --offload's host Adam one thread. Pass it on.
+if [ -n "${SLURM_CPUS_PER_TASK:-}" ]; then export SRUN_CPUS_PER_TASK=${SRUN_CPUS_PER_TASK:-$SLURM_CPUS_PER_TASK}; fi
 
 ntasks=${SLURM_NTASKS:?SLURM_NTASKS is not set: give the template --ntasks-per-node}
 nodes=${SLURM_JOB_NUM_NODES:-1}
