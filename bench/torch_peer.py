@@ -93,6 +93,10 @@ class MasterAdamW(torch.optim.Optimizer):
         ps = [p for g in self.param_groups for p in g["params"]]
         fused = ps[0].is_cuda
         self.chunks = []
+        # The fused AdamW unscales the gradient in its own kernel (the attributes GradScaler sets
+        # for it): no separate pass over the fp32 copy. found_inf stays 0: LossScale.finite has
+        # already skipped a step that overflowed.
+        self.found_inf = torch.zeros((), device=ps[0].device, dtype=torch.float32)
         for i in range(0, len(ps), 4):
             half = ps[i : i + 4]
             master = [p.detach().float() for p in half]
@@ -101,9 +105,15 @@ class MasterAdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
+        scale = torch.full((), SCALE.scale, device=self.found_inf.device, dtype=torch.float32)
         for half, master, opt in self.chunks:
             for p, m in zip(half, master):
-                m.grad = p.grad.float().mul_(1.0 / SCALE.scale)  # unscale; DDP already averaged
+                m.grad = p.grad.float()  # DDP already averaged
+            if opt.defaults.get("fused"):  # unscaled inside the fused kernel
+                opt.grad_scale, opt.found_inf = scale, self.found_inf
+            else:
+                for m in master:
+                    m.grad.div_(scale)
             opt.step()
             for p, m in zip(half, master):
                 m.grad = None

@@ -15,7 +15,9 @@ preset=${1:-lab-1b}
 nvidia-smi -L 2>/dev/null | grep -q '^GPU' ||
     { echo "bench-gpu: needs an NVIDIA GPU and nvidia-smi -L lists none" >&2; exit 1; }
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MPIEXEC=${MPIEXEC:-mpirun}
+# zerolab's ranks unbound, as torchrun leaves the peer's (Open MPI binds a rank to one core by
+# default at N <= 2: its NCCL, NVML and main threads would share it). MPICH accepts the flag too.
+MPIEXEC=${MPIEXEC:-mpirun --bind-to none}
 STEPS=${STEPS:-10}
 gpus=$(scripts/gpu-count.sh) # CUDA_VISIBLE_DEVICES's entries, else nvidia-smi -L
 mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
