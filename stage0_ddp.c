@@ -64,8 +64,7 @@ static int unit_of_use(Trainer *t, int k) { return zl_model_unit_of_use(t->shape
 /* Micro-batch j's backward writes a unit's gradients (j = 0) or adds to them. */
 static zl_grads_mode grads_mode(int micro) { return micro == 0 ? ZL_GRADS_WRITE : ZL_GRADS_ADD; }
 
-/* Every buffer the run will ever use, allocated once before step 1 (ZeRO-R's
- * constant-size buffers): the step loop itself allocates nothing. */
+/* Every buffer the run will use, allocated before step 1: the loop allocates nothing (ZeRO-R's constant buffers). */
 static void allocate(Trainer *t) {
     size_t full = t->part.full_len; /* Ψ_full: Ψ_pad, units on 16-byte lines (partition.h) */
     t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * full, "fp16 params");

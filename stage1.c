@@ -78,8 +78,7 @@ static zl_half *my_slice(Trainer *t, zl_half *buf, int u) {
 /* Micro-batch j's backward writes a unit's gradients (j = 0) or adds to them. */
 static zl_grads_mode grads_mode(int micro) { return micro == 0 ? ZL_GRADS_WRITE : ZL_GRADS_ADD; }
 
-/* Every buffer the run will ever use, allocated once before step 1 (ZeRO-R's
- * constant-size buffers): the step loop itself allocates nothing. */
+/* Every buffer the run will use, allocated before step 1: the loop allocates nothing (ZeRO-R's constant buffers). */
 static void allocate(Trainer *t) {
     size_t full = t->part.full_len, shard = t->part.shard_len; /* Ψ_full (partition.h), Ψ_pad/N */
     t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * full, "fp16 params");

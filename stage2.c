@@ -83,6 +83,8 @@ static zl_half *my_grads(Trainer *t, int u) { return t->grads + t->part.slice_of
  * sum lands in this rank's slice of the bucket) and adds that into the shard. */
 static void reduce_scatter_into_shard(Trainer *t, int b, int u, int micro) {
     size_t len = t->part.slice_len[u];
+    /* backward wrote n(u) elements: zero the padding, where a larger unit's gradient may lie */
+    zl_memset_async(t->bucket[b] + t->part.n[u], 0, 2 * (t->part.n_pad[u] - t->part.n[u]), t->comm);
     if (micro == 0) {
         zl_reduce_scatter(t->bucket[b], my_grads(t, u), len, t->half, ZL_P_GRAD_SYNC, u, t->comm);
         return;
@@ -92,8 +94,7 @@ static void reduce_scatter_into_shard(Trainer *t, int b, int u, int micro) {
     zl_add_into(my_grads(t, u), landed, len, t->comm);
 }
 
-/* Every buffer the run will ever use, allocated once before step 1 (ZeRO-R's
- * constant-size buffers): the step loop itself allocates nothing. */
+/* Every buffer the run will use, allocated before step 1: the loop allocates nothing (ZeRO-R's constant buffers). */
 static void allocate(Trainer *t) {
     size_t full = t->part.full_len, shard = t->part.shard_len; /* Ψ_full (partition.h), Ψ_pad/N */
     t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * full, "fp16 params");
@@ -127,7 +128,7 @@ static void initialise(Trainer *t) {
     zl_memset_async(t->adam_m, 0, 4 * t->part.shard_len, t->compute);
     zl_memset_async(t->adam_v, 0, 4 * t->part.shard_len, t->compute);
     for (int b = 0; b < 2; b++) {
-        zl_memset_async(t->bucket[b], 0, 2 * t->part.max_unit_pad, t->compute); /* padding stays zero */
+        zl_memset_async(t->bucket[b], 0, 2 * t->part.max_unit_pad, t->compute);
         zl_event_record(t->bucket_free[b], t->comm);
     }
     zl_stream_sync(t->compute);
