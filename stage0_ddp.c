@@ -6,9 +6,11 @@
  * as soon as a unit's gradients exist they are all-reduced (summed) on the communication
  * stream while backward continues with the unit before it. Adam then runs on every
  * rank over the full, identical gradient: the same update, computed N times. That
- * redundancy is exactly what ZeRO removes (stage1.c, stage2.c, stage3.c).
+ * redundancy is exactly what ZeRO removes (stage1.c, stage2.c, stage3.c). The update runs
+ * at the start of the next step, unit by unit beside its forward (a step about to be saved
+ * runs its own at its end; the last step's, after the loop).
  *
- * Traffic per step and rank: one all-reduce of 2Ψ_pad bytes = 2(N-1)/N · 2Ψ_pad on the wire.
+ * Traffic per step and rank: all-reduces of 2Ψ_pad bytes in all (one per unit) = 2(N-1)/N · 2Ψ_pad.
  *
  * --accum K runs K micro-batches of B rows before the step. Backward adds each micro-batch's
  * gradients into the full gradient buffer, and the all-reduces wait for the last one
@@ -111,7 +113,7 @@ static void backward_and_allreduce(Trainer *t, int micro) {
         int u = unit_of_use(t, k);
         zl_model_backward(t->model, k, unit(t, t->params, u), unit(t, t->grads, u), grads_mode(micro), t->compute);
         if (!last || !zl_model_grads_final(t->shape, k)) continue; /* no_sync, or a tied unit: more to come */
-        if (u == 0 && zl_numerics_inject_now(&t->num)) /* --inject-overflow: into rank 0's slice */
+        if (u == 0 && zl_numerics_inject_now(&t->num)) /* --inject-overflow: rank N-1's +inf */
             zl_inject_inf(unit(t, t->grads, u), t->compute);
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
@@ -271,7 +273,7 @@ int main(int argc, char **argv) {
     zl_numerics_report(&t.num, &rep); /* dtype, status, scales, norms, skipped steps */
     rep.ms_per_step = timed_ms / (rep.steps > 1 ? rep.steps - 1 : 1);
     if (!c->no_param_hash) rep.param_hash = param_hash(&t); /* else: JSON null (--no-param-hash) */
-    int status = zl_report_final(&rep); /* 0, or 1 (an output was lost), 4 (--check) */
+    int status = zl_report_final(&rep); /* 0, 1 (an output lost), 3 (diverged), 4 (--check) */
 
     /* tear down */
     free(losses);

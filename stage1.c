@@ -9,7 +9,8 @@
  * slice of the sum is needed, because only this rank updates that slice. Adam updates
  * the slice (master/m/v) and writes the new fp16 values into the slice's place in the
  * full param buffer; then each unit is all-gathered, in place, so every rank again holds
- * all fp16 params for the next forward.
+ * all fp16 params for the next forward. Both run at the start of the next step, unit by
+ * unit beside its forward, each unit's forward waiting only for its own gather.
  *
  * Traffic per step and rank: reduce-scatter (N-1)/N·2Ψ_pad + all-gather (N-1)/N·2Ψ_pad =
  * 2(N-1)/N·2Ψ_pad, the same as DDP's all-reduce (which *is* a reduce-scatter followed by
@@ -107,7 +108,7 @@ static void initialise(Trainer *t) {
     zl_stream_sync(t->compute);
 }
 
-/* A use of unit u may start once the previous step's all-gather of unit u has landed:
+/* A use of unit u may start once the all-gather of unit u's last update (issued at this step's start) has landed:
  * the gathers of later units overlap the forward of earlier ones. */
 static void forward(Trainer *t) {
     for (int k = 0; k < t->n_uses; k++) {
@@ -128,7 +129,7 @@ static void backward_and_reduce_scatter(Trainer *t, int micro) {
         int u = unit_of_use(t, k);
         zl_model_backward(t->model, k, unit(t, t->params, u), unit(t, t->grads, u), grads_mode(micro), t->compute);
         if (!last || !zl_model_grads_final(t->shape, k)) continue; /* accumulating, or a tied unit: more to come */
-        if (u == 0 && zl_numerics_inject_now(&t->num)) /* --inject-overflow: into rank 0's slice */
+        if (u == 0 && zl_numerics_inject_now(&t->num)) /* --inject-overflow: rank N-1's +inf */
             zl_inject_inf(unit(t, t->grads, u), t->compute);
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
@@ -301,7 +302,7 @@ int main(int argc, char **argv) {
     zl_numerics_report(&t.num, &rep); /* dtype, status, scales, norms, skipped steps */
     rep.ms_per_step = timed_ms / (rep.steps > 1 ? rep.steps - 1 : 1);
     if (!c->no_param_hash) rep.param_hash = param_hash(&t); /* else: JSON null (--no-param-hash) */
-    int status = zl_report_final(&rep); /* 0, or 1 (an output was lost), 4 (--check) */
+    int status = zl_report_final(&rep); /* 0, 1 (an output lost), 3 (diverged), 4 (--check) */
 
     /* tear down */
     free(losses);

@@ -8,6 +8,9 @@
  * of unit u-1 (compute stream) — the paper's bucketization, with constant-size buffers:
  *     fp16 params 2Ψ + (fp16 grads 2Ψ + 12Ψ)/N  =  2Ψ + 14Ψ/N bytes, plus 2 buckets
  * The optimizer step and the all-gather of the new fp16 params are those of stage 1.
+ * --offload (ZeRO-Offload) keeps master, m and v in host memory and runs Adam there; when the
+ * update is known before the verdict (static scale, no clipping), unit u's host Adam runs in
+ * the backward as soon as its gradient slice is on the host.
  *
  * Traffic per step and rank: reduce-scatter (N-1)/N·2Ψ_pad + all-gather (N-1)/N·2Ψ_pad =
  * 2(N-1)/N·2Ψ_pad, the same as DDP.
@@ -134,7 +137,7 @@ static void initialise(Trainer *t) {
     zl_stream_sync(t->compute);
 }
 
-/* A use of unit u may start once the previous step's all-gather of unit u has landed:
+/* A use of unit u may start once the all-gather of unit u's last update (issued at this step's start) has landed:
  * the gathers of later units overlap the forward of earlier ones. */
 static void forward(Trainer *t) {
     for (int k = 0; k < t->n_uses; k++) {
@@ -188,7 +191,8 @@ static void backward_and_reduce_scatter(Trainer *t, int micro) {
 /* Each rank updates only its slice of each unit — 1/N of DDP's optimizer work and state —
  * and writes the new fp16 values into that slice of the full param buffer. Then the unit
  * is all-gathered in place, so every rank holds every new fp16 param again; the gather of
- * unit u overlaps the update of unit u+1 (with --offload, so does the copy back of unit u). */
+ * unit u overlaps the update of unit u+1 (with --offload, so does the copy back of unit u;
+ * with t->early the update already ran in the backward: only the all-gathers remain). */
 static void optimizer_step_and_allgather(Trainer *t) {
     for (int u = 0; u < t->n_units; u++) {
         if (!t->early) update_slice(t, u, my_slice(t, t->params, u)); /* early: ran beside the backward */
@@ -344,7 +348,7 @@ int main(int argc, char **argv) {
     rep.ms_per_step = timed_ms / (rep.steps > 1 ? rep.steps - 1 : 1);
     rep.no_hash_why = zl_numerics_final_params_lost(&t.num, t.early); /* early: the bad step was applied */
     if (!c->no_param_hash && !rep.no_hash_why) rep.param_hash = param_hash(&t); /* else: JSON null */
-    int status = zl_report_final(&rep); /* 0, or 1 (an output was lost), 4 (--check) */
+    int status = zl_report_final(&rep); /* 0, 1 (an output lost), 3 (diverged), 4 (--check) */
 
     /* tear down */
     free(losses);

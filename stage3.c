@@ -3,20 +3,19 @@
  * ZeRO-2 still keeps all fp16 parameters (2Ψ) on every rank. Here rank r keeps only its
  * slice of every unit, so all model states shrink by N:
  *     (fp16 params 2Ψ + fp16 grads 2Ψ + 12Ψ) / N  =  16Ψ/N bytes
- * A unit's full parameters exist only while they are used: forward all-gathers unit u
- * into a gather buffer, computes, and releases the buffer; backward gathers it again,
- * computes, reduce-scatters the unit's gradients (from a bucket, as in stage 2) and
- * releases. --prefetch K gathers the next K units while the current one computes, with
- * 1 + K gather buffers in a ring (constant size: the largest unit). Adam writes the new
- * fp16 values straight into the rank's parameter shard: nothing to gather after the step.
+ * A unit's full parameters exist only while they are used: forward all-gathers unit u into a
+ * gather buffer, computes, and releases the buffer; backward gathers it again, computes,
+ * releases it, and reduce-scatters the unit's gradients (from a bucket, as in stage 2).
+ * --prefetch P gathers the next P uses while the current one computes, with 1 + P gather
+ * buffers in a ring (constant size: the largest unit). Adam (at the next step's start, unit u's
+ * gathers waiting for its update; --offload: on the host, as in stage 2) writes the new fp16
+ * values straight into the rank's parameter shard: nothing to gather after the step.
  *
  * Traffic per step and rank: all-gather fwd + all-gather bwd + reduce-scatter, each (N-1)/N·2Ψ_pad
- * = 3(N-1)/N·2Ψ_pad, 1.5× DDP (paper §7.2.2); the final gather for param_hash is reported apart.
- *
- * --accum K runs K micro-batches of B rows before the step. Parameters are gathered for
- * the forward and the backward of every micro-batch, and each micro-batch's gradients are
- * reduce-scattered and added into the shard (as in stage 2): all traffic grows ×K, per
- * step 3K(N-1)/N·2Ψ_pad. The gather ring runs on across micro-batches.
+ * = 3(N-1)/N·2Ψ_pad, 1.5× DDP (paper §7.2.2; a unit used twice, the GPT's tied embedding, is
+ * gathered twice each way); the final gather for param_hash is reported apart.
+ * --accum K runs K micro-batches a step, each gathering for its forward and backward and
+ * reduce-scattering into the shard: all traffic ×K, 3K(N-1)/N·2Ψ_pad; the ring runs on.
  *
  * Run: mpiexec -n N build/cpu/stage3 --preset demo --prefetch 1   (or build/cuda/stage3). */
 #include <stdio.h>
@@ -384,7 +383,7 @@ int main(int argc, char **argv) {
     rep.ms_per_step = timed_ms / (rep.steps > 1 ? rep.steps - 1 : 1);
     rep.no_hash_why = zl_numerics_final_params_lost(&t.num, t.early); /* early: the bad step was applied */
     if (!c->no_param_hash && !rep.no_hash_why) rep.param_hash = param_hash(&t); /* else: JSON null */
-    int status = zl_report_final(&rep); /* 0, or 1 (an output was lost), 4 (--check) */
+    int status = zl_report_final(&rep); /* 0, 1 (an output lost), 3 (diverged), 4 (--check) */
 
     /* tear down */
     free(losses);

@@ -48,7 +48,8 @@
  * or full copies (unit u at part.off_pad[u], part.full_len elements). */
 typedef enum { ZL_CKPT_SLICES = 1, ZL_CKPT_FULL = 2 } zl_ckpt_layout;
 
-/* What this rank owns, as a stage file sees it (device pointers). Saved: slice r of the
+/* What this rank owns, as a stage file sees it (device pointers; with --offload master, m, v
+ * are pinned host memory). Saved: slice r of the
  * fp32 master, m, v; the fp16 params only when they are held as slices (stage 3: their
  * only copy). Restored: whatever the layout asks for; fp16 params that are not in the
  * checkpoint are the master rounded to the storage format (what Adam writes anyway). */

@@ -2,7 +2,7 @@
  *
  * Every collective a stage issues goes through these three calls. Each call is
  * logged with its op, dtype, element count, S (bytes of the full logical tensor),
- * the ring wire bytes one rank sends (nccl-tests convention, DEVELOPERS.md):
+ * the ring wire bytes one rank sends (the nccl-tests convention):
  *     all-reduce 2(N-1)/N·S,   reduce-scatter and all-gather (N-1)/N·S
  * and a purpose label; events around it on the communication stream give its time.
  * These logs are the report's "measured" traffic: nothing is inferred from sizes
@@ -25,7 +25,7 @@ typedef enum {
     ZL_P_GATHER_FWD,         /* stage 3: gather a unit before its forward */
     ZL_P_GATHER_BWD,         /* stage 3: gather a unit again before its backward */
     ZL_P_GATHER_STEP,        /* stages 1-2: gather updated fp16 slices after Adam */
-    ZL_P_CONTROL,            /* tiny control values (the loss) */
+    ZL_P_CONTROL,            /* tiny control values: the loss; from ZeRO-1 on also the gradient statistics */
     ZL_P_GATHER_FINAL,       /* stage 3: gather for param_hash after the last step; not per step */
     ZL_P_OFFLOAD_GRADS,      /* --offload: this rank's 16-bit gradient slices, device -> host */
     ZL_P_OFFLOAD_PARAMS,     /* --offload: its new 16-bit parameter slices, host -> device */
@@ -58,8 +58,9 @@ typedef struct {
     long timed_calls;
 } zl_comm_stat;
 
-/* Set up logging: at most max_per_step collectives (and copies) per step (their events are created
- * now, so logging allocates nothing later). world = N. */
+/* Set up logging: max_per_step collectives (and copies) per step, room for twice as many (a step
+ * about to be saved runs two updates); their events are created now, so logging allocates
+ * nothing later. world = N. */
 void zl_comm_init(int world, int max_per_step);
 void zl_comm_finalize(void);
 
@@ -81,8 +82,9 @@ void zl_copy_h2d(void *dev, const void *host, size_t count, zl_dtype t, zl_purpo
  * into the totals. `timed` = 0 for the warm-up step (bytes counted, time not). */
 void zl_comm_step_begin(void); /* also tells the watchdog a new step began */
 void zl_comm_step_end(int timed);
-/* Fold collectives issued outside the training steps (stage 3's final gather for the
- * hash) into the totals without counting a step or their time. */
+/* Fold collectives issued outside the training steps (the last step's update, applied after
+ * the loop or at the final save; stage 3's final gather for the hash) into the totals without
+ * counting a step or their time. */
 void zl_comm_end_extra(void);
 
 /* Totals. stat[op][purpose][dtype] */

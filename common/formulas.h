@@ -33,7 +33,7 @@ typedef struct {
 /* Exact per-category bytes for one rank; model_states = first five (on the device);
  * peak_total = sum of device categories (everything is allocated before step 1 and kept).
  * With --offload the master, m and v move to their host categories:
- *     device model states  stage 2: 2Ψ_pad + 2Ψ_pad/N     stage 3: 4Ψ_pad/N
+ *     device model states  stage 2: 2Ψ_full + 2Ψ_pad/N    stage 3: 4Ψ_pad/N
  *     host                 12Ψ_pad/N (master, m, v) + 2Ψ_pad/N pinned staging */
 typedef struct {
     size_t bytes[ZL_MEM_NCAT];
@@ -74,7 +74,8 @@ double zl_paper_model_states(double psi, int world, int stage, double bytes[5]);
  *   ZeRO-2        (K+1)(N-1)/N·2Ψ_pad    a reduce-scatter per micro-batch + one all-gather
  *   ZeRO-3        3K(N-1)/N·2Ψ_pad       gather fwd, gather bwd, reduce-scatter per micro-batch
  *   ZeRO-1 with --grad-sync allreduce: 3(N-1)/N·2Ψ_pad.
- * ZL_P_CONTROL is the fp32 loss all-reduce, once per micro-batch. total excludes control.
+ * ZL_P_CONTROL is the fp32 loss all-reduce, once per micro-batch, and from ZeRO-1 on one 16-byte
+ * all-reduce of the gradient statistics a step. total excludes control.
  * --offload adds copies, not network traffic: every step its 16-bit gradient slices d2h
  * (2Ψ_pad/N, after the last micro-batch), and each applied step the new 16-bit parameter
  * slices h2d (2Ψ_pad/N; a skipped step copies none back). */

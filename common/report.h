@@ -42,7 +42,7 @@ void zl_report_step(const zl_runtime *rt, int step, int steps, float loss, float
                     double ms);
 /* Collective: every rank must call it. Prints the report (rank 0), writes --json,
  * closes the outputs and returns the exit status every rank agrees on: 1 if an
- * output could not be written, 4 on a --check mismatch, else 0. */
+ * output could not be written, 3 if training diverged, 4 on a --check mismatch, else 0. */
 int zl_report_final(const zl_report *r);
 
 /* --check's rule: memory (integral bytes) must be equal; bytes a step, equal within 0.01 byte. */

@@ -5,8 +5,8 @@
  * communication (every collective comm.h issues) and copy (reserved for offload). A span
  * on a lane is a pair of events around the work, recorded on the stream that runs it: CUDA
  * events on GPU, wall-clock stamps on CPU (backend.h). The model records its own spans
- * (model/model.c); comm.c hands over its log of collectives; a stage file brackets only
- * its Adam calls with zl_trace_begin / zl_trace_end (one optimizer span per call).
+ * (model/model.c); comm.c hands over its log of collectives; zl_numerics_adam and the host
+ * Adam of offload.c bracket each Adam call with zl_trace_begin / zl_trace_end (one span each).
  *
  * After every timed step (2..S) the spans are folded, allocation-free, into per-step
  * figures: compute busy (union of compute spans), communication busy (union of
@@ -36,7 +36,7 @@ typedef enum {
     ZL_PHASE_FORWARD,   /* forward of one use of a unit */
     ZL_PHASE_LOSS,      /* loss and the gradient that seeds backward */
     ZL_PHASE_BACKWARD,  /* backward of one use of a unit */
-    ZL_PHASE_OPTIMIZER, /* one Adam call: a unit's slice, or all of DDP's parameters (unit -1) */
+    ZL_PHASE_OPTIMIZER, /* one Adam call: one unit (DDP) or one unit's slice */
     ZL_PHASE_COPY_D2H,  /* offload: device to host (copy lane) */
     ZL_PHASE_COPY_H2D,  /* offload: host to device (copy lane) */
     ZL_NPHASES
@@ -52,8 +52,8 @@ zl_lane zl_lane_of_phase(zl_phase p);
 /* steps = the run's step count; recording = 1 when --trace asks for the file. */
 void zl_trace_setup(int steps, int recording);
 /* Room for spans_per_step more spans per step on `lane`, before zl_mem_freeze. Whoever
- * records spans reserves them: zl_model_create (its own, and one optimizer span per unit
- * for the stage file), zl_comm_init (its collectives). Without zl_trace_setup (a unit
+ * records spans reserves them: zl_model_create (its own, and two optimizer spans per unit:
+ * a step about to be saved runs two updates), zl_comm_init (its collectives). Without zl_trace_setup (a unit
  * test driving the model directly) this and every other zl_trace_* call does nothing. */
 void zl_trace_reserve(zl_lane lane, int spans_per_step);
 void zl_trace_finalize(void);

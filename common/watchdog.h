@@ -3,7 +3,7 @@
  * A rank whose peer has stopped (crashed, SIGSTOPped, stuck in a driver) waits in a
  * collective that never completes; without help it spins until someone kills the job.
  * Every rank therefore runs a watchdog thread that watches a progress mark, moved by
- * start-up, every training step and every collective issued. If the mark has not
+ * start-up, every training step, every collective issued, checkpoint I/O and shut-down. If the mark has not
  * moved for --timeout seconds, the thread prints one line naming this rank, the step
  * and what it is waiting in (the first collective that has not completed), tells the
  * backend to abort its communicator (ncclCommAbort: a hung NCCL kernel cannot block
