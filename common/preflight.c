@@ -52,7 +52,15 @@ static int smallest_world(const zl_formula_config *fc, int stage, int world, int
     return hi;
 }
 
-static double gb(double bytes) { return bytes / 1e9; }
+/* The line's unit: GB, or MB / kB for a small model on a pretend device (ZL_CPU_DEVICE_BYTES),
+ * where every figure in GB read "0.0". One unit for the whole line, from its largest figure. */
+static double g_unit = 1e9;
+static const char *g_unit_name = "GB";
+static void choose_unit(double largest) {
+    g_unit = largest >= 1e9 ? 1e9 : largest >= 1e6 ? 1e6 : 1e3;
+    g_unit_name = largest >= 1e9 ? "GB" : largest >= 1e6 ? "MB" : "kB";
+}
+static double gb(double bytes) { return bytes / g_unit; }
 
 int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, int on_gpu, int local_ranks,
                          size_t dev_free, size_t host_avail, char *msg, size_t n) {
@@ -61,44 +69,51 @@ int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, 
     if (zl_need_fits(mine, local_ranks, dev_free, host_avail)) return 0;
     const char *prog = prog_of_stage[fc->stage];
     int dev_short = dev_free && mine.device > (double)dev_free;
+    double largest = dev_short ? mine.device : mine.host * local_ranks;
+    choose_unit(largest > (double)(dev_short ? dev_free : host_avail) ? largest : (double)(dev_short ? dev_free : host_avail));
+    const char *U = g_unit_name;
     size_t len = 0;
     if (dev_short)
         len += (size_t)snprintf(msg + len, n - len,
-                                "%s needs %.1f GB per GPU (model states %.1f, activations %.1f, buffers %.1f); "
-                                "%.1f GB free on this GPU",
-                                prog, gb(mine.device), gb(mine.states), gb(mine.activations), gb(mine.buffers),
-                                gb((double)dev_free));
+                                "%s needs %.1f %s per GPU (model states %.1f, activations %.1f, buffers %.1f); "
+                                "%.1f %s free on this GPU",
+                                prog, gb(mine.device), U, gb(mine.states), gb(mine.activations), gb(mine.buffers),
+                                gb((double)dev_free), U);
     else if (on_gpu) /* the host holds --offload's optimizer states and the staging buffers */
         len += (size_t)snprintf(msg + len, n - len,
-                                "%s needs %.1f GB of host memory per rank (optimizer states %.1f, staging %.1f), "
-                                "x %d rank(s) on this node = %.1f GB; %.1f GB available (MemAvailable)",
-                                prog, gb(mine.host), gb(mine.host_states), gb(mine.host - mine.host_states), local_ranks,
-                                gb(mine.host * local_ranks), gb((double)host_avail));
+                                "%s needs %.1f %s of host memory per rank (optimizer states %.1f, staging %.1f), "
+                                "x %d rank(s) on this node = %.1f %s; %.1f %s available (MemAvailable)",
+                                prog, gb(mine.host), U, gb(mine.host_states), gb(mine.host - mine.host_states),
+                                local_ranks, gb(mine.host * local_ranks), U, gb((double)host_avail), U);
     else /* the CPU backend: every buffer is host memory */
         len += (size_t)snprintf(msg + len, n - len,
-                                "%s needs %.1f GB of host memory per rank (model states %.1f, activations %.1f, "
-                                "buffers %.1f, host staging %.1f), x %d rank(s) on this node = %.1f GB; "
-                                "%.1f GB available (MemAvailable)",
-                                prog, gb(mine.host), gb(mine.states), gb(mine.activations), gb(mine.buffers),
+                                "%s needs %.1f %s of host memory per rank (model states %.1f, activations %.1f, "
+                                "buffers %.1f, host staging %.1f), x %d rank(s) on this node = %.1f %s; "
+                                "%.1f %s available (MemAvailable)",
+                                prog, gb(mine.host), U, gb(mine.states), gb(mine.activations), gb(mine.buffers),
                                 gb(mine.host - mine.states - mine.activations - mine.buffers), local_ranks,
-                                gb(mine.host * local_ranks), gb((double)host_avail));
+                                gb(mine.host * local_ranks), U, gb((double)host_avail), U);
     const char *sep = " — ";
     for (int s = fc->stage + 1; s <= 3 && len < n; s++) {
         int ok;
         zl_need other = need_at(fc, s, part->world, on_gpu, &ok);
         if (!ok || !zl_need_fits(other, local_ranks, dev_free, host_avail)) continue;
-        len += (size_t)snprintf(msg + len, n - len, "%s%s needs %.1f GB", sep, prog_of_stage[s],
-                                gb(dev_short ? other.device : other.host));
+        len += (size_t)snprintf(msg + len, n - len, "%s%s needs %.1f %s", sep, prog_of_stage[s],
+                                gb(dev_short ? other.device : other.host), U);
         sep = "; or ";
         break;
     }
-    /* More ranks: this stage if sharding helps it enough, else ZeRO-3, which shards everything. */
-    for (int s = fc->stage; s <= 3 && len < n; s++) {
-        int w = smallest_world(fc, s, part->world, on_gpu, local_ranks, dev_free, host_avail);
-        if (!w) continue;
+    /* More ranks: this stage if sharding helps it enough, else ZeRO-3, which shards everything
+     * (unless ZeRO-3 fits at this N already: named above). */
+    for (int i = 0, s = fc->stage; i < 2 && len < n; i++, s = 3) {
+        int ok, w;
+        if (i == 1 && (fc->stage == 3 || (zl_need_fits(need_at(fc, 3, part->world, on_gpu, &ok), local_ranks,
+                                                       dev_free, host_avail) && ok)))
+            break;
+        if (!(w = smallest_world(fc, s, part->world, on_gpu, local_ranks, dev_free, host_avail))) continue;
         len += (size_t)snprintf(msg + len, n - len, "%s%s at N >= %d", sep, prog_of_stage[s], w);
         sep = "; ";
-        if (s == fc->stage || s == 3) break;
+        break;
     }
     if (!strcmp(sep, " — ") && len < n) snprintf(msg + len, n - len, " — no stage fits at any N: a smaller model");
     return 1;

@@ -591,6 +591,23 @@ Test(preflight, verdict_names_needs_and_what_would_fit) {
     zl_partition_free(&p);
 }
 
+/* lab 4's small case: DDP (L = 8, D = 64, B = 8; Ψ = 264,704, 16Ψ = 4.2 MB) at N = 2 on a 4 MB device, ZeRO-1 10Ψ = 2.6 MB. Its figures are
+ * megabytes, once printed as "0.0 GB" every one; ZeRO-1 fits at this N, so the line names it and
+ * suggests no more ranks for any stage (it once added "stage2 at N >= 3; stage3 at N >= 3",
+ * stages that fit at N = 2). */
+Test(preflight, a_small_model_in_megabytes_and_only_useful_advice) {
+    zl_model_shape shape = {.kind = ZL_MODEL_MLP, .layers = 8, .dim = 64, .rows = 8};
+    zl_partition p;
+    cr_assert_eq(zl_model_partition(&p, shape, 2), 0);
+    zl_formula_config fc = {.stage = 0, .model = shape, .prefetch = 0};
+    char msg[1024];
+    cr_assert_eq(zl_preflight_verdict(&p, &fc, 1, 2, (size_t)4e6, 0, msg, sizeof msg), 1);
+    cr_expect(strstr(msg, "stage0_ddp needs 4.3 MB per GPU") && strstr(msg, "4.0 MB free on this GPU"), "%s", msg);
+    cr_expect(strstr(msg, "stage1 needs 2.7 MB"), "%s", msg);
+    cr_expect(!strstr(msg, "0.0 GB") && !strstr(msg, " at N >= "), "%s", msg);
+    zl_partition_free(&p);
+}
+
 /* ---- timeline: exposed communication (trace.h) --------------------------------------
  * Hand-worked cases: lengths read off the intervals, not computed by the code under test. */
 
