@@ -11,7 +11,17 @@
 # MPI comes from the mpicc wrapper (MPICC=... to override), so MPICH and Open MPI both work.
 
 MPICC     ?= mpicc
-MPIEXEC   ?= mpiexec
+# The launcher of the MPI that MPICC belongs to (the mpiexec beside it), else the first on PATH:
+# another MPI's launcher would start N separate one-rank jobs.
+ifndef MPIEXEC
+MPIEXEC   := $(or $(wildcard $(dir $(shell command -v $(MPICC) 2>/dev/null))mpiexec),mpiexec)
+endif
+# The tests run up to 9 ranks on small machines, and containers run as root: Open MPI refuses both
+# unless told (4.x: OMPI_MCA_…, 5.x: PRTE_MCA_…); MPICH ignores these variables.
+export OMPI_MCA_rmaps_base_oversubscribe ?= 1
+export PRTE_MCA_rmaps_default_mapping_policy ?= core:oversubscribe
+export OMPI_ALLOW_RUN_AS_ROOT ?= 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM ?= 1
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
