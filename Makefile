@@ -75,7 +75,9 @@ CUDA_OBJ := $(patsubst %.c,build/cuda/obj/%.o,$(COMMON) kernels/storage.c kernel
 # cJSON writes the report and the checkpoint manifests; a GPU machine may have no cJSON, so the
 # CUDA programs carry theirs in build/cuda/lib/ (found through an rpath of $ORIGIN/lib), as
 # build/gpu-tests does.
-# NCCL's directory goes first, so that NCCL_HOME wins over a CUDA toolkit that ships NCCL too.
+# NCCL's directory goes first, so that NCCL_HOME wins over a CUDA toolkit that ships NCCL too — at
+# link time; at run time LD_LIBRARY_PATH comes first (the rpath is a RUNPATH), so a module's NCCL
+# there is the one loaded: the report prints its version (JSON run.nccl_version).
 CUDA_LIBS = -Wl,-rpath,'$$ORIGIN/lib' $(if $(NCCL_LIB_DIR),-L$(NCCL_LIB_DIR) -Wl$(comma)-rpath$(comma)$(NCCL_LIB_DIR)) \
             -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++ -ldl $(LIBS)
 comma := ,
