@@ -167,7 +167,8 @@ static void update_slice(Trainer *t, int u, zl_half *dst) {
  * gradients go into bucket b, the reduce-scatter that last read b must be done (event); the
  * moment they are final, the communication stream reduce-scatters the bucket into this
  * rank's gradient shard while backward goes on with the unit before it in the other bucket.
- * Every micro-batch does so. */
+ * Every micro-batch does so. (--offload: the shard's slice then goes down to the host, and
+ * with t->early host Adam updates the unit right there.) */
 static void backward_and_reduce_scatter(Trainer *t, int micro) {
     for (int k = t->n_uses - 1; k >= 0; k--) {
         int u = unit_of_use(t, k), b = u % 2;

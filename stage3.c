@@ -202,7 +202,7 @@ static void update_slice(Trainer *t, int u, zl_half *dst) {
 /* Backward from the last use to the first: gather the unit again, compute into
  * alternating buckets, release the parameters, and, once unit u's gradients are final,
  * reduce-scatter the bucket into this rank's gradient shard while backward goes on with
- * the unit before it (as in stage 2). Every micro-batch does so. */
+ * the unit before it (as in stage 2). Every micro-batch does so (--offload: as in stage 2). */
 static void backward_and_reduce_scatter(Trainer *t, int micro) {
     for (int k = t->n_uses - 1; k >= 0; k--) {
         int u = unit_of_use(t, k), b = u % 2, v = visit_of(t, micro, visits_per_micro(t) - 1 - k);
