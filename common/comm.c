@@ -66,7 +66,7 @@ void zl_comm_init(int world, int max_per_step) {
         g_log[i].end = zl_event_create();
     }
     zl_watchdog_set_describer(describe_wait);
-    zl_trace_reserve(ZL_LANE_COMM, g_cap); /* the timeline's communication lane */
+    zl_trace_reserve(ZL_LANE_COMM, max_per_step); /* the timeline's communication lane (it doubles the room too) */
 }
 
 void zl_comm_finalize(void) {

@@ -77,7 +77,9 @@ typedef struct {
 
 static int g_steps, g_recording, g_step_no = 1;
 static double *g_step_ms; /* [g_steps] */
-static int g_cap[ZL_NLANES];
+static int g_reserved[ZL_NLANES]; /* spans per step, as reserved: what a timed step holds on average */
+static int g_cap[ZL_NLANES];      /* room per step, twice that: a step about to be saved also runs its own
+                                   * update, and the next none (zl_ckpt_due_mid_run), so the average holds */
 static span_events *g_spans; /* [g_cap compute + copy] of this step, events created up front */
 static int g_n_spans, g_open = -1;
 static record *g_step_comm; /* [g_cap comm] collectives of this step */
@@ -110,7 +112,8 @@ void zl_trace_setup(int steps, int recording) {
 void zl_trace_reserve(zl_lane lane, int spans_per_step) {
     if (!g_step_ms) return;
     int old = span_cap();
-    g_cap[lane] += spans_per_step;
+    g_reserved[lane] += spans_per_step;
+    g_cap[lane] += 2 * spans_per_step;
     g_spans = grow(g_spans, (size_t)span_cap(), sizeof *g_spans, "spans");
     for (int i = old; i < span_cap(); i++) g_spans[i] = (span_events){0, -1, zl_event_create(), zl_event_create()};
     int most = span_cap() > g_cap[ZL_LANE_COMM] ? span_cap() : g_cap[ZL_LANE_COMM];
@@ -124,10 +127,11 @@ void zl_trace_reserve(zl_lane lane, int spans_per_step) {
     g_iv_cover = grow(g_iv_cover, all, sizeof *g_iv_cover, "intervals");
     g_iv_fwd = grow(g_iv_fwd, all, sizeof *g_iv_fwd, "intervals");
     if (!g_recording) return;
-    g_rec_cap = (size_t)timed_steps() * (size_t)(span_cap() + g_cap[ZL_LANE_COMM]);
+    int per_step = g_reserved[ZL_LANE_COMPUTE] + g_reserved[ZL_LANE_COPY] + g_reserved[ZL_LANE_COMM];
+    g_rec_cap = (size_t)timed_steps() * (size_t)per_step;
     if (g_rec_cap * sizeof(record) > (size_t)1 << 30)
-        zl_fatal("--trace: %d steps of %d spans need %zu MiB per rank: trace fewer --steps", timed_steps(),
-                 span_cap() + g_cap[ZL_LANE_COMM], g_rec_cap * sizeof(record) >> 20);
+        zl_fatal("--trace: %d steps of %d spans need %zu MiB per rank: trace fewer --steps", timed_steps(), per_step,
+                 g_rec_cap * sizeof(record) >> 20);
     g_rec = grow(g_rec, g_rec_cap, sizeof *g_rec, "--trace records");
 }
 

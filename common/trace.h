@@ -52,8 +52,10 @@ zl_lane zl_lane_of_phase(zl_phase p);
 /* steps = the run's step count; recording = 1 when --trace asks for the file. */
 void zl_trace_setup(int steps, int recording);
 /* Room for spans_per_step more spans per step on `lane`, before zl_mem_freeze. Whoever
- * records spans reserves them: zl_model_create (its own, and two optimizer spans per unit:
- * a step about to be saved runs two updates), zl_comm_init (its collectives). Without zl_trace_setup (a unit
+ * records spans reserves them: zl_model_create (its own, and one optimizer span per unit
+ * for the stage file), zl_comm_init (its collectives). A step gets room for twice as many
+ * (a step about to be saved also runs its own update); --trace keeps as many as reserved
+ * per timed step, which is what they hold on average. Without zl_trace_setup (a unit
  * test driving the model directly) this and every other zl_trace_* call does nothing. */
 void zl_trace_reserve(zl_lane lane, int spans_per_step);
 void zl_trace_finalize(void);

@@ -25,9 +25,8 @@ zl_model *zl_model_create(zl_model_shape s) {
     m->shape = s;
     /* The timeline's compute lane, per step: per micro-batch the batch, a forward and a
      * backward span per use, the loss; then the stage's optimizer (at most one Adam call per
-     * unit; twice in a step followed by a save, which also runs its own update). */
-    zl_trace_reserve(ZL_LANE_COMPUTE,
-                     zl_model_micro_batches(s) * (1 + 2 * zl_model_n_uses(s) + 1) + 2 * zl_model_n_units(s));
+     * unit). */
+    zl_trace_reserve(ZL_LANE_COMPUTE, zl_model_micro_batches(s) * (1 + 2 * zl_model_n_uses(s) + 1) + zl_model_n_units(s));
     switch (s.kind) {
     case ZL_MODEL_MLP:
         zl_mlp_create(&m->mlp, s.layers, s.dim, s.rows, zl_model_micro_batches(s), s.checkpoint);
