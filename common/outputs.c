@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "stdout_check.h"
 #include "util.h"
 
 typedef struct {
@@ -184,12 +185,7 @@ int zl_outputs_close(void) {
         }
     }
     /* The report itself: stdout redirected to a full disk must not exit 0. */
-    zl_stdout_flush();
-    int e = g_stdout_err ? g_stdout_err : ferror(stdout) ? EIO : 0;
-    if (e) {
-        fprintf(stderr, "%s: writing the report to stdout failed: %s\n", g_prog, strerror(e));
-        status = ZL_EXIT_RUNTIME;
-    }
+    if (zl_stdout_check(g_prog, g_stdout_err)) status = ZL_EXIT_RUNTIME;
     fflush(stderr);
     return status;
 }

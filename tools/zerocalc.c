@@ -126,7 +126,7 @@ static void parse(opts *o, int argc, char **argv) {
     strcpy(o->prec_name, "mixed");
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) usage(), exit(zl_stdout_check("zerocalc"));
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) usage(), exit(zl_stdout_check("zerocalc", 0));
         if (!strcmp(f, "--json")) { o->json = 1; continue; }
         if (!strcmp(f, "--paper-table1")) { o->mode = MODE_TABLE1; continue; }
         if (!strcmp(f, "--max-model")) { o->mode = MODE_MAX_MODEL; continue; }
@@ -702,6 +702,6 @@ int main(int argc, char **argv) {
     case MODE_CHECK_SOURCES: status = check_sources(&o); break;
     default: o.batch && !o.gpt ? calc_run(&o) : calc(&o);
     }
-    int printed = zl_stdout_check("zerocalc"); /* on every path: a lost report is never exit 0 */
+    int printed = zl_stdout_check("zerocalc", 0); /* on every path: a lost report is never exit 0 */
     return status ? status : printed;
 }

@@ -308,6 +308,6 @@ static int run_command(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     int status = run_command(argc, argv);
-    int printed = zl_stdout_check("zlckpt"); /* an inspect or verify report lost is never exit 0 */
+    int printed = zl_stdout_check("zlckpt", 0); /* an inspect or verify report lost is never exit 0 */
     return status ? status : printed;
 }
