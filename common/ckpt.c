@@ -726,15 +726,6 @@ static void sibling(char *out, size_t n, const char *dir, const char *suffix) {
     snprintf(out, n, "%.*s%s", (int)len, dir, suffix);
 }
 
-static void parent_of(char *out, size_t n, const char *dir) {
-    snprintf(out, n, "%s", dir);
-    char *slash = strrchr(out, '/');
-    while (slash && slash > out && slash[1] == '\0') *slash = '\0', slash = strrchr(out, '/');
-    if (!slash) snprintf(out, n, ".");
-    else if (slash == out) out[1] = '\0';
-    else *slash = '\0';
-}
-
 /* Files in dir other than "." and ".."; foreign: how many of them a save would not have written. */
 static int count_entries(const char *dir, int *foreign) {
     DIR *d = opendir(dir);
@@ -830,7 +821,7 @@ static int publish(zl_ckpt *ck, int has_params, zl_ckpt_progress at, const uint6
     for (int c = 0; c < ZL_CKPT_NCAT; c++) m.file_bytes += zl_ckpt_cat_bytes(&m, c);
     char old[ZL_PATH_MAX + 32], parent[ZL_PATH_MAX];
     sibling(old, sizeof old, dir, ".zl-old");
-    parent_of(parent, sizeof parent, dir);
+    zl_path_parent(parent, sizeof parent, dir);
     int e;
     if ((e = zl_ckpt_write_manifest(tmp, &m))) return snprintf(what, n, "%s/%s", tmp, ZL_CKPT_MANIFEST), e;
     if ((e = fsync_path(tmp))) return snprintf(what, n, "%s", tmp), e;

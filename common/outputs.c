@@ -79,14 +79,10 @@ static int is_input(const output *o, const zl_config *c, const char **what) {
 
 /* An output inside the --save directory: the save replaces that directory as a whole. */
 static int inside_save_dir(const output *o, const zl_config *c) {
-    char dir[ZL_PATH_MAX], save[PATH_MAX], real[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", o->path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else slash[slash == dir] = '\0'; /* "/x" -> "/" */
-    if (!c->save_dir[0] || !realpath(c->save_dir, save) || !realpath(dir, real)) return 0;
-    size_t n = strlen(save);
-    return !strncmp(real, save, n) && (real[n] == '\0' || real[n] == '/');
+    char dir[ZL_PATH_MAX], real[PATH_MAX];
+    struct stat save;
+    zl_path_parent(dir, sizeof dir, o->path);
+    return c->save_dir[0] && !stat(c->save_dir, &save) && realpath(dir, real) && zl_path_within(real, &save);
 }
 
 static int open_all(const zl_runtime *rt, char *msg, size_t n) {

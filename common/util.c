@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static volatile int g_ending;
@@ -93,4 +94,27 @@ void *zl_host_calloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) zl_fatal("out of host memory (%zu x %zu bytes)", n, size);
     return p;
+}
+
+void zl_path_parent(char *out, size_t n, const char *path) {
+    snprintf(out, n, "%s", path);
+    char *slash = strrchr(out, '/');
+    while (slash && slash > out && slash[1] == '\0') *slash = '\0', slash = strrchr(out, '/');
+    if (!slash) snprintf(out, n, ".");
+    else if (slash == out) out[1] = '\0';
+    else *slash = '\0';
+}
+
+int zl_path_within(const char *resolved, const struct stat *dir) {
+    char *p = strdup(resolved);
+    if (!p) zl_fatal("out of host memory");
+    int hit = 0;
+    for (char *slash; !hit;) {
+        struct stat st;
+        hit = !stat(p, &st) && st.st_dev == dir->st_dev && st.st_ino == dir->st_ino;
+        if (!(slash = strrchr(p, '/')) || slash == p) break; /* "/" itself is not walked to */
+        *slash = '\0';
+    }
+    free(p);
+    return hit;
 }

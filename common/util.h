@@ -38,4 +38,12 @@ double zl_wall_seconds(void); /* monotonic clock */
 /* The median of v[0..n) (n > 0): the middle value, or the mean of the two middle ones. Sorts v. */
 double zl_median(double *v, size_t n);
 
+/* Paths. The directory that holds `path`: "a/b/" -> "a", "x" -> ".", "/x" -> "/". */
+void zl_path_parent(char *out, size_t n, const char *path);
+struct stat;
+/* Is `dir` the directory `resolved` (an absolute path, from realpath) or one above it? Compared
+ * by device and inode while walking up, so any spelling of dir (a link, "..") is caught; "/"
+ * itself never counts. */
+int zl_path_within(const char *resolved, const struct stat *dir);
+
 #endif

@@ -26,6 +26,7 @@
 #include "common/args.h" /* ZL_EXIT_*, ZL_PATH_MAX */
 #include "common/ckpt.h" /* zl_ckpt_manifest, zl_ckpt_read_manifest, zl_ckpt_verify_file, zl_ckpt_read_range */
 #include "common/stdout_check.h" /* a report lost on the way to stdout (a full disk) exits 1 */
+#include "common/util.h"         /* zl_path_within: is --out inside the checkpoint? */
 #include "kernels/zl_math.h" /* zl_round_storage: fp32 -> fp16 / bf16 */
 
 static const char *const prog_of_stage[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
@@ -149,25 +150,10 @@ static int refuse_out(const char *out, const char *why) {
     return ZL_EXIT_INPUT;
 }
 
-/* Is the directory `path` (resolved, absolute) `ck`, or below it? Compared by device and inode
- * going up to /, so another spelling of DIR (a symbolic link, ..) is caught too. */
-static int lies_in(const char *path, const struct stat *ck) {
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s", path);
-    for (;;) {
-        struct stat st;
-        if (!stat(p, &st) && st.st_dev == ck->st_dev && st.st_ino == ck->st_ino) return 1;
-        char *slash = strrchr(p, '/');
-        if (!slash || slash == p) break; /* the root is nobody's checkpoint */
-        *slash = '\0';
-    }
-    return 0;
-}
-
 /* A regular file at the resolved directory `parent`, named `name`: not inside the checkpoint. */
 static int place_file(export_target *t, const char *out, const char *parent, const char *name, const struct stat *ck) {
     if (!*name) return refuse_out(out, "names a directory; --out is a file"); /* the rename would aim at parent */
-    if (lies_in(parent, ck)) return refuse_out(out, "inside the checkpoint directory being exported");
+    if (zl_path_within(parent, ck)) return refuse_out(out, "inside the checkpoint directory being exported");
     if ((size_t)snprintf(t->path, sizeof t->path, "%s/%s", strcmp(parent, "/") ? parent : "", name) >= sizeof t->path)
         return refuse_out(out, "path too long");
     snprintf(t->tmp, sizeof t->tmp, "%s.zl-tmp", t->path);
