@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "preflight.h"
 
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,13 +55,10 @@ static int smallest_world(const zl_formula_config *fc, int stage, int world, int
 
 /* The line's unit: GB, or MB / kB for a small model on a pretend device (ZL_CPU_DEVICE_BYTES),
  * where every figure in GB read "0.0". One unit for the whole line, from its largest figure. */
-static double g_unit = 1e9;
-static const char *g_unit_name = "GB";
-static void choose_unit(double largest) {
-    g_unit = largest >= 1e9 ? 1e9 : largest >= 1e6 ? 1e6 : 1e3;
-    g_unit_name = largest >= 1e9 ? "GB" : largest >= 1e6 ? "MB" : "kB";
+static const char *unit_for(double largest, double *bytes) {
+    *bytes = largest >= 1e9 ? 1e9 : largest >= 1e6 ? 1e6 : 1e3;
+    return largest >= 1e9 ? "GB" : largest >= 1e6 ? "MB" : "kB";
 }
-static double gb(double bytes) { return bytes / g_unit; }
 
 int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, int on_gpu, int local_ranks,
                          size_t dev_free, size_t host_avail, char *msg, size_t n) {
@@ -69,37 +67,37 @@ int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, 
     if (zl_need_fits(mine, local_ranks, dev_free, host_avail)) return 0;
     const char *prog = prog_of_stage[fc->stage];
     int dev_short = dev_free && mine.device > (double)dev_free;
-    double largest = dev_short ? mine.device : mine.host * local_ranks;
-    choose_unit(largest > (double)(dev_short ? dev_free : host_avail) ? largest : (double)(dev_short ? dev_free : host_avail));
-    const char *U = g_unit_name;
+    double unit, need = dev_short ? mine.device : mine.host * local_ranks;
+    const char *U = unit_for(fmax(need, (double)(dev_short ? dev_free : host_avail)), &unit);
     size_t len = 0;
     if (dev_short)
         len += (size_t)snprintf(msg + len, n - len,
                                 "%s needs %.1f %s per GPU (model states %.1f, activations %.1f, buffers %.1f); "
                                 "%.1f %s free on this GPU",
-                                prog, gb(mine.device), U, gb(mine.states), gb(mine.activations), gb(mine.buffers),
-                                gb((double)dev_free), U);
+                                prog, mine.device / unit, U, mine.states / unit, mine.activations / unit,
+                                mine.buffers / unit, (double)dev_free / unit, U);
     else if (on_gpu) /* the host holds --offload's optimizer states and the staging buffers */
         len += (size_t)snprintf(msg + len, n - len,
                                 "%s needs %.1f %s of host memory per rank (optimizer states %.1f, staging %.1f), "
                                 "x %d rank(s) on this node = %.1f %s; %.1f %s available (MemAvailable)",
-                                prog, gb(mine.host), U, gb(mine.host_states), gb(mine.host - mine.host_states),
-                                local_ranks, gb(mine.host * local_ranks), U, gb((double)host_avail), U);
+                                prog, mine.host / unit, U, mine.host_states / unit, (mine.host - mine.host_states) / unit,
+                                local_ranks, (mine.host * local_ranks) / unit, U, (double)host_avail / unit, U);
     else /* the CPU backend: every buffer is host memory */
         len += (size_t)snprintf(msg + len, n - len,
                                 "%s needs %.1f %s of host memory per rank (model states %.1f, activations %.1f, "
                                 "buffers %.1f, host staging %.1f), x %d rank(s) on this node = %.1f %s; "
                                 "%.1f %s available (MemAvailable)",
-                                prog, gb(mine.host), U, gb(mine.states), gb(mine.activations), gb(mine.buffers),
-                                gb(mine.host - mine.states - mine.activations - mine.buffers), local_ranks,
-                                gb(mine.host * local_ranks), U, gb((double)host_avail), U);
+                                prog, mine.host / unit, U, mine.states / unit, mine.activations / unit,
+                                mine.buffers / unit, (mine.host - mine.states - mine.activations - mine.buffers) / unit,
+                                local_ranks,
+                                (mine.host * local_ranks) / unit, U, (double)host_avail / unit, U);
     const char *sep = " — ";
     for (int s = fc->stage + 1; s <= 3 && len < n; s++) {
         int ok;
         zl_need other = need_at(fc, s, part->world, on_gpu, &ok);
         if (!ok || !zl_need_fits(other, local_ranks, dev_free, host_avail)) continue;
         len += (size_t)snprintf(msg + len, n - len, "%s%s needs %.1f %s", sep, prog_of_stage[s],
-                                gb(dev_short ? other.device : other.host), U);
+                                (dev_short ? other.device : other.host) / unit, U);
         sep = "; or ";
         break;
     }
