@@ -80,8 +80,9 @@ int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, 
         len += (size_t)snprintf(msg + len, n - len,
                                 "%s needs %.1f %s of host memory per rank (optimizer states %.1f, staging %.1f), "
                                 "x %d rank(s) on this node = %.1f %s; %.1f %s available (MemAvailable)",
-                                prog, mine.host / unit, U, mine.host_states / unit, (mine.host - mine.host_states) / unit,
-                                local_ranks, (mine.host * local_ranks) / unit, U, (double)host_avail / unit, U);
+                                prog, mine.host / unit, U, mine.host_states / unit,
+                                (mine.host - mine.host_states) / unit, local_ranks, mine.host * local_ranks / unit, U,
+                                (double)host_avail / unit, U);
     else /* the CPU backend: every buffer is host memory */
         len += (size_t)snprintf(msg + len, n - len,
                                 "%s needs %.1f %s of host memory per rank (model states %.1f, activations %.1f, "
@@ -90,7 +91,7 @@ int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, 
                                 prog, mine.host / unit, U, mine.states / unit, mine.activations / unit,
                                 mine.buffers / unit, (mine.host - mine.states - mine.activations - mine.buffers) / unit,
                                 local_ranks,
-                                (mine.host * local_ranks) / unit, U, (double)host_avail / unit, U);
+                                mine.host * local_ranks / unit, U, (double)host_avail / unit, U);
     const char *sep = " — ";
     for (int s = fc->stage + 1; s <= 3 && len < n; s++) {
         int ok;
