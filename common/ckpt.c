@@ -623,7 +623,7 @@ typedef struct {
 } copy_sink;
 
 static void to_device(void *c_, size_t at, void *data, size_t count) {
-    zl_progress_mark("reading the checkpoint"); /* a slow file system is progress, not a hang */
+    zl_progress_in("reading the checkpoint"); /* a slow file system is progress, not a hang */
     copy_sink *c = c_;
     if (c->to_storage) { /* in place: half i lands at bytes 2i, below float i + 1's bytes */
         const float *f = data;
@@ -798,7 +798,7 @@ static int write_rank_file(zl_ckpt *ck, zl_ckpt_owned o, const char *path, uint6
                                                     : p->slice_off[u];
             for (size_t done = 0; done < p->slice_len[u] && !e; done += chunk) {
                 size_t cnt = p->slice_len[u] - done < chunk ? p->slice_len[u] - done : chunk;
-                zl_progress_mark("writing its checkpoint file"); /* the watchdog: a slow disk is not a hang */
+                zl_progress_in("writing its checkpoint file"); /* the watchdog: a slow disk is not a hang */
                 zl_memcpy_d2h(ck->staging, (const char *)base[cat] + (at + done) * esz, cnt * esz, s);
                 XXH3_64bits_update(&st, ck->staging, cnt * esz);
                 e = write_all(fd, ck->staging, cnt * esz);
@@ -867,14 +867,14 @@ static void save(zl_ckpt *ck, zl_ckpt_owned o, zl_ckpt_progress at, zl_stream s)
     if ((e = write_rank_file(ck, o, path, &hash, s))) zl_fatal("--save: writing '%s' failed: %s", path, strerror(e));
     test_pause();
     /* Ranks that finished wait here for the slowest file: past --timeout, the watchdog says so. */
-    zl_progress_mark("waiting for the other ranks' checkpoint files (a slow file system? a longer --timeout)");
+    zl_progress_in("waiting for the other ranks' checkpoint files (a slow file system? a longer --timeout)");
     /* The N hashes land in the staging buffer, free again (4·max_unit_pad >= 8N bytes unless
      * every unit is smaller than 2N; then a few bytes of host bookkeeping). */
     int fits = (size_t)rt->world * sizeof(uint64_t) <= ck->staging_bytes;
     uint64_t *hashes = rt->rank != 0 ? NULL : fits ? ck->staging : malloc(sizeof(uint64_t) * (size_t)rt->world);
     if (rt->rank == 0 && !hashes) zl_fatal("out of host memory");
     mpiCheck(MPI_Gather(&hash, 1, MPI_UINT64_T, hashes, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
-    if (rt->rank == 0) zl_progress_mark("publishing the checkpoint");
+    if (rt->rank == 0) zl_progress_in("publishing the checkpoint");
     if (rt->rank == 0) e = publish(ck, o.params_layout == ZL_CKPT_SLICES, at, hashes, tmp, what, sizeof what);
     if (rt->rank == 0 && hashes != ck->staging) free(hashes);
     mpiCheck(MPI_Bcast(&e, 1, MPI_INT, 0, MPI_COMM_WORLD));

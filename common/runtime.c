@@ -112,7 +112,7 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
 
 int zl_runtime_finish(zl_runtime *rt, int status) {
     (void)rt;
-    zl_progress_mark("shutting down"); /* the watchdog: "... while shutting down" */
+    zl_progress_in("shutting down"); /* the watchdog: "... while shutting down" */
     zl_mem_free_all();       /* what the common modules still hold: buffers, */
     zl_comm_finalize();      /* the collectives' log, */
     zl_events_destroy_all(); /* the stage's event arrays */

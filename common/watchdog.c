@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <string.h>
 #include <time.h>
 
 #include "args.h"
@@ -16,6 +15,7 @@
 static _Atomic double g_last_progress; /* zl_wall_seconds() of the last mark */
 static _Atomic int g_step;
 static const char *_Atomic g_what = "start-up";
+static atomic_int g_in_phase; /* the last mark was zl_progress_in: a phase of its own, not a wait */
 static atomic_int g_stop;
 static zl_wait_describer g_describe;
 static pthread_t g_thread;
@@ -23,8 +23,14 @@ static int g_running, g_rank, g_timeout_s;
 static const char *g_prog = "zerolab";
 
 void zl_progress_mark(const char *what) {
+    atomic_store(&g_in_phase, 0);
     atomic_store(&g_what, what);
     atomic_store(&g_last_progress, zl_wall_seconds());
+}
+
+void zl_progress_in(const char *what) {
+    zl_progress_mark(what);
+    atomic_store(&g_in_phase, 1);
 }
 
 void zl_progress_step(int step) {
@@ -51,7 +57,7 @@ static void fire(double idle_s) {
     /* The collectives' log names the wait, unless the last mark was a phase of its own (checkpoint
      * I/O: "while writing its checkpoint file"). */
     const char *what = atomic_load(&g_what);
-    if (step > 0 && strcmp(what, "a collective") && strcmp(what, "training step"))
+    if (step > 0 && atomic_load(&g_in_phase))
         fprintf(stderr, "%s: rank %d: no progress for %.0f s %s while %s (--timeout %d); ending the job\n", g_prog,
                 g_rank, idle_s, where, what, g_timeout_s);
     else

@@ -18,8 +18,11 @@
 void zl_watchdog_start(const char *prog, int rank, int timeout_s);
 void zl_watchdog_stop(void);
 
-/* Progress marks: a clock read and a few stores; `what` must be a string literal. */
+/* Progress marks: a clock read and a few stores; `what` must be a string literal.
+ * zl_progress_in marks a phase of the rank's own (checkpoint I/O, shut-down): past --timeout
+ * the line says "while <what>" rather than the collective it last waited in. */
 void zl_progress_mark(const char *what);
+void zl_progress_in(const char *what);
 void zl_progress_step(int step); /* step 1.. (0 = not training yet) */
 
 /* What this rank waits in, written into buf ("" if unknown): comm.c installs one. */
