@@ -15,7 +15,9 @@
 # mixed ckpt sanitizer reference benches — e.g. PARTS="loud offload" scripts/test-gpu.sh. On one GPU
 # (or MAX_WORLD=1) the parts that need 2 ranks are skipped, and said so. Each part prints
 # its time; on 2 GPUs the whole suite takes more than 10 minutes, part after part.
-# PARALLEL=1 runs the parts side by side, each into its own log, printed when all have ended (every
+# PARALLEL=1 runs the parts side by side, each into its own log (LOGDIR, default a new /tmp
+# directory), each announcing its end, their logs printed when all have ended or the suite is
+# stopped (TERM/INT: the unfinished parts named, exit 124) (every
 # part's ranks on the same GPUs; Open MPI then gets --bind-to none, or each job would pin its ranks
 # to the same cores): on 2 × H200 (2026-11-27) with MAX_WORLD=2 the whole suite took under 5 minutes this way,
 # its parts' own times adding up to 27 minutes.
@@ -173,14 +175,39 @@ fi
 if want ckpt && [ ! -x build/zlckpt ]; then echo "test-gpu: the ckpt part needs build/zlckpt (make cpu)" >&2; exit 2; fi
 fail=0
 if [ "$PARALLEL" = 1 ]; then
-    logs=$(mktemp -d /tmp/zl_test_gpu_XXXXXX)
+    logs=${LOGDIR:-$(mktemp -d /tmp/zl_test_gpu_XXXXXX)}
+    mkdir -p "$logs" || exit 1
+    rm -f "$logs"/*.rc
     echo "test-gpu: PARTS side by side ($PARTS), N <= $maxw; logs in $logs"
-    for p in $PARTS; do (part_"$p" > "$logs/$p.log" 2>&1; echo $? > "$logs/$p.rc") & done
-    wait
+    t0=$SECONDS
+    # Each part says when it ends, so a suite stopped from outside (timeout, Ctrl-C) still shows
+    # which parts finished: on TERM/INT the finished parts' logs are printed, the rest named.
+    print_parts() {
+        for p in $PARTS; do
+            if [ -f "$logs/$p.rc" ]; then
+                cat "$logs/$p.log"
+                [ "$(cat "$logs/$p.rc")" = 0 ] || { echo "test-gpu: part $p FAILED"; fail=1; }
+            else
+                echo "test-gpu: part $p UNFINISHED (its log so far: $logs/$p.log)"; fail=1
+            fi
+        done
+    }
+    stopped() {
+        trap - TERM INT
+        echo "test-gpu: stopped after $((SECONDS - t0)) s"
+        for j in $(jobs -p); do kill "$j" 2>/dev/null; done
+        print_parts
+        echo "test-gpu: FAILURES (stopped before every part ended)"
+        exit 124
+    }
+    trap stopped TERM INT
     for p in $PARTS; do
-        cat "$logs/$p.log"
-        [ "$(cat "$logs/$p.rc")" = 0 ] || { echo "test-gpu: part $p FAILED"; fail=1; }
+        (part_"$p" > "$logs/$p.log" 2>&1; rc=$?; echo $rc > "$logs/$p.rc"
+         echo "test-gpu: part $p ended after $((SECONDS - t0)) s, rc $rc") &
     done
+    wait
+    trap - TERM INT
+    print_parts
 else
     for p in $PARTS; do part_"$p" || { echo "test-gpu: part $p FAILED"; fail=1; }; done
 fi

@@ -15,10 +15,12 @@ cat > "$tmp/bin/nvidia-smi" <<'SMI'
 #!/bin/bash
 for ((i = 0; i < ${FAKE_GPUS:-1}; i++)); do echo "GPU $i: pretend"; done
 SMI
-# The kernels' and benches' programs: say they ran, exit FAKE_<NAME>_RC (default 0).
+# The kernels' and benches' programs: sleep FAKE_<NAME>_SLEEP seconds (default 0), say they ran,
+# exit FAKE_<NAME>_RC (default 0).
 for p in test_kernels_gpu bench_attention bench_gemm_tune; do
     # shellcheck disable=SC2016 # ${!v:-0} is the pretend program's, expanded when it runs
-    printf '#!/bin/bash\necho "%s ran"\nv=FAKE_%s_RC\nexit ${!v:-0}\n' "$p" "${p^^}" > "$tmp/repo/build/cuda/$p"
+    printf '#!/bin/bash\nv=FAKE_%s_SLEEP\nsleep ${!v:-0}\necho "%s ran"\nv=FAKE_%s_RC\nexit ${!v:-0}\n' \
+        "${p^^}" "$p" "${p^^}" > "$tmp/repo/build/cuda/$p"
 done
 # The Criterion binaries of the parts that launch ranks: say which rank cap they were given.
 mkdir -p "$tmp/repo/build/tests"
@@ -28,9 +30,11 @@ for t in integration loud report gpt_integration offload mixed ckpt; do
 done
 printf '#!/bin/bash\n' > "$tmp/repo/build/zlckpt" # the ckpt part asks for it first
 chmod +x "$tmp/bin/nvidia-smi" "$tmp/repo/build/cuda/"* "$tmp/repo/build/tests/"* "$tmp/repo/build/zlckpt"
-run() { # run EXPECTED_RC ENV... : test-gpu.sh in the scratch copy; its output in $out
+run() { # run EXPECTED_RC ENV... : test-gpu.sh in the scratch copy (under `timeout $LIMIT` when
+    # LIMIT is set); its output in $out
     local want=$1 rc=0; shift
-    out=$(cd "$tmp/repo" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" "$@" scripts/test-gpu.sh 2>&1) || rc=$?
+    out=$(cd "$tmp/repo" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" "$@" \
+        ${LIMIT:+timeout "$LIMIT"} scripts/test-gpu.sh 2>&1) || rc=$?
     [ "$rc" -eq "$want" ] || fail "$*: exit $rc, want $want: $out"
 }
 has() { grep -qF -- "$1" <<< "$out" || fail "no '$1' in: $out"; }
@@ -58,4 +62,10 @@ run 1 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_RC=3 PARTS="kernels benches"
 has "part kernels FAILED"; has "bench_gemm_tune --dim 256 --rows 512: rc=0"; has "test-gpu: FAILURES"
 run 1 FAKE_GPUS=2 FAKE_BENCH_ATTENTION_RC=4 PARTS="benches kernels"
 has "part benches FAILED"; has "test_kernels_gpu ran"
-echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part"
+# Stopped from outside before every part ended (a device call's time limit): the parts that ended
+# are printed, the others named, not a silent exit (a 4-GPU run once lost every part's result so).
+LIMIT=3 run 124 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_SLEEP=30 PARTS="kernels benches"
+has "part benches ended after"; has "bench_gemm_tune --dim 256 --rows 512: rc=0"
+has "part kernels UNFINISHED"; has "stopped before every part ended"
+grep -q "test_kernels_gpu ran" <<< "$out" && fail "the stopped part ran to its end: $out"
+echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part, and a stopped side-by-side suite prints what ended"
