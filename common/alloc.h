@@ -2,9 +2,11 @@
  *
  * This is where the report's "measured" memory comes from. Each allocation names
  * its category; the tracker keeps current and peak bytes per category and the peak
- * of the device total. All buffers are allocated before step 1 (the paper's
- * constant-size buffers, ZeRO-R §6.2–6.3); zl_mem_freeze() marks that point and any
- * later allocation is counted as a violation (reported, and failed by the tests). */
+ * of the device total. All buffers are allocated before step 1 (pre-allocation, as the
+ * paper's M_D does for checkpoints and gradients, ZeRO-R §6.3 — not C_B's constant-size
+ * buffers, §6.2: the gradient buckets and gather buffers are one unit each, so they grow
+ * with the largest unit); zl_mem_freeze() marks that point and any later allocation is
+ * counted as a violation (reported, and failed by the tests). */
 #ifndef ZL_ALLOC_H
 #define ZL_ALLOC_H
 

@@ -73,6 +73,8 @@ double zl_paper_model_states(double psi, int world, int stage, double bytes[5]);
  *   DDP, ZeRO-1   2(N-1)/N·2Ψ_pad        gradients accumulate locally, one sync per step
  *   ZeRO-2        (K+1)(N-1)/N·2Ψ_pad    a reduce-scatter per micro-batch + one all-gather
  *   ZeRO-3        3K(N-1)/N·2Ψ_pad       gather fwd, gather bwd, reduce-scatter per micro-batch
+ *                 --model gpt: + 2K(N-1)/N·2E_pad, E_pad = the embedding unit (wte, wpe) padded:
+ *                 the tied LM head is a second use of it, gathered again forward and backward
  *   ZeRO-1 with --grad-sync allreduce: 3(N-1)/N·2Ψ_pad.
  * ZL_P_CONTROL is the fp32 loss all-reduce, once per micro-batch, and from ZeRO-1 on one 16-byte
  * all-reduce of the gradient statistics a step. total excludes control.

@@ -92,7 +92,7 @@ typedef struct {
 /* The activation terms without checkpointing (see the top of this file); returns the count.
  * With checkpoint = 1: what activation checkpointing keeps instead — every block's input
  * (L+1)·RD, the final LN and logits as before, plus one block's full activations, alive
- * while that block is recomputed for its backward (ZeRO paper §6: ~33% more compute). */
+ * while that block is recomputed for its backward (ZeRO paper §3.2: ~33% more compute). */
 int zl_gpt_activation_terms(zl_gpt_dims d, int layers, int checkpoint, zl_gpt_term *out);
 double zl_gpt_activation_sum(zl_gpt_dims d, int layers, int checkpoint);
 size_t zl_gpt_scratch_bytes(zl_gpt_dims d, size_t micro_batches);

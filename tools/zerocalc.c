@@ -41,6 +41,14 @@
 
 enum { MODE_CALC, MODE_TABLE1, MODE_MAX_MODEL, MODE_MAX_LAYERS, MODE_CHECK_SOURCES };
 
+/* v to 4 significant digits with ties rounded up, for the GB columns (printed with %.4g): the
+ * sources round half-up (docs/errata.md), and %.4g alone rounds the binary value half to even,
+ * so 201.25 GB — exact in binary — would print as 201.2 beside the Korean post's 201.3. */
+static double sig4_half_up(double v) {
+    if (!(v > 0) || !isfinite(v)) return v;
+    double scale = pow(10, 3 - floor(log10(v)));
+    return floor(v * scale + 0.5) / scale;
+}
 
 typedef struct {
     int mode;
@@ -304,14 +312,15 @@ static void calc(const opts *o) {
             printf("}");
         } else {
             printf("%-16s | %16.0f | %16.0f | %16.0f | %18.0f | %10.4g | %18.0f\n", stage_names[s], parts[0], parts[1],
-                   parts[2], total, total / 1e9, wire);
+                   parts[2], total, sig4_half_up(total / 1e9), wire);
             if (padded)
                 printf("%-16s | %16s | %16s | %16s | %18zu | %10s | %18.0f\n", "  this program", "", "", "", exact, "",
                        exact_wire);
             if (offloads(o, s)) {
                 double host, dev = zl_offload_state_bytes(o->psi, o->ranks, s, o->prec, &host);
                 printf("%-16s | %16.0f | %16.0f | %16s | %18.0f | %10.4g | device (host: %.0f B = %.4g GB)\n",
-                       "  --offload", parts[0], parts[1], "on the host", dev, dev / 1e9, host, host / 1e9);
+                       "  --offload", parts[0], parts[1], "on the host", dev, sig4_half_up(dev / 1e9), host,
+                       sig4_half_up(host / 1e9));
             }
         }
     }
@@ -467,7 +476,8 @@ static void max_model(const opts *o) {
         double host, psi_off = floor(zl_max_params_offload(mem, o->ranks, s, o->prec));
         zl_offload_state_bytes(psi_off, o->ranks, s, o->prec, &host);
         size_digits(psi_off, c, sizeof c);
-        printf("%-16s | %22.0f | %8s | host needs %.4g GB per rank for it\n", "  --offload", psi_off, c, host / 1e9);
+        printf("%-16s | %22.0f | %8s | host needs %.4g GB per rank for it\n", "  --offload", psi_off, c,
+               sig4_half_up(host / 1e9));
     }
 }
 
