@@ -227,6 +227,16 @@ Test(cli, tables_print) {
     cr_expect(strstr(r.out, "7.6B") && strstr(r.out, "14.4B") && strstr(r.out, "128B"), "%s", r.out);
 }
 
+/* The GB column rounds half up, as the sources do (docs/errata.md): the Korean post's 70B model
+ * at N = 16 is 201.25 GB under ZeRO-2, exact in binary, where %.4g alone prints 201.2. */
+Test(cli, gb_column_rounds_half_up) {
+    zl_run_result r;
+    zl_run_plain(&r, ZEROCALC " --params 70e9 --ranks 16");
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "|      201.3 |") && !strstr(r.out, "201.2 "), "%s", r.out);
+    cr_expect(strstr(r.out, "|      332.5 |") && strstr(r.out, "|         70 |"), "%s", r.out);
+}
+
 /* --max-layers: the largest L whose every buffer fits. Checked against the run table (a
  * different path through zerocalc: --layers L --batch B, peak_total): L fits, L + 1 does not,
  * and the boundary is "<=" — memory = peak_total(L) still gives L, one byte less gives L - 1. */
