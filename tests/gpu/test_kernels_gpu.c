@@ -937,6 +937,69 @@ static void test_gpt(zl_gpt_dims d, const epi_mode *em) {
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) zl_dev_free(dev[i]);
 }
 
+/* Cross-entropy at the presets' vocabulary sizes. The kernel gives each row one block of 256
+ * threads, 8 values a thread per step (the 16-byte path: Vp % 8 == 0, logits aligned) or 1
+ * (the one-value path): 2048 or 256 values a step, each thread's running max and sum carried
+ * across steps, then combined across the block's warps; the gradient written in a second pass
+ * over the same steps. test_gpt's shapes (Vp ≤ 256) take one partial step; here V = 3000 and
+ * 5000 take two and three (the last partial: Vp = V rounded up to 64, as the model pads) and
+ * GPT-2's 50257 (Vp 50304) twenty-five, each also one element off alignment (the one-value
+ * path); R > 256, so the mean's 256 threads take more than one row each. Logits U(-4, 4);
+ * row 0 rises along the row (its max grows at every value, so every step rescales the sums),
+ * row 1 has its max at the last real column; the padding columns hold 100, which must not
+ * count. Compared: every row's loss (1e-4 relative, like the loss in test_gpt); the mean
+ * against the CPU's (1e-5) and against the double mean of the GPU's own row losses (2^-22:
+ * the mean kernel alone); dlogits by check_close, once whole and once with the target column
+ * zeroed on both sides (the softmax part, which the -f at the targets dominates in the norm). */
+static void test_crossentropy(int R, int V, int Vp, size_t offset) {
+    const double tol = g_bf16 ? 4e-2 : 1e-2;
+    const size_t RV = (size_t)R * Vp;
+    zl_gpt_dims d = {R, 1, 64, 1, V, Vp, 0}; /* R = B·T rows; D and H are not read */
+    char mode[32];
+    snprintf(mode, sizeof mode, "+%zu", offset);
+    uint64_t seed = 0xce00 + (uint64_t)V * 7 + (uint64_t)R; /* the same logits on both paths */
+    zl_half *logits = rand_half(RV, seed, 0);
+    for (size_t i = 0; i < RV; i++) logits[i] = zl_storage_from_float(4.0f * zl_storage_to_float(logits[i]));
+    for (int v = 0; v < V; v++) logits[v] = zl_storage_from_float(-4.0f + 8.0f * (float)v / (float)V);
+    logits[(size_t)Vp + V - 1] = zl_storage_from_float(8.0f);
+    for (int r = 0; r < R; r++)
+        for (int v = V; v < Vp; v++) logits[(size_t)r * Vp + v] = zl_storage_from_float(100.0f);
+    int32_t *tgt = xmalloc((size_t)R * 4);
+    for (int r = 0; r < R; r++) tgt[r] = (int32_t)(zl_hash2(seed + 1, (uint64_t)r) % (uint64_t)V);
+    tgt[2] = V - 1, tgt[3] = 0;
+
+    zl_half *gl = dalloc((RV + offset) * 2);
+    zl_memcpy_h2d(gl + offset, logits, RV * 2, g_s);
+    int32_t *gt = upload(tgt, (size_t)R * 4);
+    float *grow = dalloc((size_t)R * 4), *gloss = dalloc(4), *row = xmalloc((size_t)R * 4), loss;
+    zl_cpu_gpt_crossentropy(logits, tgt, row, &loss, 1024.0f, d);
+    zl_gpt_crossentropy(gl + offset, gt, grow, gloss, 1024.0f, d, g_s);
+    float *hrow = download(grow, (size_t)R * 4), *hloss = download(gloss, 4);
+    zl_half *dl = down16(gl + offset, RV);
+
+    double worst = 0, mean = 0;
+    int worst_r = 0;
+    for (int r = 0; r < R; r++) {
+        double e = fabs((double)hrow[r] - row[r]) / fmax(1.0, fabs((double)row[r]));
+        if (!(e <= worst)) worst = e, worst_r = r; /* a NaN becomes the worst */
+        mean += hrow[r];
+    }
+    mean /= R;
+    check(worst <= 1e-4, "%-22s row loss rows=%-4d V=%-5d Vp=%-5d %-3s worst rel %.2e at row %d (gpu %.7g cpu %.7g) "
+          "(tol 1e-04)", "zl_gpt_crossentropy", R, V, Vp, mode, worst, worst_r, hrow[worst_r], row[worst_r]);
+    double rel_cpu = fabs((double)*hloss - loss) / fabs((double)loss);
+    double rel_own = fabs((double)*hloss - (double)(float)mean) / fabs(mean);
+    check(rel_cpu <= 1e-5 && rel_own <= 0x1p-22,
+          "%-22s mean rows=%-4d V=%-5d Vp=%-5d %-3s gpu %.9g cpu %.9g (rel %.2e, tol 1e-05); the GPU rows' double "
+          "mean %.9g (rel %.2e, tol 2^-22)", "zl_gpt_crossentropy", R, V, Vp, mode, *hloss, loss, rel_cpu, (float)mean,
+          rel_own);
+    check_close("zl_gpt_crossentropy", "dlogits", R, Vp, mode, dl, logits, RV, tol);
+    for (int r = 0; r < R; r++) dl[(size_t)r * Vp + tgt[r]] = logits[(size_t)r * Vp + tgt[r]] = 0;
+    check_close("zl_gpt_crossentropy", "dlogits off target", R, Vp, mode, dl, logits, RV, tol);
+    free(logits), free(tgt), free(row), free(hrow), free(hloss), free(dl);
+    zl_dev_free(gl), zl_dev_free(gt), zl_dev_free(grow), zl_dev_free(gloss);
+}
+
 /* The fused attention (zl_gpt_flash_*: head dimension 64, fp16) on random q, k, v and dout:
  * CUDA vs the CPU reference (backward fed the CPU forward's out and lse); the CPU reference vs
  * the strided path (another algorithm: P stored, S rounded to 16 bits), both on the CPU; the
@@ -1049,6 +1112,10 @@ int main(int argc, char **argv) {
                                                      {3, 7, 12, 3, 50, 64, 0}};
             for (size_t m = 0; m < sizeof k_modes / sizeof k_modes[0]; m++)
                 for (size_t i = 0; i < sizeof gpt_shapes / sizeof gpt_shapes[0]; i++) test_gpt(gpt_shapes[i], &k_modes[m]);
+            static const int ce_shapes[][3] = {{300, 3000, 3008}, {257, 5000, 5056}, {64, 50257, 50304}};
+            for (size_t i = 0; i < sizeof ce_shapes / sizeof ce_shapes[0]; i++)
+                for (size_t offset = 0; offset <= 1; offset++)
+                    test_crossentropy(ce_shapes[i][0], ce_shapes[i][1], ce_shapes[i][2], offset);
             test_layernorm(1000, 1600, 0); /* 4 chunks, 16-byte path */
             test_layernorm(1000, 1600, 1); /* g, b off alignment: one value at a time */
             test_layernorm(777, 100, 0);   /* width not a multiple of 8 nor of 64 */
