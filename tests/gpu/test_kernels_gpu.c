@@ -4,7 +4,8 @@
  * Plain C (the GPU machine has no Criterion). Prints one PASS/FAIL line per check, naming
  * the format, the kernel, the shape and the measured error, and exits 1 if any check failed.
  *   bit-exact:      data generation, parameter init, 16-bit -> fp32, MSE dy, Adam (all five
- *                   arrays; the CUDA Adam mirrors the CPU's float operations)
+ *                   arrays; the CUDA Adam mirrors the CPU's float operations); GPU against
+ *                   GPU: a block with its activations at slot 0 and at slot 1 (test_slots_*)
  *   ‖gpu−cpu‖/‖cpu‖ ≤ 1e-2 (bf16: 4e-2, its unit roundoff is 8× fp16's) and every element
  *                   within 8 eps·max|cpu| (check_close): GEMM outputs (16-bit storage,
  *                   different summation order)
@@ -28,6 +29,7 @@
 #include "backend.h"
 #include "gpt_kernels.h"
 #include "kernels.h"
+#include "model/gpt.h" /* zl_gpt_off_*: the unit's layout, for the slot test's block */
 
 static int g_failures, g_checks;
 static zl_stream g_s;
@@ -937,6 +939,142 @@ static void test_gpt(zl_gpt_dims d, const epi_mode *em) {
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) zl_dev_free(dev[i]);
 }
 
+/* ---- activations at slot 0 and at slot 1: the same bits ------------------------------------
+ * The models keep block b's activations b·R·width elements into their buffers (model/gpt.c's
+ * slot(b), model/mlp.c's h_of) and, under --checkpoint-activations, every block's at slot 0.
+ * Where R·width is no multiple of 8, slot 1 sits off the 16-byte line slot 0 is on; the GEMM
+ * plans (kernels_cuda.cu's operand_align) must not tell the two apart, or a plain and a
+ * checkpointed run could take different algorithms (or one a fused epilogue and the other not)
+ * and differ in their bits. Each test runs a block's forward and backward with its
+ * activations at slot 0, then at slot 1 (as a plain run's blocks 0 and 1 do: the plans made for
+ * slot 0 then serve slot 1), and compares every output bit for bit. */
+
+/* Which of n downloaded pairs differ, as a list of names; returns how many. */
+static int differing(char *list, size_t len, const char *const *names, zl_half *const *a, zl_half *const *b,
+                     const size_t *count, int n) {
+    int bad = 0;
+    list[0] = '\0';
+    for (int t = 0; t < n; t++)
+        if (memcmp(a[t], b[t], count[t] * 2) != 0) {
+            size_t used = strlen(list);
+            snprintf(list + used, len - used, "%s%s", bad++ ? ", " : "", names[t]);
+        }
+    return bad;
+}
+
+/* The MLP block (zl_block_forward, zl_block_backward) with h at slot 0, then at slot 1. */
+static void test_slots_mlp(int R, int D, const epi_mode *em) {
+    set_mode(em);
+    block_case c = block_case_make(R, D, 0x5107 + (uint64_t)R * 7 + (uint64_t)D);
+    const size_t F = 4 * (size_t)D;
+    zl_half *x = upload(c.x, c.RD * 2), *W1 = upload(c.W1, c.DF * 2), *b1 = upload(c.b1, F * 2);
+    zl_half *W2 = upload(c.W2, c.DF * 2), *b2 = upload(c.b2, (size_t)D * 2), *dy = upload(c.dy, c.RD * 2);
+    zl_half *hs = dalloc(2 * c.RF * 2), *a = dalloc(c.RF * 2), *y = dalloc(c.RD * 2), *dh = dalloc(c.RF * 2);
+    zl_half *dW1 = dalloc(c.DF * 2), *db1 = dalloc(F * 2), *dW2 = dalloc(c.DF * 2), *db2 = dalloc((size_t)D * 2);
+    zl_half *dx = dalloc(c.RD * 2);
+    static const char *const names[9] = {"h", "a", "y", "dh", "dW1", "db1", "dW2", "db2", "dx"};
+    const size_t count[9] = {c.RF, c.RF, c.RD, c.RF, c.DF, F, c.DF, (size_t)D, c.RD};
+    zl_half *out[2][9];
+    for (int i = 0; i < 2; i++) {
+        zl_half *h = hs + (size_t)i * c.RF;
+        zl_block_forward(x, W1, b1, W2, b2, h, a, y, R, D, g_s);
+        zl_half *dev[4] = {h, a, y};
+        for (int t = 0; t < 3; t++) out[i][t] = down16(dev[t], count[t]);
+        zl_block_backward(x, h, a, W1, W2, dy, dh, dW1, db1, dW2, db2, dx, ZL_GRADS_WRITE, R, D, g_s);
+        zl_half *grads[6] = {dh, dW1, db1, dW2, db2, dx};
+        for (int t = 3; t < 9; t++) out[i][t] = down16(grads[t - 3], count[t]);
+    }
+    char list[128];
+    int bad = differing(list, sizeof list, names, out[0], out[1], count, 9);
+    check(bad == 0, "%-22s rows=%-4d dim=%-4d %-8s h at slot 1 (%zu B on) vs slot 0: %d of 9 outputs differ%s%s",
+          "mlp block slots", R, D, em->name, c.RF * 2, bad, bad ? ": " : "", list);
+    for (int i = 0; i < 2; i++)
+        for (int t = 0; t < 9; t++) free(out[i][t]);
+    zl_half *all[] = {x, W1, b1, W2, b2, dy, hs, a, y, dh, dW1, db1, dW2, db2, dx};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) zl_dev_free(all[i]);
+    block_case_free(&c);
+}
+
+/* The GPT block, model/gpt.c's block_forward and block_backward call for call (strided
+ * attention), with every per-block activation at slot 0, then at slot 1. */
+static void test_slots_gpt(zl_gpt_dims d, const epi_mode *em) {
+    set_mode(em);
+    const int R = d.B * d.T, D = d.D;
+    const size_t rd = (size_t)R * D, Dz = (size_t)D, bhtt = (size_t)d.B * d.H * d.T * d.T;
+    const size_t unit = zl_gpt_off_bproj(Dz) + Dz;
+    size_t gws = zl_gpt_workspace_bytes(d);
+    void *gpu_ws = dalloc(gws);
+    zl_gpt_set_workspace(gpu_ws, gws, d);
+    uint64_t seed = 0x5109 + (uint64_t)R * 31 + (uint64_t)D;
+    zl_half *hp = rand_half(unit, seed, log2_ceil_sqrt(D)), *hx = rand_half(rd, seed + 1, 0);
+    zl_half *hdy = rand_half(rd, seed + 2, 6);
+    for (size_t j = 0; j < Dz; j++) { /* LayerNorm gains near 1 */
+        hp[zl_gpt_off_ln1_g(Dz) + j] = zl_storage_from_float(1.0f + zl_storage_to_float(hp[zl_gpt_off_ln1_g(Dz) + j]));
+        hp[zl_gpt_off_ln2_g(Dz) + j] = zl_storage_from_float(1.0f + zl_storage_to_float(hp[zl_gpt_off_ln2_g(Dz) + j]));
+    }
+    const zl_half *p = up16(hp, unit), *x = up16(hx, rd);
+    zl_half *g = dalloc(unit * 2), *dres = dalloc(rd * 2), *y = dalloc(rd * 2), *dln = dalloc(rd * 2);
+    zl_half *dh = dalloc(4 * rd * 2), *buf3 = dalloc(3 * rd * 2), *buf3r = dalloc(3 * rd * 2), *dP = dalloc(bhtt * 2);
+    /* two slots each */
+    zl_half *ln1 = dalloc(2 * rd * 2), *qkvr = dalloc(2 * 3 * rd * 2), *P = dalloc(2 * bhtt * 2),
+            *atty = dalloc(2 * rd * 2), *xmid = dalloc(2 * rd * 2), *ln2 = dalloc(2 * rd * 2),
+            *h = dalloc(2 * 4 * rd * 2), *a = dalloc(2 * 4 * rd * 2);
+    float *ln1_stat = dalloc(2 * 2 * (size_t)R * 4), *ln2_stat = dalloc(2 * 2 * (size_t)R * 4);
+    static const char *const names[13] = {"ln1", "qkvr", "P", "atty", "xmid", "ln2", "h", "a", "y", "dx", "dunit",
+                                          "ln stats", "dqkv"};
+    /* in 16-bit values; the LayerNorms' statistics are 4R floats, 8R such values */
+    const size_t count[13] = {rd, 3 * rd, bhtt, rd, rd, rd, 4 * rd, 4 * rd, rd, rd, unit, 8 * (size_t)R, 3 * rd};
+    zl_half *out[2][13];
+    for (size_t i = 0; i < 2; i++) {
+        float *st1 = ln1_stat + i * 2 * R, *st2 = ln2_stat + i * 2 * R;
+        zl_half *ln1i = ln1 + i * rd, *qkvri = qkvr + i * 3 * rd, *Pi = P + i * bhtt, *attyi = atty + i * rd,
+                *xmidi = xmid + i * rd, *ln2i = ln2 + i * rd, *hi = h + i * 4 * rd, *ai = a + i * 4 * rd;
+        /* block_forward */
+        zl_gpt_layernorm_forward(x, p + zl_gpt_off_ln1_g(Dz), p + zl_gpt_off_ln1_b(Dz), ln1i, st1, st1 + R, R, D, g_s);
+        zl_gpt_linear_forward(ln1i, p + zl_gpt_off_Wqkv(Dz), p + zl_gpt_off_bqkv(Dz), NULL, buf3, R, D, 3 * D, g_s);
+        zl_gpt_attention_forward(buf3, qkvri, Pi, buf3r, attyi, d, g_s);
+        zl_gpt_linear_forward(attyi, p + zl_gpt_off_Wo(Dz), p + zl_gpt_off_bo(Dz), x, xmidi, R, D, D, g_s);
+        zl_gpt_layernorm_forward(xmidi, p + zl_gpt_off_ln2_g(Dz), p + zl_gpt_off_ln2_b(Dz), ln2i, st2, st2 + R, R, D,
+                                 g_s);
+        zl_gpt_linear_gelu_forward(ln2i, p + zl_gpt_off_Wfc(Dz), p + zl_gpt_off_bfc(Dz), hi, ai, R, D, 4 * D, g_s);
+        zl_gpt_linear_forward(ai, p + zl_gpt_off_Wproj(Dz), p + zl_gpt_off_bproj(Dz), xmidi, y, R, 4 * D, D, g_s);
+        /* block_backward, dres = dL/dy on entry */
+        zl_memcpy_h2d(dres, hdy, rd * 2, g_s);
+        zl_gpt_linear_backward(ai, p + zl_gpt_off_Wproj(Dz), dres, hi, dh, g + zl_gpt_off_Wproj(Dz),
+                               g + zl_gpt_off_bproj(Dz), ZL_GRADS_WRITE, R, 4 * D, D, g_s);
+        zl_gpt_linear_backward(ln2i, p + zl_gpt_off_Wfc(Dz), dh, NULL, dln, g + zl_gpt_off_Wfc(Dz),
+                               g + zl_gpt_off_bfc(Dz), ZL_GRADS_WRITE, R, D, 4 * D, g_s);
+        zl_gpt_layernorm_backward(xmidi, p + zl_gpt_off_ln2_g(Dz), st2, st2 + R, dln, dres, g + zl_gpt_off_ln2_g(Dz),
+                                  g + zl_gpt_off_ln2_b(Dz), ZL_GRADS_WRITE, R, D, g_s);
+        zl_gpt_linear_backward(attyi, p + zl_gpt_off_Wo(Dz), dres, NULL, dln, g + zl_gpt_off_Wo(Dz),
+                               g + zl_gpt_off_bo(Dz), ZL_GRADS_WRITE, R, D, D, g_s);
+        zl_gpt_attention_backward(qkvri, Pi, dln, dh, dP, buf3r, buf3, d, g_s);
+        zl_gpt_linear_backward(ln1i, p + zl_gpt_off_Wqkv(Dz), buf3, NULL, dln, g + zl_gpt_off_Wqkv(Dz),
+                               g + zl_gpt_off_bqkv(Dz), ZL_GRADS_WRITE, R, D, 3 * D, g_s);
+        zl_gpt_layernorm_backward(x, p + zl_gpt_off_ln1_g(Dz), st1, st1 + R, dln, dres, g + zl_gpt_off_ln1_g(Dz),
+                                  g + zl_gpt_off_ln1_b(Dz), ZL_GRADS_WRITE, R, D, g_s);
+        const zl_half *dev[11] = {ln1i, qkvri, Pi, attyi, xmidi, ln2i, hi, ai, y, dres, g};
+        for (int t = 0; t < 11; t++) out[i][t] = down16(dev[t], count[t]);
+        float *s1 = download(st1, 2 * (size_t)R * 4), *s2 = download(st2, 2 * (size_t)R * 4);
+        out[i][11] = xmalloc(count[11] * 2); /* the four fp32 statistics, as 16-bit pairs */
+        memcpy(out[i][11], s1, 2 * (size_t)R * 4), memcpy(out[i][11] + 4 * (size_t)R, s2, 2 * (size_t)R * 4);
+        free(s1), free(s2);
+        out[i][12] = down16(buf3, count[12]);
+    }
+    char list[160];
+    int bad = differing(list, sizeof list, names, out[0], out[1], count, 13);
+    check(bad == 0,
+          "%-22s B=%d T=%d D=%d H=%d %-8s activations at slot 1 (ln1 %zu B on, P %zu B on) vs slot 0: %d of 13 "
+          "outputs differ%s%s",
+          "gpt block slots", d.B, d.T, D, d.H, em->name, rd * 2, bhtt * 2, bad, bad ? ": " : "", list);
+    for (int i = 0; i < 2; i++)
+        for (int t = 0; t < 13; t++) free(out[i][t]);
+    free(hp), free(hx), free(hdy);
+    void *dev[] = {(void *)p, (void *)x, g, dres, y, dln, dh, buf3, buf3r, dP, ln1, qkvr, P, atty, xmid, ln2, h, a,
+                   ln1_stat, ln2_stat, gpu_ws};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) zl_dev_free(dev[i]);
+}
+
 /* Cross-entropy at the presets' vocabulary sizes. The kernel gives each row one block of 256
  * threads, 8 values a thread per step (the 16-byte path: Vp % 8 == 0, logits aligned) or 1
  * (the one-value path): 2048 or 256 values a step, each thread's running max and sum carried
@@ -1095,6 +1233,10 @@ int main(int argc, char **argv) {
                 for (int i = 0; i < nshapes; i++) test_block(shapes[i][0], shapes[i][1], &k_modes[m]);
                 for (int i = 0; i < nshapes; i++) test_accumulate(shapes[i][0], shapes[i][1], &k_modes[m]);
             }
+            for (size_t m = 0; m < sizeof k_modes / sizeof k_modes[0]; m++) {
+                test_slots_mlp(5, 7, &k_modes[m]);   /* R·4D = 140: slot 1 is 280 B on, off the 16-byte line */
+                test_slots_mlp(64, 256, &k_modes[m]); /* aligned, for contrast */
+            }
             for (int i = 0; i < nshapes; i++) {
                 test_mse(shapes[i][0], shapes[i][1], 0);
                 test_mse(shapes[i][0], shapes[i][1], 1);
@@ -1112,6 +1254,12 @@ int main(int argc, char **argv) {
                                                      {3, 7, 12, 3, 50, 64, 0}};
             for (size_t m = 0; m < sizeof k_modes / sizeof k_modes[0]; m++)
                 for (size_t i = 0; i < sizeof gpt_shapes / sizeof gpt_shapes[0]; i++) test_gpt(gpt_shapes[i], &k_modes[m]);
+            /* slot offsets off 16-byte lines: R·D = 84 and 35 (ln1 168 and 70 B on), P 98 and 75 values */
+            static const zl_gpt_dims slot_shapes[] = {{1, 7, 12, 2, 50, 64, 0}, {1, 5, 7, 1, 50, 64, 0},
+                                                      {2, 16, 32, 2, 100, 128, 0}};
+            for (size_t m = 0; m < sizeof k_modes / sizeof k_modes[0]; m++)
+                for (size_t i = 0; i < sizeof slot_shapes / sizeof slot_shapes[0]; i++)
+                    test_slots_gpt(slot_shapes[i], &k_modes[m]);
             static const int ce_shapes[][3] = {{300, 3000, 3008}, {257, 5000, 5056}, {64, 50257, 50304}};
             for (size_t i = 0; i < sizeof ce_shapes / sizeof ce_shapes[0]; i++)
                 for (size_t offset = 0; offset <= 1; offset++)
