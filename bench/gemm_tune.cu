@@ -263,6 +263,13 @@ static int align_class(const void *p) {
     return c;
 }
 
+/* kernels_cuda.cu's operand_align for one product (the block's GEMMs are not batched): the
+ * pointer's class, lowered to its leading dimension's in bytes. */
+static int operand_align(const void *p, int ld) {
+    int c = align_class(p), l = align_class((const void *)(uintptr_t)((long long)ld * (long long)sizeof(zl_half)));
+    return l < c ? l : c;
+}
+
 static void plan_build(lt_plan *p, const gemm_args *g) {
     uint32_t epi = (uint32_t)g->epilogue;
     cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -286,8 +293,8 @@ static void plan_build(lt_plan *p, const gemm_args *g) {
     cublasCheck(cublasLtMatrixLayoutCreate(&p->lcd, g->type, (uint64_t)g->m, (uint64_t)g->n, g->ldd));
 
     uint64_t ws_bytes = ZL_LT_WS_BYTES;
-    uint32_t al_a = (uint32_t)align_class(g->A), al_b = (uint32_t)align_class(g->B),
-             al_c = (uint32_t)align_class(g->C ? g->C : g->D), al_d = (uint32_t)align_class(g->D);
+    uint32_t al_a = (uint32_t)operand_align(g->A, g->lda), al_b = (uint32_t)operand_align(g->B, g->ldb),
+             al_c = (uint32_t)operand_align(g->C ? g->C : g->D, g->ldd), al_d = (uint32_t)operand_align(g->D, g->ldd);
     /* split-K partial sums must stay fp32: no INPLACE / OUTPUT_TYPE reductions (16-bit) */
     uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     cublasCheck(cublasLtMatmulPreferenceCreate(&p->pref));

@@ -174,9 +174,9 @@ static int check_gpt(const zl_config *c, char *err, int len) {
     if (c->attention == ZL_ATTENTION_FUSED && !zl_gpt_flash_supported(c->dim, c->heads, c->dtype == ZL_BF16))
         return fail(err, len, "--attention fused: needs head dimension 64 (--dim / --heads, got %d) and --dtype fp16",
                     c->dim / c->heads);
-    if (c->attention == ZL_ATTENTION_FUSED && c->batch > 65535) /* the kernels' grid: one z-block a sequence */
-        return fail(err, len, "--attention fused: --batch at most 65535 (got %d); --attention strided has no such bound",
-                    c->batch);
+    if (c->attention == ZL_ATTENTION_FUSED && c->batch > ZL_GPT_FLASH_MAX_BATCH)
+        return fail(err, len, "--attention fused: --batch at most %d (got %d); --attention strided has no such bound",
+                    ZL_GPT_FLASH_MAX_BATCH, c->batch);
     return ZL_ARGS_OK;
 }
 
@@ -372,9 +372,10 @@ static int finish_config(zl_config *c, int stage, char *err, int len) {
     if (c->trace_path[0] && (!strcmp(c->trace_path, c->json_path) || !strcmp(c->trace_path, c->dump_path)))
         return fail(err, len, "--trace and %s name the same path '%s'",
                     !strcmp(c->trace_path, c->json_path) ? "--json" : "--dump-params", c->trace_path);
-    if (c->model == 1 && c->attention == ZL_ATTENTION_BY_SHAPE) /* fused where its kernels run */
-        c->attention = zl_gpt_flash_supported(c->dim, c->heads, c->dtype == ZL_BF16) ? ZL_ATTENTION_FUSED
-                                                                                      : ZL_ATTENTION_STRIDED;
+    if (c->model == 1 && c->attention == ZL_ATTENTION_BY_SHAPE) { /* fused where its kernels run */
+        int runs = zl_gpt_flash_supported(c->dim, c->heads, c->dtype == ZL_BF16) && c->batch <= ZL_GPT_FLASH_MAX_BATCH;
+        c->attention = runs ? ZL_ATTENTION_FUSED : ZL_ATTENTION_STRIDED;
+    }
     if (c->model == 1) return check_gpt(c, err, len) ? ZL_ARGS_ERROR : check_sizes(c, err, len);
     if (c->model_flag_seen)
         return fail(err, len, "%s: only --model gpt takes this flag", c->model_flag_seen == 1 ? "--seq" :
@@ -525,7 +526,7 @@ void zl_args_usage(const char *prog, int stage) {
            "                  256 byte-level; padded to a multiple of 64, the padding counted in Psi)\n"
            "  --attention strided|fused  GPT attention: cuBLASLt strided-batched GEMMs keeping P (B*H*T^2), or\n"
            "                  the fused FlashAttention-2-style kernels keeping one log-sum-exp a row (default:\n"
-           "                  fused where they run: head dimension 64 and fp16; else strided)\n"
+           "                  fused where they run: head dimension 64, fp16, --batch <= 65535; else strided)\n"
            "  --data FILE     GPT: train on the bytes of FILE (e.g. data/persuasion.txt); default: synthetic tokens\n"
            "  --peak-tflops P GPT: the device's peak TFLOP/s, for MFU (default: 989 on H100/H200 SXM, else no MFU)\n",
            prog);

@@ -24,7 +24,8 @@ enum {
 };
 
 /* --attention (the GPT): ZL_ATTENTION_BY_SHAPE until finish_config picks fused where its
- * kernels run (zl_gpt_flash_supported: head dimension 64, fp16), else strided. */
+ * kernels run (zl_gpt_flash_supported: head dimension 64, fp16; and --batch at most
+ * ZL_GPT_FLASH_MAX_BATCH), else strided. */
 typedef enum { ZL_ATTENTION_BY_SHAPE = 0, ZL_ATTENTION_STRIDED = 1, ZL_ATTENTION_FUSED = 2 } zl_attention;
 
 typedef struct {

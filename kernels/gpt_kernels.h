@@ -98,6 +98,8 @@ void zl_gpt_attention_backward(const zl_half *qkvr, const zl_half *P, const zl_h
 static inline int zl_gpt_flash_supported(int dim, int heads, int bf16) {
     return !bf16 && heads > 0 && dim % heads == 0 && dim / heads == 64;
 }
+/* The fused kernels' grid has one z-block a sequence: B at most CUDA's z extent. */
+#define ZL_GPT_FLASH_MAX_BATCH 65535
 void zl_gpt_flash_forward(const zl_half *qkv, zl_half *out, float *lse, zl_gpt_dims d, zl_stream s);
 void zl_gpt_flash_backward(const zl_half *qkv, const zl_half *out, const float *lse, const zl_half *dout, float *Dl,
                            zl_half *dqkv, zl_gpt_dims d, zl_stream s);

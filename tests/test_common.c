@@ -536,6 +536,37 @@ Test(args, flag_equals_value_switches_and_defaults) {
     cr_expect_neq(zl_args_hash(&c), zl_args_hash(&d), "ranks launched with different --accum are told apart");
 }
 
+/* --attention left out picks fused only where its kernels run: head dimension 64, fp16, and
+ * --batch within the kernels' grid (ZL_GPT_FLASH_MAX_BATCH sequences); past it, strided rather
+ * than a refusal of a flag the user never gave. --attention fused asked for past it is refused. */
+Test(args, attention_by_shape_stays_within_the_fused_grid) {
+    struct {
+        const char *line;
+        zl_attention want;
+    } ok[] = {
+        {"--model gpt --dim 64 --heads 1 --seq 1 --batch 65535", ZL_ATTENTION_FUSED},
+        {"--model gpt --dim 64 --heads 1 --seq 1 --batch 65536", ZL_ATTENTION_STRIDED},
+        {"--model gpt --dim 64 --heads 1 --seq 1 --batch 70000", ZL_ATTENTION_STRIDED},
+        {"--model gpt --dim 64 --heads 1 --seq 1 --batch 70000 --attention strided", ZL_ATTENTION_STRIDED},
+        {"--model gpt --dim 64 --heads 1 --seq 1 --batch 8 --dtype bf16", ZL_ATTENTION_STRIDED},
+        {"--preset gpt2-124m --batch 4", ZL_ATTENTION_FUSED},
+        {"--preset gpt-tiny", ZL_ATTENTION_STRIDED}, /* head dimension 16 */
+    };
+    for (int stage = 0; stage <= 3; stage++)
+        for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+            zl_config c;
+            char err[256];
+            cr_assert_eq(parse(stage, err, &c, ok[i].line), ZL_ARGS_OK, "stage %d '%s': %s", stage, ok[i].line, err);
+            cr_expect_eq(c.attention, ok[i].want, "stage %d '%s': attention %d, want %d", stage, ok[i].line,
+                         (int)c.attention, (int)ok[i].want);
+        }
+    zl_config c;
+    char err[256];
+    cr_expect_eq(parse(2, err, &c, "--model gpt --dim 64 --heads 1 --seq 1 --batch 70000 --attention fused"),
+                 ZL_ARGS_ERROR);
+    cr_expect(strstr(err, "--attention fused: --batch at most 65535 (got 70000)"), "%s", err);
+}
+
 Test(args, control_characters_in_values_are_escaped) {
     zl_config c;
     char err[256];

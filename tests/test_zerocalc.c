@@ -309,6 +309,22 @@ Test(cli, max_layers_host_bound_with_offload) {
     cr_expect_eq(r.exit_code, 2, "stage 1 has no --offload");
 }
 
+/* --attention left out: zerocalc picks as the programs do (args.c), fused only up to the fused
+ * kernels' ZL_GPT_FLASH_MAX_BATCH sequences; asked for past it, refused as the programs refuse. */
+static int attention_is_fused(int batch) {
+    zl_run_result r;
+    zl_run_plain(&r, ZEROCALC " --model gpt --layers 1 --dim 64 --heads 1 --seq 1 --batch %d --ranks 1 --stage 0",
+                 batch);
+    cr_assert_eq(r.exit_code, 0, "--batch %d: %s", batch, r.err);
+    cr_assert(strstr(r.out, "attention fused") || strstr(r.out, "attention strided"), "%s", r.out);
+    return strstr(r.out, "attention fused") != NULL;
+}
+
+Test(cli, attention_by_shape_as_the_programs) {
+    cr_expect(attention_is_fused(65535));
+    cr_expect(!attention_is_fused(65536));
+}
+
 static void refused(const char *args, const char *expect) {
     zl_run_result r;
     char line[512];
@@ -342,6 +358,8 @@ Test(cli, bad_input_exits_2) {
     refused("--max-layers --dim 64 --batch 8 --memory 1e9 --layers 3", "--max-layers: finds --layers");
     refused("--params 1e9 --host-memory 1e9", "--host-memory/--local-ranks: only with --max-layers");
     refused("--check-sources --data /nonexistent.tsv", "--data: cannot open");
+    refused("--model gpt --layers 1 --dim 64 --heads 1 --seq 1 --batch 70000 --ranks 1 --attention fused",
+            "--attention fused: --batch at most 65535 (got 70000)");
 }
 
 /* A report that cannot reach stdout (a full disk: /dev/full) is lost: exit 1 and one line naming

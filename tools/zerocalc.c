@@ -60,7 +60,7 @@ typedef struct {
     int prefetch;       /* stage 3's --prefetch; -1: the program's default */
     int backend_cpu;    /* --backend cpu: the CPU kernels' workspace (default cuda) */
     int gpt, heads, seq, vocab; /* --model gpt: the transformer's shape (model/gpt.h); B = --batch */
-    zl_attention attention; /* --attention; by shape as the programs (fp16): fused at head dimension 64 */
+    zl_attention attention; /* --attention; by shape as the programs (fp16): fused at head dim 64, B <= 65535 */
     double ranks;       /* N */
     int stage;          /* -1: all four */
     zl_precision prec;
@@ -88,7 +88,7 @@ static void usage(void) {
            "       zerocalc --layers L --dim D --batch B [--accum K] [--checkpoint-activations] [--prefetch P]\n"
            "                [--backend cuda|cpu] --ranks N [--stage 0-3] [--json]   (a run's exact bytes per rank)\n"
            "       zerocalc --model gpt --layers L --dim D --heads H --seq T [--vocab V] [--batch B] [--accum K]\n"
-           "                [--attention strided|fused]   (default as the programs': fused at head dimension 64)\n"
+           "                [--attention strided|fused]   (default as the programs': fused at hd 64, B <= 65535)\n"
            "                --ranks N [--stage 0-3] [--json]   (the GPT: B sequences per rank per micro-batch)\n"
            "                [--precision mixed|fp32|custom [--param-bytes P --grad-bytes G --k K]]\n"
            "       zerocalc --paper-table1\n"
@@ -203,8 +203,11 @@ static void parse(opts *o, int argc, char **argv) {
         int fused_runs = o->gpt && zl_gpt_flash_supported(o->dim, o->heads, 0); /* the programs' rule, at fp16 */
         if (o->gpt && o->attention == ZL_ATTENTION_FUSED && !fused_runs)
             bad("--attention fused: needs head dimension 64 (--dim / --heads)");
+        if (o->gpt && o->attention == ZL_ATTENTION_FUSED && o->batch > ZL_GPT_FLASH_MAX_BATCH)
+            bad("--attention fused: --batch at most %d (got %d)", ZL_GPT_FLASH_MAX_BATCH, o->batch);
         if (o->gpt && o->attention == ZL_ATTENTION_BY_SHAPE)
-            o->attention = fused_runs ? ZL_ATTENTION_FUSED : ZL_ATTENTION_STRIDED;
+            o->attention =
+                fused_runs && o->batch <= ZL_GPT_FLASH_MAX_BATCH ? ZL_ATTENTION_FUSED : ZL_ATTENTION_STRIDED;
         if (o->gpt && (o->prefetch >= 0 || o->backend_cpu)) bad("--prefetch/--backend: the MLP's run table only");
         if (o->gpt && !o->vocab) o->vocab = 256;
         if (o->gpt && !o->batch) o->batch = 1;

@@ -32,8 +32,8 @@
  * epilogues off one by one, 0 = all; the GPU test runs the fused and unfused paths.
  *
  * cuBLASLt descriptors, layouts and the algorithm are cached per GEMM configuration
- * (shape, transposes, epilogue, pointer alignment), so after the first step a GEMM costs one
- * attribute update and one launch. The algorithm is the heuristic's first answer, or, timed
+ * (shape, transposes, epilogue, operands' alignment: operand_align), so after the first step
+ * a GEMM costs one attribute update and one launch. The algorithm is the heuristic's first answer, or, timed
  * on the configuration's first call, a faster one of its top 8 that writes the same bits
  * (choose_same_bits_algo). Nothing here allocates device memory:
  * the cuBLASLt workspace and the partial sums of the loss and of the bias gradients live
@@ -189,6 +189,30 @@ static int align_class(const void *p) {
     return c;
 }
 
+/* The alignment an operand is planned for (the key below, and the minimum the heuristic is
+ * told): its pointer's class, lowered to the class of its leading dimension and, batched, of
+ * its batch stride, in bytes. Column j of product i starts at p + (i·stride + j·ld) elements,
+ * so that is what every column of every product has; it never claims more than the pointer
+ * has, so whatever the heuristic answers runs on it. Nor does it change when p moves by whole
+ * columns or products: with L the lowered class of ld and stride, p + k·L keeps p's class if
+ * that is below L and stays a multiple of L if it is not. The models keep block b's
+ * activations b·R rows of their width into their buffers (the attention's q, k, v and P: b·B·H
+ * whole products) and, checkpointing, every block's at 0 (model/gpt.c slot(), model/mlp.c
+ * h_of): slot 0 and slot b get one plan, one algorithm, the same bits, also where R·width·2
+ * is no multiple of 16. Where ld and stride are multiples of 8 elements (16 bytes: lab-1b, the
+ * GPT-2 presets, any width divisible by 8) it is the pointer's class, as before: the same keys,
+ * the same preferences, the same algorithms. */
+static int operand_align(const void *p, int ld, long long stride, int batch) {
+    const long long elem = (long long)sizeof(zl_half);
+    int c = align_class(p), l = align_class((const void *)(uintptr_t)((long long)ld * elem));
+    if (l < c) c = l;
+    if (batch > 1) {
+        int s = align_class((const void *)(uintptr_t)(stride * elem)); /* 0 (one matrix for all): 16 */
+        if (s < c) c = s;
+    }
+    return c;
+}
+
 static int epilogue_has_bias(cublasLtEpilogue_t e) {
     return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
            e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_BGRADA;
@@ -196,14 +220,6 @@ static int epilogue_has_bias(cublasLtEpilogue_t e) {
 static int epilogue_has_aux(cublasLtEpilogue_t e) {
     return e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD ||
            e == CUBLASLT_EPILOGUE_DGELU;
-}
-
-static void describe_gemm(char *buf, size_t len, const gemm_args *g) {
-    snprintf(buf, len,
-             "%s: %s batch=%d m=%d n=%d k=%d op(A)=%c op(B)=%c lda=%d ldb=%d ldd=%d epilogue=%d, align A/B/C/D=%d/%d/%d/%d",
-             g->what, g->type == CUDA_R_16BF ? "bf16" : "fp16", g->batch, g->m, g->n, g->k, g->transa == CUBLAS_OP_T ? 'T' : 'N', g->transb == CUBLAS_OP_T ? 'T' : 'N',
-             g->lda, g->ldb, g->ldd, (int)g->epilogue, align_class(g->A), align_class(g->B),
-             align_class(g->C ? g->C : g->D), align_class(g->D));
 }
 
 /* The epilogue's pointers change from block to block, so they are set on every call (a
@@ -234,15 +250,27 @@ static gemm_key make_key(const gemm_args *g) {
     k.ldd = g->ldd;
     k.epilogue = (int)g->epilogue;
     k.ldaux = epilogue_has_aux(g->epilogue) ? g->ldaux : 0;
-    k.align_a = align_class(g->A);
-    k.align_b = align_class(g->B);
-    k.align_c = align_class(g->C ? g->C : g->D);
-    k.align_d = align_class(g->D);
+    k.align_a = operand_align(g->A, g->lda, g->stride_a, g->batch);
+    k.align_b = operand_align(g->B, g->ldb, g->stride_b, g->batch);
+    k.align_c = operand_align(g->C ? g->C : g->D, g->ldd, g->stride_d, g->batch); /* C strides like D */
+    k.align_d = operand_align(g->D, g->ldd, g->stride_d, g->batch);
     k.align_bias = epilogue_has_bias(g->epilogue) ? align_class(g->bias) : 0;
-    k.align_aux = epilogue_has_aux(g->epilogue) ? align_class(g->aux) : 0;
+    /* ldaux is a multiple of 8 wherever an aux epilogue runs (cublasLt.h): this is the pointer's
+     * class, which the heuristic also reads from the descriptor, and whole columns on the same */
+    k.align_aux = epilogue_has_aux(g->epilogue) ? operand_align(g->aux, g->ldaux, 0, 1) : 0;
     k.batch = g->batch;
     k.stride_a = g->stride_a, k.stride_b = g->stride_b, k.stride_d = g->stride_d;
     return k;
+}
+
+static void describe_gemm(char *buf, size_t len, const gemm_args *g) {
+    gemm_key k = make_key(g);
+    snprintf(buf, len,
+             "%s: %s batch=%d m=%d n=%d k=%d op(A)=%c op(B)=%c lda=%d ldb=%d ldd=%d epilogue=%d, "
+             "align A/B/C/D=%d/%d/%d/%d",
+             g->what, g->type == CUDA_R_16BF ? "bf16" : "fp16", g->batch, g->m, g->n, g->k,
+             g->transa == CUBLAS_OP_T ? 'T' : 'N', g->transb == CUBLAS_OP_T ? 'T' : 'N', g->lda, g->ldb, g->ldd,
+             (int)g->epilogue, k.align_a, k.align_b, k.align_c, k.align_d);
 }
 
 /* What every algorithm must satisfy: the 32 MiB workspace, fp32 split-K partial sums, the
