@@ -1,8 +1,8 @@
 /* test_ckpt.c — sharded checkpoints end to end (spawns mpiexec as a child): a run of S
  * steps equals S1 steps, saved, then resumed for S − S1 (param_hash, every stage, N = 1..4);
  * a checkpoint resumed by another stage and at another N; a job killed in the middle of
- * a save leaves the previous checkpoint verifiable and loadable; zlckpt inspect / verify /
- * export; every kind of bad checkpoint refused with exit 2 and one line naming the file,
+ * a save, or a run that diverges, leaves the previous checkpoint verifiable and loadable;
+ * zlckpt inspect / verify / export; every kind of bad checkpoint refused with exit 2 and one line naming the file,
  * before training; the --save directory checked before training.
  *
  * ZL_BUILD picks build/cpu or build/cuda (zl_test_util.h); ZL_MAX_WORLD (default 4) caps N;
@@ -122,6 +122,50 @@ Test(resume, scaler_and_skipped_steps_stage0_N2) { check_resume_with_skips(0, 2)
 Test(resume, scaler_and_skipped_steps_stage1_N3) { check_resume_with_skips(1, 3); }
 Test(resume, scaler_and_skipped_steps_stage2_N2) { check_resume_with_skips(2, 2); }
 Test(resume, scaler_and_skipped_steps_stage3_N1) { check_resume_with_skips(3, 1); }
+
+/* A run that diverges writes no checkpoint: neither at its last step nor at a --save-every
+ * multiple, with a dynamic scale (whose state after divergence, a scale below 1, no scaler
+ * can hold: such a manifest was written and then refused by verify and --resume) or a static
+ * one (the step's state was saved under its number, as if skipped). The good checkpoint in DIR
+ * stays byte for byte, verifies and resumes; stderr says nothing was saved. */
+static void check_divergence_keeps_checkpoint(int stage, const char *scale, const char *resume_scale) {
+    char dir[256], copy[300], unused[17], cmd[1200];
+    tmp_path(dir, sizeof dir, "diverged");
+    snprintf(copy, sizeof copy, "%s_good", dir);
+    rm_rf(dir), rm_rf(copy);
+    const char *p = zl_progs[stage];
+    run_ok(unused, "-n 2 {%s} %s --batch 2 --steps 2 %s --save %s", p, TINY, scale, dir);
+    snprintf(cmd, sizeof cmd, "cp -a %s %s", dir, copy);
+    cr_assert_eq(system(cmd), 0);
+    /* global step 4 diverges: the last step, then a --save-every 2 multiple mid-run */
+    const char *const ways[2] = {"--steps 2", "--steps 3 --save-every 2"};
+    for (int w = 0; w < 2; w++) {
+        zl_run_result r;
+        zl_run(&r, "-n 2 {%s} %s --batch 2 %s %s --resume %s --save %s --inject-overflow 2", p, TINY, ways[w],
+               resume_scale, dir, dir);
+        cr_expect_eq(r.exit_code, 3, "%s %s %s: exit %d: %s", p, scale, ways[w], r.exit_code, r.err);
+        cr_expect(strstr(r.err, "nothing saved at the diverged step"), "%s %s %s: '%s'", p, scale, ways[w], r.err);
+        snprintf(cmd, sizeof cmd, "diff -r %s %s >/dev/null", dir, copy);
+        cr_expect_eq(system(cmd), 0, "%s %s %s: the diverged run replaced the checkpoint", p, scale, ways[w]);
+        zl_run_plain(&r, "%s/../zlckpt verify %s", zl_build_dir(), dir);
+        cr_expect_eq(r.exit_code, 0, "%s %s %s: verify: %s", p, scale, ways[w], r.err);
+        snprintf(cmd, sizeof cmd, "rm -rf %s && cp -a %s %s", dir, copy, dir); /* the next way starts whole */
+        cr_assert_eq(system(cmd), 0);
+    }
+    run_ok(unused, "-n 2 {%s} %s --batch 2 --steps 1 %s --resume %s", p, TINY, resume_scale, dir);
+    rm_rf(dir), rm_rf(copy);
+}
+#define DIVERGED_TESTS(stage)                                                                                        \
+    Test(diverged, stage##stage##_dynamic_scale_keeps_the_checkpoint) {                                            \
+        check_divergence_keeps_checkpoint(stage, "--loss-scale-init 1", "");                                        \
+    }                                                                                                                \
+    Test(diverged, stage##stage##_static_scale_keeps_the_checkpoint) {                                             \
+        check_divergence_keeps_checkpoint(stage, "--loss-scale 1024", "--loss-scale 1024");                         \
+    }
+DIVERGED_TESTS(0)
+DIVERGED_TESTS(1)
+DIVERGED_TESTS(2)
+DIVERGED_TESTS(3)
 
 /* The transformer too: its manifest names the model (kind gpt, T, H, V beside L and D), and 2
  * steps saved by ZeRO-2 then 2 resumed by ZeRO-3 equal 4 steps of ZeRO-3 (the stages are bitwise
