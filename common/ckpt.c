@@ -726,13 +726,20 @@ static void sibling(char *out, size_t n, const char *dir, const char *suffix) {
     snprintf(out, n, "%.*s%s", (int)len, dir, suffix);
 }
 
-/* Files in dir other than "." and ".."; foreign: how many of them a save would not have written. */
-static int count_entries(const char *dir, int *foreign) {
+/* Files in dir other than "." and ".."; foreign: how many of them a save would not have written,
+ * the first one's name in first (n bytes). */
+static int count_entries(const char *dir, int *foreign, char *first, size_t n) {
     DIR *d = opendir(dir);
     int entries = 0;
     *foreign = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) entries++, *foreign += !checkpoint_file_name(e->d_name);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        entries++;
+        if (checkpoint_file_name(e->d_name)) continue;
+        if (!(*foreign)++) snprintf(first, n, "%s", e->d_name);
+    }
+    for (char *c = first; *foreign && *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?'; /* the message naming it stays one line */
     if (d) closedir(d);
     return entries;
 }
@@ -751,17 +758,23 @@ int zl_ckpt_probe_dir(const char *dir, char *m, size_t n) {
         return EINVAL;
     }
     int foreign = 0;
+    char stray[256] = "";
     if (!stat(dir, &st)) {
         snprintf(path, sizeof path, "%s/%s", dir, ZL_CKPT_MANIFEST);
-        int entries = S_ISDIR(st.st_mode) ? count_entries(dir, &foreign) : 0;
+        int entries = S_ISDIR(st.st_mode) ? count_entries(dir, &foreign, stray, sizeof stray) : 0;
         if (!S_ISDIR(st.st_mode) || (entries && access(path, F_OK))) {
             msg(m, n, "--save: '%s' exists and is not a zerolab checkpoint (no %s); refusing to replace it", dir,
                 ZL_CKPT_MANIFEST);
             return EEXIST;
         }
+        if (foreign) { /* the swap would carry it into DIR.zl-tmp, which no save may clear: the next save fails */
+            msg(m, n, "--save: '%s' holds '%s', which a save does not write (a save replaces the whole directory): "
+                "move it out", dir, stray);
+            return EEXIST;
+        }
     }
     sibling(path, sizeof path, dir, ".zl-tmp");
-    if (!lstat(path, &st) && (!S_ISDIR(st.st_mode) || (count_entries(path, &foreign), foreign))) {
+    if (!lstat(path, &st) && (!S_ISDIR(st.st_mode) || (count_entries(path, &foreign, stray, sizeof stray), foreign))) {
         /* a killed save leaves a directory of checkpoint files only; the next save clears those */
         msg(m, n, "--save: '%s' (the temporary directory a save writes first) exists and holds %s: remove it", path,
             S_ISDIR(st.st_mode) ? "files a save did not write" : "something that is not a directory");

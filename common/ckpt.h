@@ -94,7 +94,8 @@ void zl_ckpt_save_if_due(zl_ckpt *ck, zl_ckpt_owned o, int step, int adam_step, 
  * the manifest against this run, and the files' sizes and checksums (rank r hashes files
  * r, r + N, …); on any fault every rank exits 2, one line from the lowest faulty rank. */
 void zl_ckpt_check_resume(zl_runtime *rt, zl_model_shape shape);
-/* Rank 0, at start-up (outputs.c): can DIR be written? 0, or errno with msg filled. */
+/* Rank 0, at start-up (outputs.c): can DIR be written, and replaced whole (new, empty, or a
+ * checkpoint holding nothing a save does not write)? 0, or errno with msg filled. */
 int zl_ckpt_probe_dir(const char *dir, char *msg, size_t n);
 
 /* ---- the format (no MPI, no device: zlckpt and the fuzz test use these) ----------- */

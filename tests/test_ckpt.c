@@ -686,3 +686,25 @@ Test(save_dir, unwritable_or_foreign_directories_are_refused_before_training) {
     expect_save_refused(flags, "by its name, not");
     rm_rf(dir);
 }
+
+/* A checkpoint with a file of someone else's beside it: the save's swap would carry that file
+ * into DIR.zl-tmp, which no save may clear, and the next save (here --save-every 1's second)
+ * failed mid-run with exit 1 ("cannot create 'DIR.zl-tmp': File exists"). Refused up front
+ * now, the file named; the checkpoint and the file untouched. */
+Test(save_dir, a_checkpoint_holding_a_foreign_file_is_refused_before_training) {
+    char dir[256], keep[320], flags[600], unused[17];
+    small_checkpoint(dir, sizeof dir, "ckforeign");
+    snprintf(keep, sizeof keep, "%s/notes.txt", dir);
+    FILE *f = fopen(keep, "w");
+    fputs("mine", f);
+    fclose(f);
+    snprintf(flags, sizeof flags, "--save %s --save-every 1", dir);
+    expect_save_refused(flags, "holds 'notes.txt', which a save does not write");
+    cr_expect(exists(keep), "the foreign file was moved or removed");
+    zl_run_result r;
+    zl_run_plain(&r, "%s/../zlckpt verify %s", zl_build_dir(), dir);
+    cr_expect_eq(r.exit_code, 0, "the checkpoint changed: %s", r.err);
+    unlink(keep); /* without it the same directory is saved to, twice */
+    run_ok(unused, "-n 2 {stage2} %s --batch 2 --steps 2 --save %s --save-every 1", TINY, dir);
+    rm_rf(dir);
+}
