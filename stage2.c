@@ -103,7 +103,7 @@ static void allocate(Trainer *t) {
     t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * full, "fp16 params");
     t->grads = zl_mem_alloc(ZL_MEM_GRADS_FP16, 2 * shard, "fp16 grads (this rank's slices)");
     if (t->rt.cfg.offload) { /* ZeRO-Offload: the optimizer states live on the host */
-        t->off = zl_offload_create(&t->part, t->half, t->rt.local_size);
+        t->off = zl_offload_create(&t->part, t->half, t->rt.host_threads);
         t->master = t->off->master, t->adam_m = t->off->m, t->adam_v = t->off->v;
     } else {
         t->master = zl_mem_alloc(ZL_MEM_MASTER_FP32, 4 * shard, "fp32 master params (this rank's slices)");
