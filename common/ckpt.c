@@ -512,26 +512,38 @@ int zl_ckpt_compatible(const zl_ckpt_manifest *m, const char *dir, zl_model_shap
 
 /* ---- reading ranges of the unpadded layout ------------------------------------------ */
 
+/* One old rank file open at a time: a checkpoint of thousands of ranks must not need as many
+ * descriptors (ulimit -n is often 1024). A range runs over the old ranks in order, so each
+ * file is opened once per range it overlaps. */
 struct zl_ckpt_reader {
     const char *dir;
     const zl_ckpt_manifest *m;
-    int *fd; /* [world] old rank files, opened on first use */
+    int fd;     /* old rank file `fd_rank`, or -1 */
+    size_t fd_rank;
 };
 
 zl_ckpt_reader *zl_ckpt_reader_open(const char *dir, const zl_ckpt_manifest *m) {
     zl_ckpt_reader *rd = calloc(1, sizeof *rd);
-    if (!rd || !(rd->fd = malloc((size_t)m->world * sizeof(int)))) zl_fatal("out of host memory");
-    rd->dir = dir, rd->m = m;
-    for (int q = 0; q < m->world; q++) rd->fd[q] = -1;
+    if (!rd) zl_fatal("out of host memory");
+    rd->dir = dir, rd->m = m, rd->fd = -1;
     return rd;
 }
 
 void zl_ckpt_reader_close(zl_ckpt_reader *rd) {
     if (!rd) return;
-    for (int q = 0; q < rd->m->world; q++)
-        if (rd->fd[q] >= 0) close(rd->fd[q]);
-    free(rd->fd);
+    if (rd->fd >= 0) close(rd->fd);
     free(rd);
+}
+
+/* The open file of old rank q (the one open before it closed first). 0, or -1 with err. */
+static int reader_file(zl_ckpt_reader *rd, size_t q, char *err, size_t n) {
+    if (rd->fd >= 0 && rd->fd_rank == q) return 0;
+    if (rd->fd >= 0) close(rd->fd);
+    char path[ZL_PATH_MAX + 32];
+    zl_ckpt_rank_path(path, sizeof path, rd->dir, (int)q);
+    rd->fd_rank = q;
+    if ((rd->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return msg(err, n, "%s: %s", path, strerror(errno));
+    return 0;
 }
 
 static int pread_all(int fd, void *buf, size_t n, size_t off) {
@@ -556,15 +568,11 @@ int zl_ckpt_read_range(zl_ckpt_reader *rd, int cat, int u, size_t begin, size_t 
     if (begin >= end) return 0;
     for (size_t q = begin / L; q * L < end; q++) {
         size_t a = begin > q * L ? begin : q * L, b = end < (q + 1) * L ? end : (q + 1) * L;
-        if (rd->fd[q] < 0) {
-            char path[ZL_PATH_MAX + 32];
-            zl_ckpt_rank_path(path, sizeof path, rd->dir, (int)q);
-            if ((rd->fd[q] = open(path, O_RDONLY | O_CLOEXEC)) < 0) return msg(err, n, "%s: %s", path, strerror(errno));
-        }
+        if (reader_file(rd, q, err, n)) return -1;
         size_t file_off = zl_ckpt_cat_offset(m, cat) + (p->slice_off[u] + (a - q * L)) * esz;
         for (size_t done = 0; done < b - a; done += chunk) {
             size_t cnt = b - a - done < chunk ? b - a - done : chunk;
-            if (pread_all(rd->fd[q], buf, cnt * esz, file_off + done * esz))
+            if (pread_all(rd->fd, buf, cnt * esz, file_off + done * esz))
                 return msg(err, n, "%s/rank-%05zu.bin: short read (changed since it was verified?)", rd->dir, q);
             sink(ctx_, a - begin + done, buf, cnt);
         }

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #define XXH_INLINE_ALL
@@ -393,6 +394,58 @@ Test(zlckpt, inspect_verify_export) {
     cr_expect_eq(r.exit_code, 2);
     (void)half_to_double;
     unlink(dump), unlink(e16), unlink(e32), unlink(ebf);
+    rm_rf(dir);
+}
+
+/* zlckpt with at most `max_fds` descriptors (RLIMIT_NOFILE; the child keeps only 0, 1, 2, the
+ * rest closed), stdout and stderr to /dev/null and err_path; its exit code. */
+static int zlckpt_with_fds(int max_fds, const char *args, const char *err_path) {
+    char tool[256], line[1200];
+    snprintf(tool, sizeof tool, "%s/../zlckpt", zl_build_dir());
+    snprintf(line, sizeof line, "%s", args);
+    char *argv[16] = {tool};
+    int argc = 1;
+    for (char *tok = strtok(line, " "); tok && argc < 15; tok = strtok(NULL, " ")) argv[argc++] = tok;
+    argv[argc] = NULL;
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        int out = open("/dev/null", O_WRONLY), err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
+        for (int fd = 3; fd < 1024; fd++) close(fd);
+        struct rlimit lim = {(rlim_t)max_fds, (rlim_t)max_fds};
+        if (setrlimit(RLIMIT_NOFILE, &lim)) _exit(126);
+        execv(tool, argv);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The range reader keeps one rank file open at a time: a checkpoint of more ranks than
+ * `ulimit -n` allows (1024 is common) exports and reshards. It kept every old rank's file open
+ * until the end, so with 5 descriptors (stdin, stdout, stderr, the --out file and one rank
+ * file) exporting a checkpoint of 2 or 3 ranks failed: "rank-00001.bin: Too many open files". */
+Test(zlckpt, export_keeps_one_rank_file_open) {
+    char dir[256], out[128], ref[128], err[128], args[600], unused[17], cmd[400], text[1024];
+    tmp_path(dir, sizeof dir, "fds");
+    rm_rf(dir);
+    snprintf(out, sizeof out, "/tmp/zl_ck_fds_out_%d", getpid());
+    snprintf(ref, sizeof ref, "/tmp/zl_ck_fds_ref_%d", getpid());
+    snprintf(err, sizeof err, "/tmp/zl_ck_fds_err_%d", getpid());
+    int N = save_world();
+    run_ok(unused, "-n %d {stage3} %s --batch 2 --steps 1 --save %s", N, TINY, dir);
+    zl_run_result r;
+    zl_run_plain(&r, "%s/../zlckpt export %s --out %s", zl_build_dir(), dir, ref);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    snprintf(args, sizeof args, "export %s --out %s", dir, out);
+    int rc = zlckpt_with_fds(5, args, err);
+    zl_read_file(err, text, sizeof text);
+    cr_expect_eq(rc, 0, "N = %d, 5 descriptors: exit %d: %s", N, rc, text);
+    snprintf(cmd, sizeof cmd, "cmp -s %s %s", out, ref);
+    cr_expect_eq(system(cmd), 0, "the export under 5 descriptors differs from the one without");
+    unlink(out), unlink(ref), unlink(err);
     rm_rf(dir);
 }
 
