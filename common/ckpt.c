@@ -845,9 +845,12 @@ static int publish(zl_ckpt *ck, int has_params, zl_ckpt_progress at, const uint6
     zl_path_parent(parent, sizeof parent, dir);
     int e;
     if ((e = zl_ckpt_write_manifest(tmp, &m))) return snprintf(what, n, "%s/%s", tmp, ZL_CKPT_MANIFEST), e;
-    if ((e = fsync_path(tmp))) return snprintf(what, n, "%s", tmp), e;
     struct stat st;
-    if (stat(dir, &st)) { /* no previous checkpoint */
+    int had = !stat(dir, &st);
+    if (had && chmod(tmp, st.st_mode & 07777)) /* the previous DIR's permissions: a chmod 700 stays */
+        return snprintf(what, n, "chmod %s", tmp), errno;
+    if ((e = fsync_path(tmp))) return snprintf(what, n, "%s", tmp), e;
+    if (!had) { /* no previous checkpoint */
         if (rename(tmp, dir)) return snprintf(what, n, "rename %s -> %s", tmp, dir), errno;
     } else if (!renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE)) {
         remove_checkpoint_dir(tmp); /* it now holds the previous checkpoint */
@@ -879,7 +882,8 @@ static void save(zl_ckpt *ck, zl_ckpt_owned o, zl_ckpt_progress at, zl_stream s)
     int e = 0;
     if (rt->rank == 0) {
         remove_checkpoint_dir(tmp); /* what a killed save left behind */
-        if (mkdir(tmp, 0777)) e = errno;
+        struct stat st; /* replacing DIR: private until publish gives it DIR's own permissions */
+        if (mkdir(tmp, stat(rt->cfg.save_dir, &st) ? 0777 : 0700)) e = errno;
     }
     mpiCheck(MPI_Bcast(&e, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (e) zl_fatal("--save: cannot create '%s': %s", tmp, strerror(e));

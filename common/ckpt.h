@@ -19,7 +19,7 @@
  * (last, fsynced), the directory fsynced, then DIR.zl-tmp takes DIR's place in one
  * rename(2) (RENAME_EXCHANGE when DIR exists; where the file system lacks it, DIR is
  * renamed to DIR.zl-old first). A save killed at any point leaves the previous DIR
- * intact and loadable.
+ * intact and loadable. The new DIR gets the previous one's permissions (mode bits).
  *
  * Reshard: a rank of the new run needs, of unit u, either its new slice [begin, end)
  * (ZeRO) or the whole unit (DDP; and every fp16 copy of stages 0-2). Those unpadded

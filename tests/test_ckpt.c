@@ -458,6 +458,34 @@ static void small_checkpoint(char *dir, size_t n, const char *tag) {
     run_ok(unused, "-n 1 {stage2} --layers 4 --dim 31 --quiet --batch 2 --steps 1 --save %s", dir);
 }
 
+static unsigned mode_of(const char *path) {
+    struct stat st;
+    return stat(path, &st) ? 0u : (unsigned)(st.st_mode & 07777);
+}
+
+/* An export that replaces a file gives the new one the old one's permissions: a private 0600
+ * file stayed 0644 after `zlckpt export --out` (a temporary file created with the umask's
+ * mode, renamed into place); 0640 stays 0640 too. */
+Test(zlckpt, export_keeps_the_permissions_of_the_file_it_replaces) {
+    char dir[256], out[128];
+    small_checkpoint(dir, sizeof dir, "tool_mode");
+    snprintf(out, sizeof out, "/tmp/zl_ck_mode_out_%d", getpid());
+    const unsigned modes[2] = {0600, 0640};
+    for (int i = 0; i < 2; i++) {
+        unlink(out);
+        FILE *f = fopen(out, "w");
+        cr_assert(f && fputs("private", f) >= 0 && !fclose(f));
+        cr_assert_eq(chmod(out, modes[i]), 0);
+        zl_run_result r;
+        zl_run_plain(&r, "%s/../zlckpt export %s --out %s", zl_build_dir(), dir, out);
+        cr_expect_eq(r.exit_code, 0, "%s", r.err);
+        cr_expect_eq(size_of(out), 4 * 4 * 7843, "the export did not replace the file");
+        cr_expect_eq(mode_of(out), modes[i], "--out of mode %o is now %o", modes[i], mode_of(out));
+    }
+    unlink(out);
+    rm_rf(dir);
+}
+
 /* A report lost on the way to stdout (a full disk: /dev/full) exits 1 naming strerror, never 0. */
 Test(zlckpt, stdout_full_exits_1) {
     if (access("/dev/full", W_OK)) cr_skip_test("no /dev/full");
@@ -737,6 +765,21 @@ Test(save_dir, unwritable_or_foreign_directories_are_refused_before_training) {
     expect_save_refused(flags, "is a symbolic link");
     snprintf(flags, sizeof flags, "--save %s/.", dir);
     expect_save_refused(flags, "by its name, not");
+    rm_rf(dir);
+}
+
+/* A save that replaces DIR gives the new directory DIR's permissions: a checkpoint chmod 700
+ * came back 0755 (DIR.zl-tmp made with the umask's mode, renamed into place). 0751, which no
+ * umask makes of 0777, shows they are copied, not merely narrowed. */
+Test(save_dir, a_save_keeps_the_directory_permissions) {
+    char dir[256], unused[17];
+    small_checkpoint(dir, sizeof dir, "ckmode");
+    const unsigned modes[2] = {0700, 0751};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(chmod(dir, modes[i]), 0);
+        run_ok(unused, "-n 2 {stage2} %s --batch 2 --steps 1 --save %s", TINY, dir);
+        cr_expect_eq(mode_of(dir), modes[i], "DIR of mode %o is now %o after a save", modes[i], mode_of(dir));
+    }
     rm_rf(dir);
 }
 
