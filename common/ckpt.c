@@ -641,9 +641,12 @@ static void to_device(void *c_, size_t at, void *data, size_t count) {
     zl_memcpy_h2d(c->dev + at * c->esz, data, count * c->esz, c->s);
 }
 
-static void load_category(zl_ckpt *ck, zl_ckpt_reader *rd, int cat, void *base, zl_ckpt_layout layout,
-                          int to_storage, zl_stream s) {
-    size_t esz = to_storage || cat == ZL_CKPT_PARAMS ? 2 : 4;
+/* Category cat into the owned buffer `base`; returns the bytes read from the checkpoint's files
+ * (the unpadded elements, at the file's element size: fp32 master read to rebuild fp16 params
+ * counts 4 bytes an element). */
+static size_t load_category(zl_ckpt *ck, zl_ckpt_reader *rd, int cat, void *base, zl_ckpt_layout layout,
+                            int to_storage, zl_stream s) {
+    size_t esz = to_storage || cat == ZL_CKPT_PARAMS ? 2 : 4, read = 0;
     char err[ZL_PATH_MAX + 256];
     for (int u = 0; u < ck->part->n_units; u++) {
         size_t begin, end, dst;
@@ -652,16 +655,14 @@ static void load_category(zl_ckpt *ck, zl_ckpt_reader *rd, int cat, void *base, 
         if (zl_ckpt_read_range(rd, cat, u, begin, end, ck->staging, ck->staging_bytes, to_device, &sink, err,
                                sizeof err))
             zl_fatal("--resume: %s", err);
+        read += (end - begin) * cat_elem_bytes(cat);
     }
+    return read;
 }
 
-/* Bytes of an owned buffer of fp32 (esz 4) or fp16 (esz 2) elements; data_bytes: of its
- * padded units alone, without a full buffer's alignment gaps (what a resume fills). */
+/* Bytes of an owned buffer of fp32 (esz 4) or fp16 (esz 2) elements. */
 static size_t owned_bytes(const zl_ckpt *ck, zl_ckpt_layout layout, size_t esz) {
     return esz * (layout == ZL_CKPT_FULL ? ck->part->full_len : ck->part->shard_len);
-}
-static size_t data_bytes(const zl_ckpt *ck, zl_ckpt_layout layout, size_t esz) {
-    return esz * (layout == ZL_CKPT_FULL ? ck->part->psi_pad : ck->part->shard_len);
 }
 
 /* One line on rank 0: how long the slowest rank took, and the bytes per rank and in all. */
@@ -688,18 +689,18 @@ zl_ckpt_progress zl_ckpt_resume(zl_ckpt *ck, zl_ckpt_owned o, zl_stream s) {
         zl_fatal("--resume: %s (changed since start-up?)", err);
     zl_ckpt_reader *rd = zl_ckpt_reader_open(c->resume_dir, &m);
     float *state[3] = {o.master, o.adam_m, o.adam_v};
+    size_t read = 0; /* bytes read from the files */
     for (int cat = ZL_CKPT_MASTER; cat <= ZL_CKPT_V; cat++) {
         zl_memset_async(state[cat], 0, owned_bytes(ck, o.states, 4), s); /* the padding: zeros, as at init */
-        load_category(ck, rd, cat, state[cat], o.states, 0, s);
+        read += load_category(ck, rd, cat, state[cat], o.states, 0, s);
     }
     zl_memset_async(o.params, 0, owned_bytes(ck, o.params_layout, 2), s);
-    if (m.has_params) load_category(ck, rd, ZL_CKPT_PARAMS, o.params, o.params_layout, 0, s);
-    else load_category(ck, rd, ZL_CKPT_MASTER, o.params, o.params_layout, 1, s); /* params = storage(master) */
+    if (m.has_params) read += load_category(ck, rd, ZL_CKPT_PARAMS, o.params, o.params_layout, 0, s);
+    else read += load_category(ck, rd, ZL_CKPT_MASTER, o.params, o.params_layout, 1, s); /* params = storage(master) */
     zl_stream_sync(s);
     zl_ckpt_reader_close(rd);
     ck->start = m.at;
-    double loaded = 3.0 * (double)data_bytes(ck, o.states, 4) + (m.has_params ? (double)data_bytes(ck, o.params_layout, 2) : 0);
-    report_io(ck->rt, "resumed", c->resume_dir, m.at.step, zl_wall_seconds() - t0, loaded);
+    report_io(ck->rt, "resumed", c->resume_dir, m.at.step, zl_wall_seconds() - t0, (double)read);
     zl_ckpt_manifest_free(&m);
     return ck->start;
 }

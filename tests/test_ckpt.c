@@ -234,6 +234,32 @@ Test(reshard, stage3_to_stage1_same_N_bitwise) { check_other_stage_bitwise(3, 1,
 Test(reshard, stage0_to_stage3_same_N_bitwise) { check_other_stage_bitwise(0, 3, 2); }
 Test(reshard, stage2_to_stage0_same_N_bitwise) { check_other_stage_bitwise(2, 0, 2); }
 
+/* The "checkpoint: resumed ..." line counts the bytes read from the checkpoint's files: a
+ * ZeRO-2 rank at N = 2 reads its slices of master, m, v (3 x 4 B x 3922 elements of each of
+ * the two units of 7843 on rank 0, 3921 on rank 1) and, for its full fp16 copy, the whole
+ * unpadded vector (Ψ = 15686): the checkpoint's params (2 B an element) where it has them
+ * (stage 3), else the master again (4 B), rounded. The master read a second time was left out,
+ * and padding counted. */
+static void expect_resume_bytes(const char *saver, double params_bytes) {
+    char dir[256], unused[17];
+    tmp_path(dir, sizeof dir, "readcount");
+    rm_rf(dir);
+    const double psi = 2 * 7843.0, rank0_slices = 2 * 3922.0;
+    run_ok(unused, "-n 2 {%s} %s --batch 2 --steps 1 --save %s", saver, TINY, dir);
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage2} %s --batch 2 --steps 1 --resume %s", TINY, dir);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    const char *line = strstr(r.out, "checkpoint: resumed step 1 from "), *at = line ? strstr(line, dir) : NULL;
+    double rank0 = -1, all = -1;
+    cr_assert(at && sscanf(at + strlen(dir), ": %lf bytes on rank 0, %lf in all", &rank0, &all) == 2,
+              "no resumed line: %s", r.out);
+    cr_expect_eq(rank0, 3 * 4 * rank0_slices + params_bytes * psi, "from %s: rank 0 read %.0f bytes", saver, rank0);
+    cr_expect_eq(all, 3 * 4 * psi + 2 * params_bytes * psi, "from %s: %.0f bytes in all", saver, all);
+    rm_rf(dir);
+}
+Test(reshard, the_resumed_line_counts_the_master_read_for_the_params) { expect_resume_bytes("stage2", 4); }
+Test(reshard, the_resumed_line_counts_the_params_read) { expect_resume_bytes("stage3", 2); }
+
 /* N = 4 -> N = 2 with the global batch kept (the lab in docs/labs.md). */
 Test(reshard, stage3_N4_continued_as_stage3_N2) {
     if (zl_max_world() < 4) cr_skip_test("ZL_MAX_WORLD < 4");
