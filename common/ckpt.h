@@ -42,6 +42,11 @@
 #define ZL_CKPT_VERSION 1
 #define ZL_CKPT_MANIFEST "manifest.json"
 
+/* The rank files are little-endian and ckpt.c writes and reads the host's own bytes: a
+ * big-endian host would write files no other host reads the same. Refused where it is built. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "zerolab checkpoints are little-endian and ckpt.c does not swap bytes: big-endian hosts unsupported");
+
 /* ---- run hooks (collective: every rank calls them) -------------------------------- */
 
 /* Where each buffer keeps unit u: a rank's slices (unit u's slice at part.slice_off[u])
