@@ -57,6 +57,13 @@ void zl_ckpt_rank_path(char *out, size_t n, const char *dir, int rank) {
     snprintf(out, n, "%s/rank-%05d.bin", dir, rank);
 }
 
+/* DIR.zl-tmp, DIR.zl-old: the save's names beside DIR */
+static void sibling(char *out, size_t n, const char *dir, const char *suffix) {
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/') len--; /* "ckpt/" -> "ckpt.zl-tmp", not "ckpt/.zl-tmp" */
+    snprintf(out, n, "%.*s%s", (int)len, dir, suffix);
+}
+
 static const char *rank_name(int rank, char *buf, size_t n) {
     snprintf(buf, n, "rank-%05d.bin", rank);
     return buf;
@@ -425,6 +432,25 @@ static int parse_files(ctx *c, const cJSON *j, zl_ckpt_manifest *m) {
     return 0;
 }
 
+/* DIR is gone but DIR.zl-old holds a checkpoint: a save on a file system without
+ * RENAME_EXCHANGE was cut between its two renames (publish). Say where the checkpoints are. */
+static void note_cut_save(const char *dir, char *err, size_t n) {
+    char old[ZL_PATH_MAX + 32], tmp[ZL_PATH_MAX + 32], probe[ZL_PATH_MAX + 64];
+    struct stat st;
+    sibling(old, sizeof old, dir, ".zl-old");
+    snprintf(probe, sizeof probe, "%s/%s", old, ZL_CKPT_MANIFEST);
+    if (!stat(dir, &st) || stat(probe, &st)) return;
+    sibling(tmp, sizeof tmp, dir, ".zl-tmp");
+    snprintf(probe, sizeof probe, "%s/%s", tmp, ZL_CKPT_MANIFEST);
+    size_t len = strlen(err);
+    if (stat(probe, &st))
+        snprintf(err + len, n - len, "; a save was cut short: '%s' holds the checkpoint before it: rename it to '%s'",
+                 old, dir);
+    else
+        snprintf(err + len, n - len, "; a save was cut short: '%s' holds the checkpoint before it, '%s' the one it "
+                 "was saving (whole if zlckpt verify passes): rename one of them to '%s'", old, tmp, dir);
+}
+
 int zl_ckpt_read_manifest(const char *dir, zl_ckpt_manifest *m, char *err, size_t n) {
     memset(m, 0, sizeof *m);
     char path[ZL_PATH_MAX + 32];
@@ -433,6 +459,7 @@ int zl_ckpt_read_manifest(const char *dir, zl_ckpt_manifest *m, char *err, size_
     char *text = NULL;
     size_t len = 0;
     int rc = read_text(&c, path, &text, &len) || check_seal(&c, text, len) ? -1 : 0;
+    if (rc && !text) note_cut_save(dir, err, n);
     cJSON *j = rc ? NULL : cJSON_ParseWithLength(text, len);
     if (!rc && !cJSON_IsObject(j)) rc = msg(err, n, "%s: not a JSON object", path);
     if (!rc)
@@ -727,12 +754,6 @@ static void remove_checkpoint_dir(const char *dir) {
     closedir(d);
     if (rmdir(dir) && errno != ENOENT)
         fprintf(stderr, "zerolab: warning: could not remove '%s': %s\n", dir, strerror(errno));
-}
-
-static void sibling(char *out, size_t n, const char *dir, const char *suffix) {
-    size_t len = strlen(dir);
-    while (len > 1 && dir[len - 1] == '/') len--; /* "ckpt/" -> "ckpt.zl-tmp", not "ckpt/.zl-tmp" */
-    snprintf(out, n, "%.*s%s", (int)len, dir, suffix);
 }
 
 /* Files in dir other than "." and ".."; foreign: how many of them a save would not have written,

@@ -748,6 +748,29 @@ Test(refused, every_bad_checkpoint_exits_2_with_one_line, .timeout = 120) {
     expect_resume_refused(dir, "", man, "cannot open");
 }
 
+/* Where the file system has no RENAME_EXCHANGE a save renames DIR to DIR.zl-old, then
+ * DIR.zl-tmp to DIR: a job killed between the two leaves no DIR. --resume DIR and zlckpt said
+ * only "cannot open"; they now name DIR.zl-old (and DIR.zl-tmp when it has a manifest). */
+Test(refused, a_save_cut_between_its_renames_names_the_checkpoints_left) {
+    char dir[256], old[300], tmp[300], cmd[1000], want[700], unused[17];
+    tmp_path(dir, sizeof dir, "cut");
+    rm_rf(dir);
+    snprintf(old, sizeof old, "%s.zl-old", dir);
+    snprintf(tmp, sizeof tmp, "%s.zl-tmp", dir);
+    run_ok(unused, "-n 2 {stage1} %s --batch 2 --steps 1 --save %s", TINY, dir);
+    cr_assert_eq(rename(dir, old), 0);
+    snprintf(want, sizeof want, "'%s' holds the checkpoint before it: rename it to '%s'", old, dir);
+    expect_resume_refused(dir, "", "cannot open", want);
+    snprintf(cmd, sizeof cmd, "cp -a %s %s", old, tmp);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(want, sizeof want, "'%s' holds the checkpoint before it, '%s' the one it was saving", old, tmp);
+    expect_resume_refused(dir, "", "cannot open", want);
+    zl_run_result r;
+    zl_run_plain(&r, "%s/../zlckpt verify %s", zl_build_dir(), dir);
+    cr_expect(r.exit_code == 2 && strstr(r.err, want), "zlckpt verify: exit %d: '%s'", r.exit_code, r.err);
+    rm_rf(dir);
+}
+
 /* ---- the --save directory, checked before training ------------------------------- */
 
 static void expect_save_refused(const char *flags, const char *reason) {
