@@ -213,7 +213,7 @@ static void resume(Trainer *t) {
     if (t->rt.cfg.resume_dir[0]) zl_numerics_resume(&t->num, t->start.adam_step, &t->start.scaler);
 }
 static void save_checkpoint(Trainer *t, int step) {
-    if (!zl_ckpt_due(t->ckpt, step)) return;
+    if (!zl_ckpt_due(t->ckpt, step) || t->num.diverged) return; /* diverged: DIR keeps its last good checkpoint */
     finish_update(t, 0); /* the checkpoint holds the state after this step's update */
     zl_ckpt_save_if_due(t->ckpt, owned(t), step, t->num.adam_step, &t->num.scaler, t->compute);
 }

@@ -103,7 +103,7 @@ static void allocate(Trainer *t) {
     t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * full, "fp16 params");
     t->grads = zl_mem_alloc(ZL_MEM_GRADS_FP16, 2 * shard, "fp16 grads (this rank's slices)");
     if (t->rt.cfg.offload) { /* ZeRO-Offload: the optimizer states live on the host */
-        t->off = zl_offload_create(&t->part, t->half, t->rt.local_size);
+        t->off = zl_offload_create(&t->part, t->half, t->rt.host_threads);
         t->master = t->off->master, t->adam_m = t->off->m, t->adam_v = t->off->v;
     } else {
         t->master = zl_mem_alloc(ZL_MEM_MASTER_FP32, 4 * shard, "fp32 master params (this rank's slices)");
@@ -283,7 +283,7 @@ static void resume(Trainer *t) {
     if (t->rt.cfg.resume_dir[0]) zl_numerics_resume(&t->num, t->start.adam_step, &t->start.scaler);
 }
 static void save_checkpoint(Trainer *t, int step) {
-    if (!zl_ckpt_due(t->ckpt, step) || (t->early && t->num.diverged)) return; /* early: bad update ran */
+    if (!zl_ckpt_due(t->ckpt, step) || t->num.diverged) return; /* diverged: DIR keeps its last good checkpoint */
     finish_update(t, 0); /* the checkpoint holds the state after this step's update */
     zl_ckpt_save_if_due(t->ckpt, owned(t), step, t->num.adam_step, &t->num.scaler, t->compute);
 }

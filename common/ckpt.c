@@ -57,6 +57,13 @@ void zl_ckpt_rank_path(char *out, size_t n, const char *dir, int rank) {
     snprintf(out, n, "%s/rank-%05d.bin", dir, rank);
 }
 
+/* DIR.zl-tmp, DIR.zl-old: the save's names beside DIR */
+static void sibling(char *out, size_t n, const char *dir, const char *suffix) {
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/') len--; /* "ckpt/" -> "ckpt.zl-tmp", not "ckpt/.zl-tmp" */
+    snprintf(out, n, "%.*s%s", (int)len, dir, suffix);
+}
+
 static const char *rank_name(int rank, char *buf, size_t n) {
     snprintf(buf, n, "rank-%05d.bin", rank);
     return buf;
@@ -425,6 +432,25 @@ static int parse_files(ctx *c, const cJSON *j, zl_ckpt_manifest *m) {
     return 0;
 }
 
+/* DIR is gone but DIR.zl-old holds a checkpoint: a save on a file system without
+ * RENAME_EXCHANGE was cut between its two renames (publish). Say where the checkpoints are. */
+static void note_cut_save(const char *dir, char *err, size_t n) {
+    char old[ZL_PATH_MAX + 32], tmp[ZL_PATH_MAX + 32], probe[ZL_PATH_MAX + 64];
+    struct stat st;
+    sibling(old, sizeof old, dir, ".zl-old");
+    snprintf(probe, sizeof probe, "%s/%s", old, ZL_CKPT_MANIFEST);
+    if (!stat(dir, &st) || stat(probe, &st)) return;
+    sibling(tmp, sizeof tmp, dir, ".zl-tmp");
+    snprintf(probe, sizeof probe, "%s/%s", tmp, ZL_CKPT_MANIFEST);
+    size_t len = strlen(err);
+    if (stat(probe, &st))
+        snprintf(err + len, n - len, "; a save was cut short: '%s' holds the checkpoint before it: rename it to '%s'",
+                 old, dir);
+    else
+        snprintf(err + len, n - len, "; a save was cut short: '%s' holds the checkpoint before it, '%s' the one it "
+                 "was saving (whole if zlckpt verify passes): rename one of them to '%s'", old, tmp, dir);
+}
+
 int zl_ckpt_read_manifest(const char *dir, zl_ckpt_manifest *m, char *err, size_t n) {
     memset(m, 0, sizeof *m);
     char path[ZL_PATH_MAX + 32];
@@ -433,6 +459,7 @@ int zl_ckpt_read_manifest(const char *dir, zl_ckpt_manifest *m, char *err, size_
     char *text = NULL;
     size_t len = 0;
     int rc = read_text(&c, path, &text, &len) || check_seal(&c, text, len) ? -1 : 0;
+    if (rc && !text) note_cut_save(dir, err, n);
     cJSON *j = rc ? NULL : cJSON_ParseWithLength(text, len);
     if (!rc && !cJSON_IsObject(j)) rc = msg(err, n, "%s: not a JSON object", path);
     if (!rc)
@@ -512,26 +539,38 @@ int zl_ckpt_compatible(const zl_ckpt_manifest *m, const char *dir, zl_model_shap
 
 /* ---- reading ranges of the unpadded layout ------------------------------------------ */
 
+/* One old rank file open at a time: a checkpoint of thousands of ranks must not need as many
+ * descriptors (ulimit -n is often 1024). A range runs over the old ranks in order, so each
+ * file is opened once per range it overlaps. */
 struct zl_ckpt_reader {
     const char *dir;
     const zl_ckpt_manifest *m;
-    int *fd; /* [world] old rank files, opened on first use */
+    int fd;     /* old rank file `fd_rank`, or -1 */
+    size_t fd_rank;
 };
 
 zl_ckpt_reader *zl_ckpt_reader_open(const char *dir, const zl_ckpt_manifest *m) {
     zl_ckpt_reader *rd = calloc(1, sizeof *rd);
-    if (!rd || !(rd->fd = malloc((size_t)m->world * sizeof(int)))) zl_fatal("out of host memory");
-    rd->dir = dir, rd->m = m;
-    for (int q = 0; q < m->world; q++) rd->fd[q] = -1;
+    if (!rd) zl_fatal("out of host memory");
+    rd->dir = dir, rd->m = m, rd->fd = -1;
     return rd;
 }
 
 void zl_ckpt_reader_close(zl_ckpt_reader *rd) {
     if (!rd) return;
-    for (int q = 0; q < rd->m->world; q++)
-        if (rd->fd[q] >= 0) close(rd->fd[q]);
-    free(rd->fd);
+    if (rd->fd >= 0) close(rd->fd);
     free(rd);
+}
+
+/* The open file of old rank q (the one open before it closed first). 0, or -1 with err. */
+static int reader_file(zl_ckpt_reader *rd, size_t q, char *err, size_t n) {
+    if (rd->fd >= 0 && rd->fd_rank == q) return 0;
+    if (rd->fd >= 0) close(rd->fd);
+    char path[ZL_PATH_MAX + 32];
+    zl_ckpt_rank_path(path, sizeof path, rd->dir, (int)q);
+    rd->fd_rank = q;
+    if ((rd->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return msg(err, n, "%s: %s", path, strerror(errno));
+    return 0;
 }
 
 static int pread_all(int fd, void *buf, size_t n, size_t off) {
@@ -556,15 +595,11 @@ int zl_ckpt_read_range(zl_ckpt_reader *rd, int cat, int u, size_t begin, size_t 
     if (begin >= end) return 0;
     for (size_t q = begin / L; q * L < end; q++) {
         size_t a = begin > q * L ? begin : q * L, b = end < (q + 1) * L ? end : (q + 1) * L;
-        if (rd->fd[q] < 0) {
-            char path[ZL_PATH_MAX + 32];
-            zl_ckpt_rank_path(path, sizeof path, rd->dir, (int)q);
-            if ((rd->fd[q] = open(path, O_RDONLY | O_CLOEXEC)) < 0) return msg(err, n, "%s: %s", path, strerror(errno));
-        }
+        if (reader_file(rd, q, err, n)) return -1;
         size_t file_off = zl_ckpt_cat_offset(m, cat) + (p->slice_off[u] + (a - q * L)) * esz;
         for (size_t done = 0; done < b - a; done += chunk) {
             size_t cnt = b - a - done < chunk ? b - a - done : chunk;
-            if (pread_all(rd->fd[q], buf, cnt * esz, file_off + done * esz))
+            if (pread_all(rd->fd, buf, cnt * esz, file_off + done * esz))
                 return msg(err, n, "%s/rank-%05zu.bin: short read (changed since it was verified?)", rd->dir, q);
             sink(ctx_, a - begin + done, buf, cnt);
         }
@@ -633,9 +668,12 @@ static void to_device(void *c_, size_t at, void *data, size_t count) {
     zl_memcpy_h2d(c->dev + at * c->esz, data, count * c->esz, c->s);
 }
 
-static void load_category(zl_ckpt *ck, zl_ckpt_reader *rd, int cat, void *base, zl_ckpt_layout layout,
-                          int to_storage, zl_stream s) {
-    size_t esz = to_storage || cat == ZL_CKPT_PARAMS ? 2 : 4;
+/* Category cat into the owned buffer `base`; returns the bytes read from the checkpoint's files
+ * (the unpadded elements, at the file's element size: fp32 master read to rebuild fp16 params
+ * counts 4 bytes an element). */
+static size_t load_category(zl_ckpt *ck, zl_ckpt_reader *rd, int cat, void *base, zl_ckpt_layout layout,
+                            int to_storage, zl_stream s) {
+    size_t esz = to_storage || cat == ZL_CKPT_PARAMS ? 2 : 4, read = 0;
     char err[ZL_PATH_MAX + 256];
     for (int u = 0; u < ck->part->n_units; u++) {
         size_t begin, end, dst;
@@ -644,16 +682,14 @@ static void load_category(zl_ckpt *ck, zl_ckpt_reader *rd, int cat, void *base, 
         if (zl_ckpt_read_range(rd, cat, u, begin, end, ck->staging, ck->staging_bytes, to_device, &sink, err,
                                sizeof err))
             zl_fatal("--resume: %s", err);
+        read += (end - begin) * cat_elem_bytes(cat);
     }
+    return read;
 }
 
-/* Bytes of an owned buffer of fp32 (esz 4) or fp16 (esz 2) elements; data_bytes: of its
- * padded units alone, without a full buffer's alignment gaps (what a resume fills). */
+/* Bytes of an owned buffer of fp32 (esz 4) or fp16 (esz 2) elements. */
 static size_t owned_bytes(const zl_ckpt *ck, zl_ckpt_layout layout, size_t esz) {
     return esz * (layout == ZL_CKPT_FULL ? ck->part->full_len : ck->part->shard_len);
-}
-static size_t data_bytes(const zl_ckpt *ck, zl_ckpt_layout layout, size_t esz) {
-    return esz * (layout == ZL_CKPT_FULL ? ck->part->psi_pad : ck->part->shard_len);
 }
 
 /* One line on rank 0: how long the slowest rank took, and the bytes per rank and in all. */
@@ -680,18 +716,18 @@ zl_ckpt_progress zl_ckpt_resume(zl_ckpt *ck, zl_ckpt_owned o, zl_stream s) {
         zl_fatal("--resume: %s (changed since start-up?)", err);
     zl_ckpt_reader *rd = zl_ckpt_reader_open(c->resume_dir, &m);
     float *state[3] = {o.master, o.adam_m, o.adam_v};
+    size_t read = 0; /* bytes read from the files */
     for (int cat = ZL_CKPT_MASTER; cat <= ZL_CKPT_V; cat++) {
         zl_memset_async(state[cat], 0, owned_bytes(ck, o.states, 4), s); /* the padding: zeros, as at init */
-        load_category(ck, rd, cat, state[cat], o.states, 0, s);
+        read += load_category(ck, rd, cat, state[cat], o.states, 0, s);
     }
     zl_memset_async(o.params, 0, owned_bytes(ck, o.params_layout, 2), s);
-    if (m.has_params) load_category(ck, rd, ZL_CKPT_PARAMS, o.params, o.params_layout, 0, s);
-    else load_category(ck, rd, ZL_CKPT_MASTER, o.params, o.params_layout, 1, s); /* params = storage(master) */
+    if (m.has_params) read += load_category(ck, rd, ZL_CKPT_PARAMS, o.params, o.params_layout, 0, s);
+    else read += load_category(ck, rd, ZL_CKPT_MASTER, o.params, o.params_layout, 1, s); /* params = storage(master) */
     zl_stream_sync(s);
     zl_ckpt_reader_close(rd);
     ck->start = m.at;
-    double loaded = 3.0 * (double)data_bytes(ck, o.states, 4) + (m.has_params ? (double)data_bytes(ck, o.params_layout, 2) : 0);
-    report_io(ck->rt, "resumed", c->resume_dir, m.at.step, zl_wall_seconds() - t0, loaded);
+    report_io(ck->rt, "resumed", c->resume_dir, m.at.step, zl_wall_seconds() - t0, (double)read);
     zl_ckpt_manifest_free(&m);
     return ck->start;
 }
@@ -720,19 +756,20 @@ static void remove_checkpoint_dir(const char *dir) {
         fprintf(stderr, "zerolab: warning: could not remove '%s': %s\n", dir, strerror(errno));
 }
 
-static void sibling(char *out, size_t n, const char *dir, const char *suffix) {
-    size_t len = strlen(dir);
-    while (len > 1 && dir[len - 1] == '/') len--; /* "ckpt/" -> "ckpt.zl-tmp", not "ckpt/.zl-tmp" */
-    snprintf(out, n, "%.*s%s", (int)len, dir, suffix);
-}
-
-/* Files in dir other than "." and ".."; foreign: how many of them a save would not have written. */
-static int count_entries(const char *dir, int *foreign) {
+/* Files in dir other than "." and ".."; foreign: how many of them a save would not have written,
+ * the first one's name in first (n bytes). */
+static int count_entries(const char *dir, int *foreign, char *first, size_t n) {
     DIR *d = opendir(dir);
     int entries = 0;
     *foreign = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) entries++, *foreign += !checkpoint_file_name(e->d_name);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        entries++;
+        if (checkpoint_file_name(e->d_name)) continue;
+        if (!(*foreign)++) snprintf(first, n, "%s", e->d_name);
+    }
+    for (char *c = first; *foreign && *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?'; /* the message naming it stays one line */
     if (d) closedir(d);
     return entries;
 }
@@ -751,17 +788,23 @@ int zl_ckpt_probe_dir(const char *dir, char *m, size_t n) {
         return EINVAL;
     }
     int foreign = 0;
+    char stray[256] = "";
     if (!stat(dir, &st)) {
         snprintf(path, sizeof path, "%s/%s", dir, ZL_CKPT_MANIFEST);
-        int entries = S_ISDIR(st.st_mode) ? count_entries(dir, &foreign) : 0;
+        int entries = S_ISDIR(st.st_mode) ? count_entries(dir, &foreign, stray, sizeof stray) : 0;
         if (!S_ISDIR(st.st_mode) || (entries && access(path, F_OK))) {
             msg(m, n, "--save: '%s' exists and is not a zerolab checkpoint (no %s); refusing to replace it", dir,
                 ZL_CKPT_MANIFEST);
             return EEXIST;
         }
+        if (foreign) { /* the swap would carry it into DIR.zl-tmp, which no save may clear: the next save fails */
+            msg(m, n, "--save: '%s' holds '%s', which a save does not write (a save replaces the whole directory): "
+                "move it out", dir, stray);
+            return EEXIST;
+        }
     }
     sibling(path, sizeof path, dir, ".zl-tmp");
-    if (!lstat(path, &st) && (!S_ISDIR(st.st_mode) || (count_entries(path, &foreign), foreign))) {
+    if (!lstat(path, &st) && (!S_ISDIR(st.st_mode) || (count_entries(path, &foreign, stray, sizeof stray), foreign))) {
         /* a killed save leaves a directory of checkpoint files only; the next save clears those */
         msg(m, n, "--save: '%s' (the temporary directory a save writes first) exists and holds %s: remove it", path,
             S_ISDIR(st.st_mode) ? "files a save did not write" : "something that is not a directory");
@@ -824,9 +867,12 @@ static int publish(zl_ckpt *ck, int has_params, zl_ckpt_progress at, const uint6
     zl_path_parent(parent, sizeof parent, dir);
     int e;
     if ((e = zl_ckpt_write_manifest(tmp, &m))) return snprintf(what, n, "%s/%s", tmp, ZL_CKPT_MANIFEST), e;
-    if ((e = fsync_path(tmp))) return snprintf(what, n, "%s", tmp), e;
     struct stat st;
-    if (stat(dir, &st)) { /* no previous checkpoint */
+    int had = !stat(dir, &st);
+    if (had && chmod(tmp, st.st_mode & 07777)) /* the previous DIR's permissions: a chmod 700 stays */
+        return snprintf(what, n, "chmod %s", tmp), errno;
+    if ((e = fsync_path(tmp))) return snprintf(what, n, "%s", tmp), e;
+    if (!had) { /* no previous checkpoint */
         if (rename(tmp, dir)) return snprintf(what, n, "rename %s -> %s", tmp, dir), errno;
     } else if (!renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE)) {
         remove_checkpoint_dir(tmp); /* it now holds the previous checkpoint */
@@ -858,7 +904,8 @@ static void save(zl_ckpt *ck, zl_ckpt_owned o, zl_ckpt_progress at, zl_stream s)
     int e = 0;
     if (rt->rank == 0) {
         remove_checkpoint_dir(tmp); /* what a killed save left behind */
-        if (mkdir(tmp, 0777)) e = errno;
+        struct stat st; /* replacing DIR: private until publish gives it DIR's own permissions */
+        if (mkdir(tmp, stat(rt->cfg.save_dir, &st) ? 0777 : 0700)) e = errno;
     }
     mpiCheck(MPI_Bcast(&e, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (e) zl_fatal("--save: cannot create '%s': %s", tmp, strerror(e));

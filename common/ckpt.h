@@ -19,7 +19,7 @@
  * (last, fsynced), the directory fsynced, then DIR.zl-tmp takes DIR's place in one
  * rename(2) (RENAME_EXCHANGE when DIR exists; where the file system lacks it, DIR is
  * renamed to DIR.zl-old first). A save killed at any point leaves the previous DIR
- * intact and loadable.
+ * intact and loadable. The new DIR gets the previous one's permissions (mode bits).
  *
  * Reshard: a rank of the new run needs, of unit u, either its new slice [begin, end)
  * (ZeRO) or the whole unit (DDP; and every fp16 copy of stages 0-2). Those unpadded
@@ -41,6 +41,11 @@
 
 #define ZL_CKPT_VERSION 1
 #define ZL_CKPT_MANIFEST "manifest.json"
+
+/* The rank files are little-endian and ckpt.c writes and reads the host's own bytes: a
+ * big-endian host would write files no other host reads the same. Refused where it is built. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "zerolab checkpoints are little-endian and ckpt.c does not swap bytes: big-endian hosts unsupported");
 
 /* ---- run hooks (collective: every rank calls them) -------------------------------- */
 
@@ -94,7 +99,8 @@ void zl_ckpt_save_if_due(zl_ckpt *ck, zl_ckpt_owned o, int step, int adam_step, 
  * the manifest against this run, and the files' sizes and checksums (rank r hashes files
  * r, r + N, …); on any fault every rank exits 2, one line from the lowest faulty rank. */
 void zl_ckpt_check_resume(zl_runtime *rt, zl_model_shape shape);
-/* Rank 0, at start-up (outputs.c): can DIR be written? 0, or errno with msg filled. */
+/* Rank 0, at start-up (outputs.c): can DIR be written, and replaced whole (new, empty, or a
+ * checkpoint holding nothing a save does not write)? 0, or errno with msg filled. */
 int zl_ckpt_probe_dir(const char *dir, char *msg, size_t n);
 
 /* ---- the format (no MPI, no device: zlckpt and the fuzz test use these) ----------- */
@@ -140,7 +146,8 @@ int zl_ckpt_write_manifest(const char *dir, const zl_ckpt_manifest *m);
 /* Streaming reads of the unpadded layout: elements [begin, end) (end <= n[u]) of unit u,
  * category cat, from the files of the old ranks whose slices overlap. Each piece goes
  * through `buf` (cap bytes) and is handed to sink(ctx, offset from begin, data, count).
- * 0, or -1 with err (a short read: the file changed since it was verified). */
+ * 0, or -1 with err (a short read: the file changed since it was verified). A reader keeps
+ * one rank file open at a time, whatever the old N. */
 /* data is writable: a sink may convert in place */
 typedef void (*zl_ckpt_sink)(void *ctx, size_t at, void *data, size_t count);
 typedef struct zl_ckpt_reader zl_ckpt_reader;

@@ -1,10 +1,7 @@
 /* offload.c — host optimizer states, host Adam and the copies around it (see offload.h). */
 #include "offload.h"
 
-#include <omp.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "alloc.h"
 #include "../kernels/cpu/adam_host.h"
@@ -23,7 +20,7 @@ struct zl_offload_job {
     zl_adam_hparams hp;
 };
 
-zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ranks) {
+zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int threads) {
     zl_offload *o = zl_host_calloc(1, sizeof *o);
     size_t shard = p->shard_len;
     o->part = p, o->half = half;
@@ -38,20 +35,23 @@ zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ra
     o->params_landed = zl_events_create(p->n_units);
     o->adam_done = zl_events_create(p->n_units);
     o->jobs = zl_host_calloc((size_t)p->n_units, sizeof *o->jobs);
-    o->threads = zl_offload_threads(local_ranks);
+    o->threads = threads;
     return o;
 }
 
-/* The rank's share of the cores its CPU affinity allows. A launcher that pins each rank to one
- * core (Open MPI does at -n <= 2) leaves host Adam one thread — several times slower, silently —
- * so that case is named on stderr. */
-int zl_offload_threads(int local_ranks) {
-    int ranks = local_ranks > 0 ? local_ranks : 1, allowed = omp_get_num_procs();
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = allowed / ranks; /* ranks on one node share its cores */
-    if (online > 0 && allowed < online / ranks)
-        fprintf(stderr, "zerolab: warning: host Adam gets %d thread(s): this rank may use %d of the node's %ld cores "
-                        "(its CPU affinity; e.g. mpirun --bind-to none)\n", threads > 0 ? threads : 1, allowed, online);
+/* Each CPU of this rank's mask counts 1/k, k the node's ranks whose masks hold it: only a
+ * shared CPU is divided, so a set a launcher gave the rank alone is not divided again. */
+int zl_offload_threads(const unsigned char *masks, size_t bytes, int ranks, int me) {
+    const unsigned char *mine = masks + (size_t)me * bytes;
+    double share = 0;
+    for (size_t c = 0; c < 8 * bytes; c++) {
+        unsigned char bit = (unsigned char)(1u << (c % 8));
+        if (!(mine[c / 8] & bit)) continue;
+        int k = 0;
+        for (int r = 0; r < ranks; r++) k += (masks[(size_t)r * bytes + c / 8] & bit) != 0;
+        share += 1.0 / k;
+    }
+    int threads = (int)(share + 1e-9); /* 3 x 1/3 is 1 */
     return threads > 0 ? threads : 1;
 }
 

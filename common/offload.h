@@ -51,16 +51,22 @@ typedef struct {
     zl_event *params_landed; /* one per unit: its new parameter slice is back on the device */
     zl_event *adam_done;    /* one per unit: host Adam has written its new slice into staging */
     struct zl_offload_job *jobs; /* one per unit: the arguments of its host function */
-    int threads;            /* OpenMP threads for host Adam: this node's cores / its ranks */
+    int threads;            /* OpenMP threads for host Adam: this rank's share of the node's cores */
 } zl_offload;
 
-/* OpenMP threads host Adam runs on: the cores this process may use (its affinity mask, as
- * OpenMP sees it) / ranks on this node, at least 1. A launcher that binds each rank to one
- * core (Open MPI's default for 2 ranks or fewer) leaves 1: run with --bind-to none. */
-int zl_offload_threads(int local_ranks);
+/* OpenMP threads host Adam runs on: this rank's share of its node's CPUs. masks: the CPU
+ * affinity masks of the node's `ranks` ranks, `bytes` each (CPU c is bit c % 8 of byte c / 8),
+ * masks + me·bytes this rank's. Each CPU of its mask counts 1/k, k the ranks whose masks hold
+ * it; the sum, rounded down, at least 1. Unbound ranks (every mask the whole node) get the
+ * node's CPUs / ranks; ranks a launcher bound to sets of their own (Slurm --cpus-per-task, Open
+ * MPI PE=n) their whole set; a rank bound to one core 1 (Open MPI's default for 2 ranks or
+ * fewer: run with --bind-to none); ranks bound to one socket share its cores. Pure: the
+ * runtime gathers the masks at start-up (zl_runtime.host_threads). */
+int zl_offload_threads(const unsigned char *masks, size_t bytes, int ranks, int me);
 
-/* Allocate the host buffers (tracked, pinned), the copy streams and the events; before step 1. */
-zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int local_ranks);
+/* Allocate the host buffers (tracked, pinned), the copy streams and the events; before step 1.
+ * threads: host Adam's (zl_offload_threads). */
+zl_offload *zl_offload_create(const zl_partition *p, zl_dtype half, int threads);
 void zl_offload_free(zl_offload *o); /* the buffers go with zl_mem_free_all */
 
 /* Initialisation: unit u's fp32 master = its 16-bit parameter slice on the device, widened

@@ -144,7 +144,7 @@ static void summarize(const zl_report *r, rank_summary *s) {
         double up = 0;
         for (int t = 0; t < ZL_NDTYPES; t++) up += s->comm[ZL_OP_H2D][ZL_P_OFFLOAD_PARAMS][t][C_TIMED_S];
         s->host_adam_bytes = s->timed_steps > 0 ? 14.0 * up / s->timed_steps : 0;
-        s->host_threads = zl_offload_threads(r->rt->local_size);
+        s->host_threads = r->rt->host_threads;
     }
 }
 

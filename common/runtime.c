@@ -1,14 +1,18 @@
 /* runtime.c — see runtime.h. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "runtime.h"
 
 #include <errno.h>
 #include <mpi.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"   /* zl_mem_free_all */
 #include "comm.h"    /* zl_comm_finalize */
 #include "events.h"  /* zl_events_destroy_all */
+#include "offload.h" /* zl_offload_threads */
 #include "outputs.h"
 #include "../kernels/backend.h" /* zl_backend_device_key, zl_backend_init */
 #include "../kernels/gpu_select.h" /* zl_find_shared_device */
@@ -75,6 +79,26 @@ static void refuse_a_shared_device(zl_runtime *rt, MPI_Comm local) {
     zl_runtime_refuse_if_any(rt, shared, err);
 }
 
+/* Host Adam's threads (--offload): the ranks of the node compare their CPU affinity masks, so
+ * that a CPU is divided among the ranks that share it and only those (a launcher that gave
+ * each rank cores of its own has divided them already). A rank held to fewer than its even
+ * share of the node's cores is named on stderr. */
+static void share_cpus(zl_runtime *rt, MPI_Comm local) {
+    unsigned char mine[CPU_SETSIZE / 8] = {0};
+    cpu_set_t set;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int known = !sched_getaffinity(0, sizeof set, &set), allowed = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (known ? CPU_ISSET(c, &set) : c < online) mine[c / 8] |= (unsigned char)(1u << (c % 8)), allowed++;
+    unsigned char *masks = zl_host_calloc((size_t)rt->local_size, sizeof mine);
+    mpiCheck(MPI_Allgather(mine, sizeof mine, MPI_BYTE, masks, sizeof mine, MPI_BYTE, local));
+    rt->host_threads = zl_offload_threads(masks, sizeof mine, rt->local_size, rt->local_rank);
+    free(masks);
+    if (rt->cfg.offload && online > 0 && rt->host_threads < online / rt->local_size)
+        fprintf(stderr, "zerolab: warning: host Adam gets %d thread(s): this rank may use %d of the node's %ld cores "
+                        "(its CPU affinity; e.g. mpirun --bind-to none)\n", rt->host_threads, allowed, online);
+}
+
 void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     memset(rt, 0, sizeof *rt);
     rt->prog = prog_names[stage];
@@ -103,6 +127,7 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     mpiCheck(MPI_Comm_rank(local, &rt->local_rank));
     mpiCheck(MPI_Comm_size(local, &rt->local_size));
     refuse_a_shared_device(rt, local);
+    share_cpus(rt, local);
     mpiCheck(MPI_Comm_free(&local));
     zl_backend_init(rt->rank, rt->world, rt->local_rank, rt->local_size, rt->prog);
     zl_mem_init_collective(zl_dev_alloc_collective, zl_dev_free_collective); /* backend.h: the all-gathers' buffers */

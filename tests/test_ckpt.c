@@ -1,8 +1,8 @@
 /* test_ckpt.c — sharded checkpoints end to end (spawns mpiexec as a child): a run of S
  * steps equals S1 steps, saved, then resumed for S − S1 (param_hash, every stage, N = 1..4);
  * a checkpoint resumed by another stage and at another N; a job killed in the middle of
- * a save leaves the previous checkpoint verifiable and loadable; zlckpt inspect / verify /
- * export; every kind of bad checkpoint refused with exit 2 and one line naming the file,
+ * a save, or a run that diverges, leaves the previous checkpoint verifiable and loadable;
+ * zlckpt inspect / verify / export; every kind of bad checkpoint refused with exit 2 and one line naming the file,
  * before training; the --save directory checked before training.
  *
  * ZL_BUILD picks build/cpu or build/cuda (zl_test_util.h); ZL_MAX_WORLD (default 4) caps N;
@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #define XXH_INLINE_ALL
@@ -123,6 +124,50 @@ Test(resume, scaler_and_skipped_steps_stage1_N3) { check_resume_with_skips(1, 3)
 Test(resume, scaler_and_skipped_steps_stage2_N2) { check_resume_with_skips(2, 2); }
 Test(resume, scaler_and_skipped_steps_stage3_N1) { check_resume_with_skips(3, 1); }
 
+/* A run that diverges writes no checkpoint: neither at its last step nor at a --save-every
+ * multiple, with a dynamic scale (whose state after divergence, a scale below 1, no scaler
+ * can hold: such a manifest was written and then refused by verify and --resume) or a static
+ * one (the step's state was saved under its number, as if skipped). The good checkpoint in DIR
+ * stays byte for byte, verifies and resumes; stderr says nothing was saved. */
+static void check_divergence_keeps_checkpoint(int stage, const char *scale, const char *resume_scale) {
+    char dir[256], copy[300], unused[17], cmd[1200];
+    tmp_path(dir, sizeof dir, "diverged");
+    snprintf(copy, sizeof copy, "%s_good", dir);
+    rm_rf(dir), rm_rf(copy);
+    const char *p = zl_progs[stage];
+    run_ok(unused, "-n 2 {%s} %s --batch 2 --steps 2 %s --save %s", p, TINY, scale, dir);
+    snprintf(cmd, sizeof cmd, "cp -a %s %s", dir, copy);
+    cr_assert_eq(system(cmd), 0);
+    /* global step 4 diverges: the last step, then a --save-every 2 multiple mid-run */
+    const char *const ways[2] = {"--steps 2", "--steps 3 --save-every 2"};
+    for (int w = 0; w < 2; w++) {
+        zl_run_result r;
+        zl_run(&r, "-n 2 {%s} %s --batch 2 %s %s --resume %s --save %s --inject-overflow 2", p, TINY, ways[w],
+               resume_scale, dir, dir);
+        cr_expect_eq(r.exit_code, 3, "%s %s %s: exit %d: %s", p, scale, ways[w], r.exit_code, r.err);
+        cr_expect(strstr(r.err, "nothing saved at the diverged step"), "%s %s %s: '%s'", p, scale, ways[w], r.err);
+        snprintf(cmd, sizeof cmd, "diff -r %s %s >/dev/null", dir, copy);
+        cr_expect_eq(system(cmd), 0, "%s %s %s: the diverged run replaced the checkpoint", p, scale, ways[w]);
+        zl_run_plain(&r, "%s/../zlckpt verify %s", zl_build_dir(), dir);
+        cr_expect_eq(r.exit_code, 0, "%s %s %s: verify: %s", p, scale, ways[w], r.err);
+        snprintf(cmd, sizeof cmd, "rm -rf %s && cp -a %s %s", dir, copy, dir); /* the next way starts whole */
+        cr_assert_eq(system(cmd), 0);
+    }
+    run_ok(unused, "-n 2 {%s} %s --batch 2 --steps 1 %s --resume %s", p, TINY, resume_scale, dir);
+    rm_rf(dir), rm_rf(copy);
+}
+#define DIVERGED_TESTS(stage)                                                                                        \
+    Test(diverged, stage##stage##_dynamic_scale_keeps_the_checkpoint) {                                            \
+        check_divergence_keeps_checkpoint(stage, "--loss-scale-init 1", "");                                        \
+    }                                                                                                                \
+    Test(diverged, stage##stage##_static_scale_keeps_the_checkpoint) {                                             \
+        check_divergence_keeps_checkpoint(stage, "--loss-scale 1024", "--loss-scale 1024");                         \
+    }
+DIVERGED_TESTS(0)
+DIVERGED_TESTS(1)
+DIVERGED_TESTS(2)
+DIVERGED_TESTS(3)
+
 /* The transformer too: its manifest names the model (kind gpt, T, H, V beside L and D), and 2
  * steps saved by ZeRO-2 then 2 resumed by ZeRO-3 equal 4 steps of ZeRO-3 (the stages are bitwise
  * equal without accumulation). A GPT checkpoint was once written as the MLP's and refused on
@@ -188,6 +233,32 @@ static void check_other_stage_bitwise(int from, int to, int N) {
 Test(reshard, stage3_to_stage1_same_N_bitwise) { check_other_stage_bitwise(3, 1, 2); }
 Test(reshard, stage0_to_stage3_same_N_bitwise) { check_other_stage_bitwise(0, 3, 2); }
 Test(reshard, stage2_to_stage0_same_N_bitwise) { check_other_stage_bitwise(2, 0, 2); }
+
+/* The "checkpoint: resumed ..." line counts the bytes read from the checkpoint's files: a
+ * ZeRO-2 rank at N = 2 reads its slices of master, m, v (3 x 4 B x 3922 elements of each of
+ * the two units of 7843 on rank 0, 3921 on rank 1) and, for its full fp16 copy, the whole
+ * unpadded vector (Ψ = 15686): the checkpoint's params (2 B an element) where it has them
+ * (stage 3), else the master again (4 B), rounded. The master read a second time was left out,
+ * and padding counted. */
+static void expect_resume_bytes(const char *saver, double params_bytes) {
+    char dir[256], unused[17];
+    tmp_path(dir, sizeof dir, "readcount");
+    rm_rf(dir);
+    const double psi = 2 * 7843.0, rank0_slices = 2 * 3922.0;
+    run_ok(unused, "-n 2 {%s} %s --batch 2 --steps 1 --save %s", saver, TINY, dir);
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage2} %s --batch 2 --steps 1 --resume %s", TINY, dir);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    const char *line = strstr(r.out, "checkpoint: resumed step 1 from "), *at = line ? strstr(line, dir) : NULL;
+    double rank0 = -1, all = -1;
+    cr_assert(at && sscanf(at + strlen(dir), ": %lf bytes on rank 0, %lf in all", &rank0, &all) == 2,
+              "no resumed line: %s", r.out);
+    cr_expect_eq(rank0, 3 * 4 * rank0_slices + params_bytes * psi, "from %s: rank 0 read %.0f bytes", saver, rank0);
+    cr_expect_eq(all, 3 * 4 * psi + 2 * params_bytes * psi, "from %s: %.0f bytes in all", saver, all);
+    rm_rf(dir);
+}
+Test(reshard, the_resumed_line_counts_the_master_read_for_the_params) { expect_resume_bytes("stage2", 4); }
+Test(reshard, the_resumed_line_counts_the_params_read) { expect_resume_bytes("stage3", 2); }
 
 /* N = 4 -> N = 2 with the global batch kept (the lab in docs/labs.md). */
 Test(reshard, stage3_N4_continued_as_stage3_N2) {
@@ -352,6 +423,58 @@ Test(zlckpt, inspect_verify_export) {
     rm_rf(dir);
 }
 
+/* zlckpt with at most `max_fds` descriptors (RLIMIT_NOFILE; the child keeps only 0, 1, 2, the
+ * rest closed), stdout and stderr to /dev/null and err_path; its exit code. */
+static int zlckpt_with_fds(int max_fds, const char *args, const char *err_path) {
+    char tool[256], line[1200];
+    snprintf(tool, sizeof tool, "%s/../zlckpt", zl_build_dir());
+    snprintf(line, sizeof line, "%s", args);
+    char *argv[16] = {tool};
+    int argc = 1;
+    for (char *tok = strtok(line, " "); tok && argc < 15; tok = strtok(NULL, " ")) argv[argc++] = tok;
+    argv[argc] = NULL;
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        int out = open("/dev/null", O_WRONLY), err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
+        for (int fd = 3; fd < 1024; fd++) close(fd);
+        struct rlimit lim = {(rlim_t)max_fds, (rlim_t)max_fds};
+        if (setrlimit(RLIMIT_NOFILE, &lim)) _exit(126);
+        execv(tool, argv);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The range reader keeps one rank file open at a time: a checkpoint of more ranks than
+ * `ulimit -n` allows (1024 is common) exports and reshards. It kept every old rank's file open
+ * until the end, so with 5 descriptors (stdin, stdout, stderr, the --out file and one rank
+ * file) exporting a checkpoint of 2 or 3 ranks failed: "rank-00001.bin: Too many open files". */
+Test(zlckpt, export_keeps_one_rank_file_open) {
+    char dir[256], out[128], ref[128], err[128], args[600], unused[17], cmd[400], text[1024];
+    tmp_path(dir, sizeof dir, "fds");
+    rm_rf(dir);
+    snprintf(out, sizeof out, "/tmp/zl_ck_fds_out_%d", getpid());
+    snprintf(ref, sizeof ref, "/tmp/zl_ck_fds_ref_%d", getpid());
+    snprintf(err, sizeof err, "/tmp/zl_ck_fds_err_%d", getpid());
+    int N = save_world();
+    run_ok(unused, "-n %d {stage3} %s --batch 2 --steps 1 --save %s", N, TINY, dir);
+    zl_run_result r;
+    zl_run_plain(&r, "%s/../zlckpt export %s --out %s", zl_build_dir(), dir, ref);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    snprintf(args, sizeof args, "export %s --out %s", dir, out);
+    int rc = zlckpt_with_fds(5, args, err);
+    zl_read_file(err, text, sizeof text);
+    cr_expect_eq(rc, 0, "N = %d, 5 descriptors: exit %d: %s", N, rc, text);
+    snprintf(cmd, sizeof cmd, "cmp -s %s %s", out, ref);
+    cr_expect_eq(system(cmd), 0, "the export under 5 descriptors differs from the one without");
+    unlink(out), unlink(ref), unlink(err);
+    rm_rf(dir);
+}
+
 /* A small checkpoint for the zlckpt command-line tests: one rank, one step; 4 units of 7843, so
  * that its export (125488 B) overflows a pipe's 64 KiB buffer (a reader gone early is EPIPE). */
 static void small_checkpoint(char *dir, size_t n, const char *tag) {
@@ -359,6 +482,34 @@ static void small_checkpoint(char *dir, size_t n, const char *tag) {
     tmp_path(dir, n, tag);
     rm_rf(dir);
     run_ok(unused, "-n 1 {stage2} --layers 4 --dim 31 --quiet --batch 2 --steps 1 --save %s", dir);
+}
+
+static unsigned mode_of(const char *path) {
+    struct stat st;
+    return stat(path, &st) ? 0u : (unsigned)(st.st_mode & 07777);
+}
+
+/* An export that replaces a file gives the new one the old one's permissions: a private 0600
+ * file stayed 0644 after `zlckpt export --out` (a temporary file created with the umask's
+ * mode, renamed into place); 0640 stays 0640 too. */
+Test(zlckpt, export_keeps_the_permissions_of_the_file_it_replaces) {
+    char dir[256], out[128];
+    small_checkpoint(dir, sizeof dir, "tool_mode");
+    snprintf(out, sizeof out, "/tmp/zl_ck_mode_out_%d", getpid());
+    const unsigned modes[2] = {0600, 0640};
+    for (int i = 0; i < 2; i++) {
+        unlink(out);
+        FILE *f = fopen(out, "w");
+        cr_assert(f && fputs("private", f) >= 0 && !fclose(f));
+        cr_assert_eq(chmod(out, modes[i]), 0);
+        zl_run_result r;
+        zl_run_plain(&r, "%s/../zlckpt export %s --out %s", zl_build_dir(), dir, out);
+        cr_expect_eq(r.exit_code, 0, "%s", r.err);
+        cr_expect_eq(size_of(out), 4 * 4 * 7843, "the export did not replace the file");
+        cr_expect_eq(mode_of(out), modes[i], "--out of mode %o is now %o", modes[i], mode_of(out));
+    }
+    unlink(out);
+    rm_rf(dir);
 }
 
 /* A report lost on the way to stdout (a full disk: /dev/full) exits 1 naming strerror, never 0. */
@@ -597,6 +748,29 @@ Test(refused, every_bad_checkpoint_exits_2_with_one_line, .timeout = 120) {
     expect_resume_refused(dir, "", man, "cannot open");
 }
 
+/* Where the file system has no RENAME_EXCHANGE a save renames DIR to DIR.zl-old, then
+ * DIR.zl-tmp to DIR: a job killed between the two leaves no DIR. --resume DIR and zlckpt said
+ * only "cannot open"; they now name DIR.zl-old (and DIR.zl-tmp when it has a manifest). */
+Test(refused, a_save_cut_between_its_renames_names_the_checkpoints_left) {
+    char dir[256], old[300], tmp[300], cmd[1000], want[700], unused[17];
+    tmp_path(dir, sizeof dir, "cut");
+    rm_rf(dir);
+    snprintf(old, sizeof old, "%s.zl-old", dir);
+    snprintf(tmp, sizeof tmp, "%s.zl-tmp", dir);
+    run_ok(unused, "-n 2 {stage1} %s --batch 2 --steps 1 --save %s", TINY, dir);
+    cr_assert_eq(rename(dir, old), 0);
+    snprintf(want, sizeof want, "'%s' holds the checkpoint before it: rename it to '%s'", old, dir);
+    expect_resume_refused(dir, "", "cannot open", want);
+    snprintf(cmd, sizeof cmd, "cp -a %s %s", old, tmp);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(want, sizeof want, "'%s' holds the checkpoint before it, '%s' the one it was saving", old, tmp);
+    expect_resume_refused(dir, "", "cannot open", want);
+    zl_run_result r;
+    zl_run_plain(&r, "%s/../zlckpt verify %s", zl_build_dir(), dir);
+    cr_expect(r.exit_code == 2 && strstr(r.err, want), "zlckpt verify: exit %d: '%s'", r.exit_code, r.err);
+    rm_rf(dir);
+}
+
 /* ---- the --save directory, checked before training ------------------------------- */
 
 static void expect_save_refused(const char *flags, const char *reason) {
@@ -640,5 +814,42 @@ Test(save_dir, unwritable_or_foreign_directories_are_refused_before_training) {
     expect_save_refused(flags, "is a symbolic link");
     snprintf(flags, sizeof flags, "--save %s/.", dir);
     expect_save_refused(flags, "by its name, not");
+    rm_rf(dir);
+}
+
+/* A save that replaces DIR gives the new directory DIR's permissions: a checkpoint chmod 700
+ * came back 0755 (DIR.zl-tmp made with the umask's mode, renamed into place). 0751, which no
+ * umask makes of 0777, shows they are copied, not merely narrowed. */
+Test(save_dir, a_save_keeps_the_directory_permissions) {
+    char dir[256], unused[17];
+    small_checkpoint(dir, sizeof dir, "ckmode");
+    const unsigned modes[2] = {0700, 0751};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(chmod(dir, modes[i]), 0);
+        run_ok(unused, "-n 2 {stage2} %s --batch 2 --steps 1 --save %s", TINY, dir);
+        cr_expect_eq(mode_of(dir), modes[i], "DIR of mode %o is now %o after a save", modes[i], mode_of(dir));
+    }
+    rm_rf(dir);
+}
+
+/* A checkpoint with a file of someone else's beside it: the save's swap would carry that file
+ * into DIR.zl-tmp, which no save may clear, and the next save (here --save-every 1's second)
+ * failed mid-run with exit 1 ("cannot create 'DIR.zl-tmp': File exists"). Refused up front
+ * now, the file named; the checkpoint and the file untouched. */
+Test(save_dir, a_checkpoint_holding_a_foreign_file_is_refused_before_training) {
+    char dir[256], keep[320], flags[600], unused[17];
+    small_checkpoint(dir, sizeof dir, "ckforeign");
+    snprintf(keep, sizeof keep, "%s/notes.txt", dir);
+    FILE *f = fopen(keep, "w");
+    fputs("mine", f);
+    fclose(f);
+    snprintf(flags, sizeof flags, "--save %s --save-every 1", dir);
+    expect_save_refused(flags, "holds 'notes.txt', which a save does not write");
+    cr_expect(exists(keep), "the foreign file was moved or removed");
+    zl_run_result r;
+    zl_run_plain(&r, "%s/../zlckpt verify %s", zl_build_dir(), dir);
+    cr_expect_eq(r.exit_code, 0, "the checkpoint changed: %s", r.err);
+    unlink(keep); /* without it the same directory is saved to, twice */
+    run_ok(unused, "-n 2 {stage2} %s --batch 2 --steps 2 --save %s --save-every 1", TINY, dir);
     rm_rf(dir);
 }

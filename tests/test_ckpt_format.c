@@ -284,6 +284,27 @@ Test(ckpt_format, each_fault_is_refused_with_one_line) {
     remove_dir(dir);
 }
 
+/* The format is little-endian and the code writes native bytes: a big-endian build stops at
+ * compile time with a sentence saying so (ckpt.h), instead of writing files that read back
+ * byte-swapped elsewhere. Checked by compiling ckpt.h with the byte order redefined (needs a
+ * C compiler and the source tree: run from the repository root). */
+Test(ckpt_format, a_big_endian_build_is_refused) {
+    if (access("common/ckpt.h", R_OK) || system("cc --version >/dev/null 2>&1"))
+        cr_skip_test("no C compiler or not at the repository root");
+    char err[128], cmd[512], text[4096] = "";
+    snprintf(err, sizeof err, "/tmp/zl_be_%d.txt", getpid());
+    const char *compile = "echo '#include \"common/ckpt.h\"' | cc -std=c11 -fsyntax-only -I. -Ikernels -x c -";
+    snprintf(cmd, sizeof cmd, "%s 2>%s", compile, err);
+    cr_assert_eq(system(cmd), 0, "ckpt.h does not compile as it is");
+    snprintf(cmd, sizeof cmd, "%s -U__BYTE_ORDER__ -D__BYTE_ORDER__=__ORDER_BIG_ENDIAN__ 2>%s", compile, err);
+    int rc = system(cmd);
+    FILE *f = fopen(err, "r");
+    if (f) text[fread(text, 1, sizeof text - 1, f)] = '\0', fclose(f);
+    unlink(err);
+    cr_expect_neq(rc, 0, "a big-endian build compiled");
+    cr_expect(strstr(text, "big-endian hosts unsupported"), "no sentence saying why: %s", text);
+}
+
 Test(ckpt_format, wrong_model_or_dtype_is_incompatible) {
     char dir[256], err[1024];
     temp_dir(dir, sizeof dir, "compat");

@@ -16,6 +16,7 @@
 
 #include "kernels.h"
 #include "kernels/cpu/adam_host.h"
+#include "common/offload.h" /* zl_offload_threads */
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
 static uint64_t next_u64(void) {
@@ -328,4 +329,40 @@ Test(host_adam, team_no_larger_than_the_chunks) {
     cr_expect_eq(zl_host_adam_team(2048 * C, 32), 32);
     cr_expect_eq(zl_host_adam_team(3 * C, 0), 1);
     cr_expect_eq(zl_host_adam_team(3 * C, -4), 1);
+}
+
+/* ---- how many threads: the rank's share of its node's CPUs (zl_offload_threads) ------------ */
+
+enum { NODE_CPUS = 16, MASK_BYTES = 128 }; /* masks as the runtime gathers them: CPU_SETSIZE bits */
+
+/* masks[r]: CPUs [first[r], first[r] + count[r]) of a 16-core node */
+static int threads_of(int ranks, int me, const int *first, const int *count) {
+    static unsigned char masks[8][MASK_BYTES];
+    memset(masks, 0, sizeof masks);
+    for (int r = 0; r < ranks; r++)
+        for (int c = first[r]; c < first[r] + count[r]; c++) masks[r][c / 8] |= (unsigned char)(1u << (c % 8));
+    return zl_offload_threads(&masks[0][0], MASK_BYTES, ranks, me);
+}
+
+/* Unbound ranks (every mask the whole node) divide it; ranks a launcher bound to CPUs of their
+ * own (Slurm --cpus-per-task 4, Open MPI PE=4: 4 tasks x 4 CPUs on 16 cores) keep their set
+ * whole (the old rule divided it again by the 4 ranks: 1 thread); a rank bound to one core
+ * gets 1; ranks that share a socket's set split that set; never 0. */
+Test(host_adam_threads, a_cpu_is_divided_only_among_the_ranks_that_share_it) {
+    int all0[4] = {0, 0, 0, 0}, all16[4] = {NODE_CPUS, NODE_CPUS, NODE_CPUS, NODE_CPUS};
+    cr_expect_eq(threads_of(1, 0, all0, all16), 16, "one unbound rank: the node");
+    cr_expect_eq(threads_of(4, 2, all0, all16), 4, "4 unbound ranks: 16 / 4");
+    cr_expect_eq(threads_of(3, 1, all0, all16), 5, "3 unbound ranks: 16 / 3, rounded down");
+    int own[4] = {0, 4, 8, 12}, four[4] = {4, 4, 4, 4};
+    for (int r = 0; r < 4; r++) cr_expect_eq(threads_of(4, r, own, four), 4, "rank %d bound to 4 CPUs of its own", r);
+    int uneven_first[3] = {0, 8, 12}, uneven[3] = {8, 4, 4};
+    cr_expect_eq(threads_of(3, 0, uneven_first, uneven), 8, "a larger set of its own, whole");
+    int cores[4] = {0, 1, 2, 3}, one[4] = {1, 1, 1, 1};
+    cr_expect_eq(threads_of(4, 3, cores, one), 1, "bound to one core");
+    int same_core[2] = {5, 5}, one2[2] = {1, 1};
+    cr_expect_eq(threads_of(2, 0, same_core, one2), 1, "two ranks on one core: half a core, still 1");
+    int sockets[4] = {0, 0, 8, 8}, socket[4] = {8, 8, 8, 8};
+    cr_expect_eq(threads_of(4, 1, sockets, socket), 4, "2 ranks per 8-core socket: 8 / 2");
+    int job[2] = {0, 0}, job_cpus[2] = {6, 6};
+    cr_expect_eq(threads_of(2, 1, job, job_cpus), 3, "2 ranks sharing a job's 6 CPUs (no per-task binding)");
 }

@@ -16,6 +16,7 @@
  * range reader (the same code a resharding --resume uses). */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h> /* PATH_MAX: realpath's answer */
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +142,8 @@ static void write_elements(void *ctx, size_t at, void *data, size_t count) {
 typedef struct {
     int direct;           /* a character device or a pipe */
     int is_stdout;        /* ... and the same one as stdout: the summary line goes to stderr */
+    int replaces;         /* a regular file that exists: the new one takes its permissions, */
+    mode_t mode;          /* ... these (a 0600 file stays 0600) */
     char path[PATH_MAX];  /* a regular file: its resolved path; else --out as given */
     char tmp[PATH_MAX + 16];
 } export_target;
@@ -211,13 +214,23 @@ static int resolve_out(export_target *t, const char *out, const char *dir) {
     *slash = '\0';
     int rc = place_file(t, out, slash == real ? "/" : real, slash + 1, &ck);
     free(real);
+    t->replaces = 1, t->mode = st.st_mode & 07777;
     return rc;
 }
 
 /* Open the target now, before the checkpoint is read: a directory that cannot be written is
  * bad input found up front, not a failure after the work. */
 static FILE *open_target(const export_target *t) {
-    FILE *f = fopen(t->direct ? t->path : t->tmp, "wb");
+    FILE *f = NULL;
+    if (t->direct) f = fopen(t->path, "wb");
+    else { /* replacing a file: private (0600) until it has that file's permissions */
+        int fd = open(t->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, t->replaces ? 0600 : 0666);
+        if (fd >= 0 && (!t->replaces || !fchmod(fd, t->mode))) f = fdopen(fd, "wb");
+        if (fd >= 0 && !f) {
+            int e = errno;
+            close(fd), remove(t->tmp), errno = e;
+        }
+    }
     if (!f)
         fprintf(stderr, "zlckpt: --out: cannot write '%s': %s\n", t->direct ? t->path : t->tmp, strerror(errno));
     return f;
