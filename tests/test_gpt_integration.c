@@ -98,14 +98,14 @@ static void check_exact_with(int stage, int N, const char *extra) {
 
 static void check_exact(int stage, int N) { check_exact_with(stage, N, ""); }
 
-#define EXACT_TESTS(stage)                                                                                       \
-    Test(gpt_exact, stage##stage##_N1) { check_exact(stage, 1); }                                              \
-    Test(gpt_exact, stage##stage##_N2) { check_exact(stage, 2); }                                              \
-    Test(gpt_exact, stage##stage##_N3) { check_exact(stage, 3); }                                              \
-    Test(gpt_exact, stage##stage##_N4) { check_exact(stage, 4); }                                              \
-    Test(gpt_exact, stage##stage##_N2_accum2) { check_exact_with(stage, 2, " --accum 2"); }                    \
-    Test(gpt_exact, stage##stage##_N2_accum2_checkpoint) {                                                     \
-        check_exact_with(stage, 2, " --accum 2 --checkpoint-activations");                                     \
+#define EXACT_TESTS(s)                                                                                           \
+    Test(gpt_exact, stage##s##_N1) { check_exact(s, 1); }                                                      \
+    Test(gpt_exact, stage##s##_N2) { check_exact(s, 2); }                                                      \
+    Test(gpt_exact, stage##s##_N3) { check_exact(s, 3); }                                                      \
+    Test(gpt_exact, stage##s##_N4) { check_exact(s, 4); }                                                      \
+    Test(gpt_exact, stage##s##_N2_accum2) { check_exact_with(s, 2, " --accum 2"); }                            \
+    Test(gpt_exact, stage##s##_N2_accum2_checkpoint) {                                                         \
+        check_exact_with(s, 2, " --accum 2 --checkpoint-activations");                                         \
     }
 EXACT_TESTS(0)
 EXACT_TESTS(1)
@@ -113,10 +113,10 @@ EXACT_TESTS(2)
 EXACT_TESTS(3)
 
 /* The fused attention's buffers, every stage (N = 2; ZeRO-3 also N = 3, checkpointed). */
-#define FUSED_EXACT_TESTS(stage)                                                                                 \
-    Test(gpt_exact_fused_attention, stage##stage##_N2) {                                                       \
+#define FUSED_EXACT_TESTS(s)                                                                                     \
+    Test(gpt_exact_fused_attention, stage##s##_N2) {                                                           \
         sh = fused;                                                                                            \
-        check_exact(stage, 2);                                                                                 \
+        check_exact(s, 2);                                                                                     \
     }
 FUSED_EXACT_TESTS(0)
 FUSED_EXACT_TESTS(1)

@@ -101,11 +101,11 @@ static void check_memory_and_traffic(int stage, int N, int L, int D, int B) {
 }
 
 /* D = 31 makes a block 7843 elements: padded differently for N = 2, 3, 4. */
-#define EXACT_TESTS(stage)                                                                                       \
-    Test(exact, stage##stage##_N1) { check_memory_and_traffic(stage, 1, 2, 31, 3); }                           \
-    Test(exact, stage##stage##_N2) { check_memory_and_traffic(stage, 2, 2, 31, 3); }                           \
-    Test(exact, stage##stage##_N3) { check_memory_and_traffic(stage, 3, 3, 31, 2); }                           \
-    Test(exact, stage##stage##_N4) { check_memory_and_traffic(stage, 4, 2, 31, 2); }
+#define EXACT_TESTS(s)                                                                                           \
+    Test(exact, stage##s##_N1) { check_memory_and_traffic(s, 1, 2, 31, 3); }                                   \
+    Test(exact, stage##s##_N2) { check_memory_and_traffic(s, 2, 2, 31, 3); }                                   \
+    Test(exact, stage##s##_N3) { check_memory_and_traffic(s, 3, 3, 31, 2); }                                   \
+    Test(exact, stage##s##_N4) { check_memory_and_traffic(s, 4, 2, 31, 2); }
 EXACT_TESTS(0)
 EXACT_TESTS(1)
 EXACT_TESTS(2)
@@ -116,18 +116,18 @@ Test(exact, stage1_allreduce_variant_N3) {
     check_memory_and_traffic_with(1, 3, 2, 31, 2, " --grad-sync allreduce");
 }
 /* --accum K and --checkpoint-activations: every stage, N = 1..4, K = 2 and 3, both policies. */
-#define EXACT_ACCUM_TESTS(stage)                                                                                       \
-    Test(exact, stage##stage##_N1_accum3_checkpoint) {                                                             \
-        check_memory_and_traffic_with(stage, 1, 2, 31, 2, " --accum 3 --checkpoint-activations");                  \
+#define EXACT_ACCUM_TESTS(s)                                                                                           \
+    Test(exact, stage##s##_N1_accum3_checkpoint) {                                                                 \
+        check_memory_and_traffic_with(s, 1, 2, 31, 2, " --accum 3 --checkpoint-activations");                      \
     }                                                                                                            \
-    Test(exact, stage##stage##_N2_accum2) { check_memory_and_traffic_with(stage, 2, 2, 31, 3, " --accum 2"); }     \
-    Test(exact, stage##stage##_N3_accum3_checkpoint) {                                                             \
+    Test(exact, stage##s##_N2_accum2) { check_memory_and_traffic_with(s, 2, 2, 31, 3, " --accum 2"); }             \
+    Test(exact, stage##s##_N3_accum3_checkpoint) {                                                                 \
         if (zl_max_world() < 3) cr_skip_test("ZL_MAX_WORLD < 3");                                                  \
-        check_memory_and_traffic_with(stage, 3, 3, 31, 2, " --accum 3 --checkpoint-activations");                  \
+        check_memory_and_traffic_with(s, 3, 3, 31, 2, " --accum 3 --checkpoint-activations");                      \
     }                                                                                                            \
-    Test(exact, stage##stage##_N4_accum2_checkpoint) {                                                             \
+    Test(exact, stage##s##_N4_accum2_checkpoint) {                                                                 \
         if (zl_max_world() < 4) cr_skip_test("ZL_MAX_WORLD < 4");                                                  \
-        check_memory_and_traffic_with(stage, 4, 2, 31, 2, " --accum 2 --checkpoint-activations");                  \
+        check_memory_and_traffic_with(s, 4, 2, 31, 2, " --accum 2 --checkpoint-activations");                      \
     }
 EXACT_ACCUM_TESTS(0)
 EXACT_ACCUM_TESTS(1)

@@ -56,10 +56,10 @@ Test(inject, gpt_tiny_every_stage_N2) {
     }
 }
 
-#define INJECT_TESTS(stage)                                                                                     \
-    Test(inject, stage##stage##_N1) { check_injected(stage, 1); }                                              \
-    Test(inject, stage##stage##_N2) { check_injected(stage, 2); }                                              \
-    Test(inject, stage##stage##_N3) { check_injected(stage, 3); }
+#define INJECT_TESTS(s)                                                                                         \
+    Test(inject, stage##s##_N1) { check_injected(s, 1); }                                                      \
+    Test(inject, stage##s##_N2) { check_injected(s, 2); }                                                      \
+    Test(inject, stage##s##_N3) { check_injected(s, 3); }
 INJECT_TESTS(0)
 INJECT_TESTS(1)
 INJECT_TESTS(2)
