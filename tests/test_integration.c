@@ -23,6 +23,17 @@ static void expected_sizes(int L, int D, int N, double *psi, double *psi_pad, do
     *psi_full = L * ceil(n_pad / 8) * 8;
 }
 
+/* The kernels' workspace for B rows of width D, counted here from the layouts the backends
+ * document (kernels/cpu/kernels_cpu.c, kernels/cuda/kernels_cuda.cu), not from the program's
+ * formula. CPU: 64 bytes to align the base, then four fp32 panels each rounded up to 64 bytes:
+ * P_w 4·D², P_a 4·B·D, P_x and P_y B·D. CUDA: 256 bytes to align, cuBLASLt's 32 MiB, 1024 doubles
+ * of loss partials and 2 × 1024 of gradient statistics, and 16 row chunks of column sums of a
+ * B × 4D matrix (16·4D floats; nothing grows with B). */
+static double expected_workspace(int B, int D) {
+    if (zl_build_is_cuda()) return 256 + 32.0 * 1024 * 1024 + 8 * (1024 + 2 * 1024) + 4 * 16 * 4.0 * D;
+    double P_w = 4 * 4.0 * D * D, P_a = 4 * 4.0 * B * D, P_xy = 4.0 * B * D;
+    return 64 + 64 * (ceil(P_w / 64) + ceil(P_a / 64) + 2 * ceil(P_xy / 64));
+}
 
 /* The value of `--flag V` in extra, or def. */
 static int extra_int(const char *extra, const char *flag, int def) {
@@ -89,6 +100,12 @@ static void check_memory_and_traffic_with(int stage, int N, int L, int D, int B,
         double BD = (double)B * D;
         cr_expect_eq(zl_num(rk, "memory.formula.activations"), 2 * BD * ((L + 1) + 4 * (ckpt ? 1 : L) + 4));
         cr_expect_eq(zl_num(rk, "memory.formula.scratch"), 2 * 3 * BD + 4 * K + 16);
+        double ws = expected_workspace(B, D), ws_formula = zl_num(rk, "memory.formula.workspace");
+        double ws_measured = zl_num(rk, "memory.measured.workspace");
+        cr_expect_eq(ws_formula, ws, "%s N=%d rank %d: workspace formula %.0f, counted here %.0f", prog, N, rank,
+                     ws_formula, ws);
+        cr_expect_eq(ws_measured, ws, "%s N=%d rank %d: workspace measured %.0f, counted here %.0f", prog, N, rank,
+                     ws_measured, ws);
         zl_expect_traffic_by_purpose(rk, prog, stage, N, K);
     }
     cJSON_Delete(j);
