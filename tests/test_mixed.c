@@ -228,7 +228,8 @@ static void expect_same_norms(cJSON *a, cJSON *b, const char *what, int N, int s
     cr_expect(same_model || N > 2, "%s: different models at N = %d", what, N);
 }
 
-/* The step-1 norm of every stage at N = 1..4 against the reference (fp16 rounding: 2%);
+/* The step-1 norm of every stage at N = 1..4 against the reference (fp16 rounding: 1e-3;
+ * measured within 1e-4);
  * ZeRO-1, -2 and -3 (the same reduce-scatter sums) against each other to 1e-6 at every N,
  * and DDP against them where its all-reduce sums coincide. Clipping is on. Each rank sums
  * squares over what it owns, in double; ZeRO's ranks all-reduce those sums. */
@@ -241,8 +242,8 @@ Test(norm, equals_an_independent_reference_and_agrees_across_stages) {
             j[stage] = zl_run_json(0, "-n %d {%s} --layers %d --dim %d --batch %d --steps 5 --clip-grad-norm 0.05", N,
                                 zl_progs[stage], L, D, B);
             double n1 = cJSON_GetArrayItem(zl_get(j[stage], "grad_norm"), 0)->valuedouble;
-            cr_expect(fabs(n1 - ref) <= 2e-2 * ref, "%s N=%d: step-1 norm %.6g, reference %.6g", zl_progs[stage], N, n1,
-                      ref);
+            cr_expect(fabs(n1 - ref) <= 1e-3 * ref, "%s N=%d: step-1 norm %.6g, reference %.6g (%.2g relative)",
+                      zl_progs[stage], N, n1, ref, fabs(n1 - ref) / ref);
         }
         cr_expect_str_eq(zl_hash_of(j[2]), zl_hash_of(j[1]), "ZeRO-2 vs ZeRO-1 at N = %d", N);
         cr_expect_str_eq(zl_hash_of(j[3]), zl_hash_of(j[1]), "ZeRO-3 vs ZeRO-1 at N = %d", N);
