@@ -219,6 +219,11 @@ Test(gpt_equivalence, accum2_equals_twice_the_rows_every_stage_N2) {
     for (int s = 0; s < 4; s++) {
         double rel = rel_diff(acc.params[s], wide.params[s], acc.n);
         cr_expect(rel <= 1e-3, "%s: |p_K2 - p_B4|/|p_B4| = %.3g", zl_progs[s], rel);
+        /* the same step-1 gradient (the 1/K: Adam nearly undoes a gradient twice too large) */
+        double na = cJSON_GetArrayItem(zl_get(acc.json[s], "grad_norm"), 0)->valuedouble;
+        double nb = cJSON_GetArrayItem(zl_get(wide.json[s], "grad_norm"), 0)->valuedouble;
+        cr_expect(fabs(na - nb) <= 1e-3 * nb, "%s: step-1 grad norm %.6g with K=2, %.6g with 4 rows", zl_progs[s], na,
+                  nb);
         cr_expect_eq(cJSON_GetArraySize(zl_get(acc.json[s], "skipped_steps")), 0, "%s", zl_progs[s]);
         cJSON_Delete(acc.json[s]), cJSON_Delete(wide.json[s]), free(acc.params[s]), free(wide.params[s]);
     }
