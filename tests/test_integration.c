@@ -338,6 +338,7 @@ static void check_repeatable(int stage) {
     char json[128], first[17] = "";
     snprintf(json, sizeof json, "/tmp/zl_det_%d.json", getpid());
     for (int run = 0; run < 3; run++) {
+        unlink(json); /* each run's own report: a run that wrote none must not be read as the one before */
         zl_run_result r;
         zl_run(&r, "-n %d {%s} --layers 2 --dim 31 --batch 2 --steps 5 --quiet --json %s", N, zl_progs[stage], json);
         cr_assert_eq(r.exit_code, 0, "%s", r.err);
