@@ -294,7 +294,7 @@ Test(gpt_bad_input, flags_exit_2) {
     expect_refused("-n 1 {stage3} --preset gpt2-124m --dtype bf16 --attention fused", "and --dtype fp16");
     expect_refused("-n 1 {stage1} --attention strided", "--attention: only --model gpt takes this flag");
     expect_refused("-n 1 {stage2} --preset gpt-tiny --attention flash", "--attention: expected strided or fused");
-    expect_refused("-n 1 {stage2} --model gpt --dim 64 --heads 1 --seq 1 --batch 70000",
+    expect_refused("-n 1 {stage2} --model gpt --dim 64 --heads 1 --seq 1 --batch 70000 --attention fused",
                    "--attention fused: --batch at most 65535");
 }
 
