@@ -5,15 +5,18 @@
  * through the unit interface exactly as a stage runs it (uses forward, the loss, uses
  * backward, the tied embedding's gradient final only at use 0), must give
  *   - the loss of the double forward (to 16-bit rounding of the activations), and
- *   - the gradient of every parameter (norm-relative, and per tensor), the tied wte's
- *     gradient being the sum of its lookup and LM-head parts;
- * and the comparator must reject a deliberately wrong gradient. Also: the token order used
+ *   - the gradient of every parameter (norm-relative: whole, per unit, and per named tensor —
+ *     ln1_g, ln1_b, Wqkv, ... of each block), the tied wte's gradient being the sum of its
+ *     lookup and LM-head parts;
+ * and the comparators must reject deliberately wrong gradients (a halved wte; each tensor
+ * scaled, reversed, and every LayerNorm's γ and β swapped). Also: the token order used
  * by the deterministic embedding backward, and the data stream's independence of N.
  *
  * Build: part of build/tests/test_unit (make test). */
 #include <criterion/criterion.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,6 +180,78 @@ static double rel_err(const double *g, const double *ref, size_t lo, size_t hi) 
     return n > 0 ? sqrt(e / n) : sqrt(e);
 }
 
+/* The parameter vector tensor by tensor, in the order ref_loss reads it: the embedding unit
+ * (wte Vp×D, wpe T×D), each block (ln1 γ, β; Wqkv D×3D, bqkv; Wo D×D, bo; ln2 γ, β; Wfc D×4D,
+ * bfc; Wproj 4D×D, bproj) and the final LayerNorm (γ, β). Returns the count. */
+typedef struct {
+    char name[24];
+    size_t lo, n;
+} tensor;
+#define MAX_TENSORS 64
+static void add_tensor(tensor *t, int *k, size_t *at, const char *name, size_t n) {
+    cr_assert_lt(*k, MAX_TENSORS);
+    snprintf(t[*k].name, sizeof t[*k].name, "%s", name);
+    t[*k].lo = *at, t[*k].n = n, *at += n, ++*k;
+}
+static int tensors_of(dims d, tensor *t) {
+    size_t D = (size_t)d.D, at = 0;
+    int k = 0;
+    add_tensor(t, &k, &at, "wte", (size_t)d.Vp * D);
+    add_tensor(t, &k, &at, "wpe", (size_t)d.T * D);
+    static const char *const names[] = {"ln1_g", "ln1_b", "Wqkv", "bqkv", "Wo", "bo",
+                                        "ln2_g", "ln2_b", "Wfc", "bfc", "Wproj", "bproj"};
+    const size_t sizes[] = {D, D, 3 * D * D, 3 * D, D * D, D, D, D, 4 * D * D, 4 * D, 4 * D * D, D};
+    for (int l = 0; l < d.L; l++)
+        for (int i = 0; i < 12; i++) {
+            char name[24];
+            snprintf(name, sizeof name, "block%d.%s", l, names[i]);
+            add_tensor(t, &k, &at, name, sizes[i]);
+        }
+    add_tensor(t, &k, &at, "lnf_g", D);
+    add_tensor(t, &k, &at, "lnf_b", D);
+    return k;
+}
+
+/* Does the gradient g match the reference on tensor t? Norm-relative error below tol, and the
+ * reference is not ~0 (a comparison with nothing cannot pass trivially). */
+static int tensor_matches(const double *g, const double *ref, tensor t, double tol, double *err) {
+    double e = 0, n = 0;
+    for (size_t i = t.lo; i < t.lo + t.n; i++) e += (g[i] - ref[i]) * (g[i] - ref[i]), n += ref[i] * ref[i];
+    *err = n > 0 ? sqrt(e / n) : INFINITY;
+    return n > 1e-20 && *err < tol;
+}
+
+/* The per-tensor comparator must reject plausible bugs, tensor by tensor: the gradient scaled
+ * by 1 + 3·tol, reversed, and every LayerNorm's γ and β gradients swapped. Made from the
+ * tensors the comparator accepted (one it rejected is reported already). */
+static void check_tensor_comparator_rejects_wrong(const double *g, const double *fd, size_t n, const tensor *t, int nt,
+                                                  int layers, double tol) {
+    double *w = malloc(n * 8), e;
+    memcpy(w, g, n * 8);
+    for (int k = 0; k < nt; k++) {
+        if (!tensor_matches(g, fd, t[k], tol, &e)) continue;
+        for (size_t i = t[k].lo; i < t[k].lo + t[k].n; i++) w[i] = (1 + 3 * tol) * g[i];
+        cr_expect(!tensor_matches(w, fd, t[k], tol, &e), "%s: comparator accepted a gradient scaled by %g", t[k].name,
+                  1 + 3 * tol);
+        for (size_t i = 0; i < t[k].n; i++) w[t[k].lo + i] = g[t[k].lo + t[k].n - 1 - i];
+        cr_expect(!tensor_matches(w, fd, t[k], tol, &e), "%s: comparator accepted a reversed gradient", t[k].name);
+        memcpy(w + t[k].lo, g + t[k].lo, t[k].n * 8);
+    }
+    int swapped = 0;
+    for (int k = 0; k + 1 < nt; k++) {
+        size_t len = strlen(t[k].name);
+        if (len < 2 || strcmp(t[k].name + len - 2, "_g") || t[k + 1].n != t[k].n) continue;
+        swapped++;
+        if (!tensor_matches(g, fd, t[k], tol, &e) || !tensor_matches(g, fd, t[k + 1], tol, &e)) continue;
+        memcpy(w + t[k].lo, g + t[k + 1].lo, t[k].n * 8), memcpy(w + t[k + 1].lo, g + t[k].lo, t[k].n * 8);
+        cr_expect(!tensor_matches(w, fd, t[k], tol, &e) && !tensor_matches(w, fd, t[k + 1], tol, &e),
+                  "%s: comparator accepted γ and β swapped", t[k].name);
+        memcpy(w + t[k].lo, g + t[k].lo, 2 * t[k].n * 8);
+    }
+    cr_expect_eq(swapped, 2 * layers + 1, "every LayerNorm's γ and β pair found");
+    free(w);
+}
+
 /* tol: the allowed norm-relative error; measured ~5e-4 in fp16 (16-bit activations). */
 static void check_gradients(dims d, uint64_t seed, double tol) {
     const float scale = 1024.0f;
@@ -206,6 +281,16 @@ static void check_gradients(dims d, uint64_t seed, double tol) {
         double e = rel_err(g, fd, lo, hi);
         cr_expect(e < 2 * tol, "unit %d: |g - fd|/|fd| = %.3g", u, e);
     }
+    /* per tensor, each within tol (measured up to a quarter of it): a gradient written to the
+     * wrong tensor of a unit (a LayerNorm's γ and β swapped) can leave the unit's error small */
+    tensor t[MAX_TENSORS];
+    int nt = tensors_of(d, t);
+    cr_assert_eq(t[nt - 1].lo + t[nt - 1].n, n, "the tensors cover the parameter vector");
+    for (int k = 0; k < nt; k++) {
+        double e;
+        cr_expect(tensor_matches(g, fd, t[k], tol, &e), "%s: |g - fd|/|fd| = %.3g, bound %.3g", t[k].name, e, tol);
+    }
+    check_tensor_comparator_rejects_wrong(g, fd, n, t, nt, d.L, tol);
     /* wte's padding rows: never looked up, masked in the loss: exactly 0 */
     for (size_t i = (size_t)d.V * d.D; i < (size_t)d.Vp * d.D; i++) cr_assert_eq(r.grads[i], 0, "padding row %zu", i);
     /* the comparator rejects a wrong gradient: the LM head's part dropped (lookup part only) */

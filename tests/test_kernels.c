@@ -730,8 +730,11 @@ Test(block, deterministic_and_overwrites) {
 }
 
 Test(workspace, size_formula_is_sane) {
-    cr_assert(zl_cpu_workspace_bytes(64, 256) > 0);
-    cr_assert(zl_cpu_workspace_bytes(64, 256) == zl_cpu_workspace_bytes(64, 256));
+    /* by hand from the layout (64 to align the base; P_w 4·D², P_a 4·R·D, P_x and P_y R·D floats,
+     * each rounded up to 64 bytes): R = 64, D = 256: 64 + 1048576 + 262144 + 2·65536; R = 5, D = 6:
+     * 64 + 576 + 480 → 512 + 2·(120 → 128) */
+    cr_assert_eq(zl_cpu_workspace_bytes(64, 256), (size_t)1441856);
+    cr_assert_eq(zl_cpu_workspace_bytes(5, 6), (size_t)1408);
     cr_assert(zl_cpu_workspace_bytes(32, 256) < zl_cpu_workspace_bytes(64, 256));
     cr_assert(zl_cpu_workspace_bytes(64, 128) < zl_cpu_workspace_bytes(64, 256));
     /* at least the fp32 weight panel (4·D² floats) it needs; and modest (< 4 MiB at the demo size) */

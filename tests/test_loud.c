@@ -309,10 +309,19 @@ Test(watchdog, a_stopped_rank_ends_the_job_with_exit_5, .timeout = 60) {
                        (int)r1, e);
     }
     char progress[1 << 12];
-    for (int i = 0; i < 300; i++) { /* training, not start-up: a step line has been printed */
+    int training = 0;
+    for (int i = 0; i < 300 && !training; i++) { /* training, not start-up: a step line has been printed */
         zl_read_file(out, progress, sizeof progress);
-        if (strstr(progress, "step    3/")) break;
-        usleep(100000);
+        training = strstr(progress, "step    3/") != NULL;
+        if (!training) usleep(100000);
+    }
+    if (!training) { /* a stop during start-up would test another wait than a step's */
+        char e[4096];
+        zl_read_file(err, e, sizeof e);
+        kill(launcher, SIGKILL), kill(r0, SIGKILL), kill(r1, SIGKILL);
+        waitpid(launcher, NULL, 0);
+        cr_assert_fail("no 'step    3/' line in 30 s: the job never reached training; stdout: %.500s; stderr: %s",
+                       progress, e);
     }
     cr_assert_eq(kill(r1, SIGSTOP), 0);
     double t0 = now();

@@ -1,7 +1,8 @@
 /* test_numerics.c — unit tests for the mixed-precision numerics below the stage files:
  * the loss scaler's state machine (common/scaler.c) and the fused gradient statistics
- * (zl_cpu_grad_stats in kernels/cpu/kernels_cpu.c), and when an update is known before its
- * verdict (zl_numerics_update_known).
+ * (zl_cpu_grad_stats in kernels/cpu/kernels_cpu.c), when an update is known before its
+ * verdict (zl_numerics_update_known), and the clipping factor zl_numerics_decide puts in
+ * grad_mult (hand-computed values).
  *
  * References are written independently here: the scaler against hand-traced sequences
  * and an integer-exponent model of the protocol; the statistics against a naive double
@@ -310,4 +311,40 @@ Test(numerics, update_known_only_without_skip_or_clip) {
     zl_numerics_init(&n, &rt);
     cr_expect_eq(zl_numerics_update_known(&n), 0, "clipping: the verdict's norm rescales the update");
     zl_numerics_free(&n);
+}
+
+/* ==== the clipping factor (zl_numerics_decide) ======================================== */
+
+/* grad_mult for agreed statistics {Σg², 0} of the scaled gradient summed over the ranks:
+ * norm = √Σg² · unscale with unscale = 1/(scale·N); above C the update is scaled by C/norm,
+ * so grad_mult = unscale·C/norm; at or below C it is unscale, bit for bit. */
+static float grad_mult_for(float scale, float clip, double sum_sq, float *norm) {
+    zl_runtime rt = runtime_with(0, scale, clip);
+    rt.world = 2;
+    zl_numerics n;
+    zl_numerics_init(&n, &rt);
+    zl_numerics_step_begin(&n, 1);
+    double stats[2] = {sum_sq, 0.0};
+    cr_assert_eq(zl_numerics_decide(&n, 1, stats, 0.5f, NULL), ZL_STEP_APPLY);
+    float mult = n.grad_mult;
+    *norm = n.norms[0];
+    zl_numerics_free(&n);
+    return mult;
+}
+
+Test(numerics, clipping_scales_by_threshold_over_norm_above_it_only) {
+    /* scale 4, N = 2: unscale = 1/8; Σg² = 256: the norm is 16/8 = 2 (all exact in binary) */
+    float norm;
+    cr_expect_eq(grad_mult_for(4.0f, 0.5f, 256.0, &norm), 1.0f / 32, "norm 2 > C = 0.5: (1/8)·(0.5/2) = 1/32");
+    cr_expect_eq(norm, 2.0f, "the recorded norm is the unscaled one");
+    cr_expect_eq(grad_mult_for(4.0f, 1.0f, 256.0, &norm), 1.0f / 16, "norm 2 > C = 1: (1/8)·(1/2) = 1/16");
+    cr_expect_eq(grad_mult_for(4.0f, 2.0f, 256.0, &norm), 1.0f / 8, "norm == C: not clipped, 1/8");
+    cr_expect_eq(grad_mult_for(4.0f, 3.0f, 256.0, &norm), 1.0f / 8, "norm 2 < C = 3: not clipped, 1/8");
+    cr_expect_eq(grad_mult_for(4.0f, 0.0f, 256.0, &norm), 1.0f / 8, "no clipping (C = 0): 1/8");
+    /* a scale and norm that are not powers of two: unscale·C/norm = C/√Σg² whatever the scale */
+    double sum_sq = 1e6 * 1e6 * 7.0; /* √ = 2645751.31…; scale 1000, N = 2: norm ≈ 1322.9 */
+    float clipped = grad_mult_for(1000.0f, 10.0f, sum_sq, &norm);
+    double want = 10.0 / sqrt(sum_sq);
+    cr_expect(fabs(clipped - want) <= 1e-6 * want, "grad_mult %.9g, C/√Σg² = %.9g", (double)clipped, want);
+    cr_expect(fabs(norm - sqrt(sum_sq) / 2000.0) <= 1e-6 * norm, "norm %.9g", (double)norm);
 }

@@ -295,4 +295,25 @@ static inline double zl_param_relative_diff(const char *path, const char *ref_pa
     return sqrt(diff / norm);
 }
 
+/* Training moved the parameters: the dump `final` (--dump-params) differs from the initial
+ * parameters by more than min_rel, norm-relative. The initial ones are dumped by `launch` (the
+ * run's own mpiexec arguments, program and model flags, without --steps) with one step whose
+ * update is skipped: an overflow injected into step 1 leaves the parameters as initialised
+ * (test_mixed: inject/a_skipped_step_leaves_the_parameters_bitwise_unchanged). */
+static inline void zl_expect_trained(const char *final, double min_rel, const char *fmt, ...) {
+    char launch[2048], init[96];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(launch, sizeof launch, fmt, ap);
+    va_end(ap);
+    snprintf(init, sizeof init, "/tmp/zl_init_%d.bin", getpid());
+    zl_run_result r;
+    zl_run(&r, "%s --steps 1 --inject-overflow 1 --quiet --dump-params %s", launch, init);
+    cr_assert_eq(r.exit_code, 0, "'%s' (the initial parameters): exit %d\n%s", launch, r.exit_code, r.err);
+    double moved = zl_param_relative_diff(final, init, NULL);
+    cr_expect(moved > min_rel, "%s: training moved the parameters by %.3g of their norm, no more than %.3g", final,
+              moved, min_rel);
+    unlink(init);
+}
+
 #endif
