@@ -86,11 +86,11 @@ static void check_resume_bitwise(int stage, int N) {
     rm_rf(dir);
 }
 
-#define RESUME_TESTS(stage)                                                                                          \
-    Test(resume, stage##stage##_N1) { check_resume_bitwise(stage, 1); }                                            \
-    Test(resume, stage##stage##_N2) { check_resume_bitwise(stage, 2); }                                            \
-    Test(resume, stage##stage##_N3) { check_resume_bitwise(stage, 3); }                                            \
-    Test(resume, stage##stage##_N4) { check_resume_bitwise(stage, 4); }
+#define RESUME_TESTS(s)                                                                                             \
+    Test(resume, stage##s##_N1) { check_resume_bitwise(s, 1); }                                                     \
+    Test(resume, stage##s##_N2) { check_resume_bitwise(s, 2); }                                                     \
+    Test(resume, stage##s##_N3) { check_resume_bitwise(s, 3); }                                                     \
+    Test(resume, stage##s##_N4) { check_resume_bitwise(s, 4); }
 RESUME_TESTS(0)
 RESUME_TESTS(1)
 RESUME_TESTS(2)
@@ -156,12 +156,12 @@ static void check_divergence_keeps_checkpoint(int stage, const char *scale, cons
     run_ok(unused, "-n 2 {%s} %s --batch 2 --steps 1 %s --resume %s", p, TINY, resume_scale, dir);
     rm_rf(dir), rm_rf(copy);
 }
-#define DIVERGED_TESTS(stage)                                                                                        \
-    Test(diverged, stage##stage##_dynamic_scale_keeps_the_checkpoint) {                                            \
-        check_divergence_keeps_checkpoint(stage, "--loss-scale-init 1", "");                                        \
-    }                                                                                                                \
-    Test(diverged, stage##stage##_static_scale_keeps_the_checkpoint) {                                             \
-        check_divergence_keeps_checkpoint(stage, "--loss-scale 1024", "--loss-scale 1024");                         \
+#define DIVERGED_TESTS(s)                                                                                           \
+    Test(diverged, stage##s##_dynamic_scale_keeps_the_checkpoint) {                                                 \
+        check_divergence_keeps_checkpoint(s, "--loss-scale-init 1", "");                                            \
+    }                                                                                                               \
+    Test(diverged, stage##s##_static_scale_keeps_the_checkpoint) {                                                  \
+        check_divergence_keeps_checkpoint(s, "--loss-scale 1024", "--loss-scale 1024");                             \
     }
 DIVERGED_TESTS(0)
 DIVERGED_TESTS(1)

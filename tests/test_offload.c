@@ -39,13 +39,13 @@ static void check_same_as_on_device(int stage, int N, const char *extra) {
  * below the tiny model's norms, so clipping acts on every applied step. */
 #define NUMERICS "--inject-overflow 2,4 --clip-grad-norm 0.05"
 
-#define BITWISE_TESTS(stage)                                                                                    \
-    Test(bitwise, stage##stage##_N1) { check_same_as_on_device(stage, 1, ""); }                                \
-    Test(bitwise, stage##stage##_N2) { check_same_as_on_device(stage, 2, ""); }                                \
-    Test(bitwise, stage##stage##_N1_skips_and_clipping) { check_same_as_on_device(stage, 1, NUMERICS); }       \
-    Test(bitwise, stage##stage##_N2_skips_and_clipping) { check_same_as_on_device(stage, 2, NUMERICS); }       \
-    Test(bitwise, stage##stage##_N1_accum2) { check_same_as_on_device(stage, 1, "--accum 2"); }                \
-    Test(bitwise, stage##stage##_N2_accum2) { check_same_as_on_device(stage, 2, "--accum 2"); }
+#define BITWISE_TESTS(s)                                                                                    \
+    Test(bitwise, stage##s##_N1) { check_same_as_on_device(s, 1, ""); }                                     \
+    Test(bitwise, stage##s##_N2) { check_same_as_on_device(s, 2, ""); }                                     \
+    Test(bitwise, stage##s##_N1_skips_and_clipping) { check_same_as_on_device(s, 1, NUMERICS); }            \
+    Test(bitwise, stage##s##_N2_skips_and_clipping) { check_same_as_on_device(s, 2, NUMERICS); }            \
+    Test(bitwise, stage##s##_N1_accum2) { check_same_as_on_device(s, 1, "--accum 2"); }                     \
+    Test(bitwise, stage##s##_N2_accum2) { check_same_as_on_device(s, 2, "--accum 2"); }
 BITWISE_TESTS(2)
 BITWISE_TESTS(3)
 
@@ -205,11 +205,11 @@ static void check_exact(int stage, int N) {
     cJSON_Delete(j), cJSON_Delete(dev);
 }
 
-#define EXACT_TESTS(stage)                                                                                      \
-    Test(exact, stage##stage##_N1) { check_exact(stage, 1); }                                                  \
-    Test(exact, stage##stage##_N2) { check_exact(stage, 2); }                                                  \
-    Test(exact, stage##stage##_N3) { check_exact(stage, 3); }                                                  \
-    Test(exact, stage##stage##_N4) { check_exact(stage, 4); }
+#define EXACT_TESTS(s)                                                                                      \
+    Test(exact, stage##s##_N1) { check_exact(s, 1); }                                                       \
+    Test(exact, stage##s##_N2) { check_exact(s, 2); }                                                       \
+    Test(exact, stage##s##_N3) { check_exact(s, 3); }                                                       \
+    Test(exact, stage##s##_N4) { check_exact(s, 4); }
 EXACT_TESTS(2)
 EXACT_TESTS(3)
 
