@@ -192,20 +192,26 @@ if [ "$PARALLEL" = 1 ]; then
             fi
         done
     }
-    stopped() {
+    stopped() { # each part runs in its own process group (set -m): end every process of each
         trap - TERM INT
         echo "test-gpu: stopped after $((SECONDS - t0)) s"
-        for j in $(jobs -p); do kill "$j" 2>/dev/null; done
+        for j in $(jobs -p); do kill -TERM -- "-$j" 2>/dev/null; done
+        sleep 2
+        for j in $(jobs -p); do kill -KILL -- "-$j" 2>/dev/null; done
         print_parts
         echo "test-gpu: FAILURES (stopped before every part ended)"
         exit 124
     }
     trap stopped TERM INT
+    # A part's test binary and the ranks it launches must not outlive a stopped suite (they would
+    # share the GPUs with whatever runs next): each part gets a process group of its own.
+    set -m
     for p in $PARTS; do
         (part_"$p" > "$logs/$p.log" 2>&1; rc=$?; echo $rc > "$logs/$p.rc"
          echo "test-gpu: part $p ended after $((SECONDS - t0)) s, rc $rc") &
     done
     wait
+    set +m
     trap - TERM INT
     print_parts
 else

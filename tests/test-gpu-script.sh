@@ -34,7 +34,7 @@ run() { # run EXPECTED_RC ENV... : test-gpu.sh in the scratch copy (under `timeo
     # LIMIT is set); its output in $out
     local want=$1 rc=0; shift
     out=$(cd "$tmp/repo" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" "$@" \
-        ${LIMIT:+timeout "$LIMIT"} scripts/test-gpu.sh 2>&1) || rc=$?
+        ${LIMIT:+timeout $LIMIT} scripts/test-gpu.sh 2>&1) || rc=$?
     [ "$rc" -eq "$want" ] || fail "$*: exit $rc, want $want: $out"
 }
 has() { grep -qF -- "$1" <<< "$out" || fail "no '$1' in: $out"; }
@@ -68,4 +68,10 @@ LIMIT=3 run 124 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_SLEEP=30 PARTS="ker
 has "part benches ended after"; has "bench_gemm_tune --dim 256 --rows 512: rc=0"
 has "part kernels UNFINISHED"; has "stopped before every part ended"
 grep -q "test_kernels_gpu ran" <<< "$out" && fail "the stopped part ran to its end: $out"
+# Stopped alone (timeout --foreground signals test-gpu.sh, not its children): no process of the
+# unfinished part may outlive it — a test binary left running shared the GPUs with what came next.
+LIMIT="--foreground 3" run 124 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_SLEEP=37 PARTS="kernels benches"
+has "part kernels UNFINISHED"
+sleep 1
+if pgrep -f "^sleep 37$" > /dev/null; then pkill -f "^sleep 37$"; fail "the stopped part's program still ran"; fi
 echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part, and a stopped side-by-side suite prints what ended"
