@@ -20,7 +20,8 @@
 # stopped (TERM/INT: the unfinished parts named, exit 124) (every
 # part's ranks on the same GPUs; Open MPI then gets --bind-to none, or each job would pin its ranks
 # to the same cores): on 2 × H200 (2026-11-27) with MAX_WORLD=2 the whole suite took under 5 minutes this way,
-# its parts' own times adding up to 27 minutes.
+# its parts' own times adding up to 27 minutes; later that day, with twice the checkpoint tests, the ckpt
+# part alone ran past 7 minutes (the others within 6), and MAX_WORLD=4 on 4 × H200 past 9.
 # The integration-test binary needs Criterion and cJSON; where the machine has neither,
 # build it elsewhere with `make build/gpu-tests/test_integration build/gpu-tests/test_report`
 # (they carry their libraries).
