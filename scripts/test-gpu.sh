@@ -193,7 +193,8 @@ if [ "$PARALLEL" = 1 ]; then
             fi
         done
     }
-    stopped() { # each part runs in its own process group (set -m): end every process of each
+    stopped() { # each part runs in its own process group (set -m): signal each group; the MPI
+        # ranks sit in their launcher's sessions and end when mpiexec / mpirun, signalled, ends them
         trap - TERM INT
         echo "test-gpu: stopped after $((SECONDS - t0)) s"
         for j in $(jobs -p); do kill -TERM -- "-$j" 2>/dev/null; done
@@ -208,8 +209,10 @@ if [ "$PARALLEL" = 1 ]; then
     # share the GPUs with whatever runs next): each part gets a process group of its own.
     set -m
     for p in $PARTS; do
+        # stdin /dev/null, as a background job gets without set -m: a part reading the terminal
+        # from its own process group (MPICH's mpiexec forwards stdin) would be stopped (SIGTTIN)
         (part_"$p" > "$logs/$p.log" 2>&1; rc=$?; echo $rc > "$logs/$p.rc"
-         echo "test-gpu: part $p ended after $((SECONDS - t0)) s, rc $rc") &
+         echo "test-gpu: part $p ended after $((SECONDS - t0)) s, rc $rc") < /dev/null &
     done
     wait
     set +m

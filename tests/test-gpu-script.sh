@@ -15,13 +15,14 @@ cat > "$tmp/bin/nvidia-smi" <<'SMI'
 #!/bin/bash
 for ((i = 0; i < ${FAKE_GPUS:-1}; i++)); do echo "GPU $i: pretend"; done
 SMI
-# The kernels' and benches' programs: sleep FAKE_<NAME>_SLEEP seconds (default 0), say they ran,
-# exit FAKE_<NAME>_RC (default 0).
+# The kernels' and benches' programs: write their PID to $tmp/NAME.pid, say what their stdin
+# is, sleep FAKE_<NAME>_SLEEP seconds (default 0), say they ran, exit FAKE_<NAME>_RC (default 0).
 for p in test_kernels_gpu bench_attention bench_gemm_tune; do
-    # shellcheck disable=SC2016 # ${!v:-0} is the pretend program's, expanded when it runs
-    printf '#!/bin/bash\nv=FAKE_%s_SLEEP\nsleep ${!v:-0}\necho "%s ran"\nv=FAKE_%s_RC\nexit ${!v:-0}\n' \
-        "${p^^}" "$p" "${p^^}" > "$tmp/repo/build/cuda/$p"
+    # shellcheck disable=SC2016 # ${!v:-0} and $$ are the pretend program's, expanded when it runs
+    printf '#!/bin/bash\necho $$ > %s/%s.pid\necho "%s stdin $(readlink /proc/$$/fd/0)"\nv=FAKE_%s_SLEEP\nsleep ${!v:-0}\necho "%s ran"\nv=FAKE_%s_RC\nexit ${!v:-0}\n' \
+        "$tmp" "$p" "$p" "${p^^}" "$p" "${p^^}" > "$tmp/repo/build/cuda/$p"
 done
+echo "what the caller's stdin holds" > "$tmp/stdin"
 # The Criterion binaries of the parts that launch ranks: say which rank cap they were given.
 mkdir -p "$tmp/repo/build/tests"
 for t in integration loud report gpt_integration offload mixed ckpt; do
@@ -34,7 +35,7 @@ run() { # run EXPECTED_RC ENV... : test-gpu.sh in the scratch copy (under `timeo
     # LIMIT is set); its output in $out
     local want=$1 rc=0; shift
     out=$(cd "$tmp/repo" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" "$@" \
-        ${LIMIT:+timeout $LIMIT} scripts/test-gpu.sh 2>&1) || rc=$?
+        ${LIMIT:+timeout $LIMIT} scripts/test-gpu.sh 2>&1 < "$tmp/stdin") || rc=$?
     [ "$rc" -eq "$want" ] || fail "$*: exit $rc, want $want: $out"
 }
 has() { grep -qF -- "$1" <<< "$out" || fail "no '$1' in: $out"; }
@@ -57,6 +58,9 @@ has "test_report ZL_MAX_WORLD=2"
 run 0 FAKE_GPUS=8 CUDA_VISIBLE_DEVICES=3 PARTS="report kernels"
 has "SKIPPED: report"
 run 0 FAKE_GPUS=2 PARALLEL=1 PARTS="kernels benches"
+# side by side, each part in a process group of its own: its stdin is /dev/null, not the caller's
+# (a part reading a terminal from a background group is stopped)
+has "test_kernels_gpu stdin /dev/null"
 has "side by side"; has "test_kernels_gpu ran"; has "bench_gemm_tune --dim 256 --rows 512: rc=0"; has "ALL PASSED"
 run 1 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_RC=3 PARTS="kernels benches"
 has "part kernels FAILED"; has "bench_gemm_tune --dim 256 --rows 512: rc=0"; has "test-gpu: FAILURES"
@@ -73,5 +77,6 @@ grep -q "test_kernels_gpu ran" <<< "$out" && fail "the stopped part ran to its e
 LIMIT="--foreground 3" run 124 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_SLEEP=37 PARTS="kernels benches"
 has "part kernels UNFINISHED"
 sleep 1
-if pgrep -f "^sleep 37$" > /dev/null; then pkill -f "^sleep 37$"; fail "the stopped part's program still ran"; fi
+pid=$(cat "$tmp/test_kernels_gpu.pid")
+if kill -0 "$pid" 2> /dev/null; then pkill -P "$pid"; kill "$pid"; fail "the stopped part's program still ran"; fi
 echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part, and a stopped side-by-side suite prints what ended"
