@@ -788,10 +788,22 @@ int zl_ckpt_probe_dir(const char *dir, char *m, size_t n) {
         return EINVAL;
     }
     int foreign = 0;
-    char stray[256] = "";
-    if (!stat(dir, &st)) {
+    char foreign_name[256] = "";
+    if (stat(dir, &st) && errno == ENOENT) { /* no DIR: was a save cut between its renames? */
+        msg(m, n, "--save: '%s' is missing", dir);
+        size_t len = strlen(m);
+        note_cut_save(dir, m, n);
+        if (strlen(m) > len) return EEXIST; /* the next save would clear what the cut one left */
+        snprintf(path, sizeof path, "%s.zl-tmp/%s", name, ZL_CKPT_MANIFEST);
+        if (!stat(path, &st)) { /* a first save ended between its manifest and its rename */
+            msg(m, n, "--save: '%s.zl-tmp' holds a whole checkpoint no save put in place (its job ended before "
+                "the rename): rename it to '%s' (zlckpt verify first) or remove it", name, name);
+            return EEXIST;
+        }
+        m[0] = '\0';
+    } else if (!stat(dir, &st)) {
         snprintf(path, sizeof path, "%s/%s", dir, ZL_CKPT_MANIFEST);
-        int entries = S_ISDIR(st.st_mode) ? count_entries(dir, &foreign, stray, sizeof stray) : 0;
+        int entries = S_ISDIR(st.st_mode) ? count_entries(dir, &foreign, foreign_name, sizeof foreign_name) : 0;
         if (!S_ISDIR(st.st_mode) || (entries && access(path, F_OK))) {
             msg(m, n, "--save: '%s' exists and is not a zerolab checkpoint (no %s); refusing to replace it", dir,
                 ZL_CKPT_MANIFEST);
@@ -799,15 +811,25 @@ int zl_ckpt_probe_dir(const char *dir, char *m, size_t n) {
         }
         if (foreign) { /* the swap would carry it into DIR.zl-tmp, which no save may clear: the next save fails */
             msg(m, n, "--save: '%s' holds '%s', which a save does not write (a save replaces the whole directory): "
-                "move it out", dir, stray);
+                "move it out", dir, foreign_name);
             return EEXIST;
+        }
+        if (access(dir, W_OK | X_OK)) { /* the save swaps DIR out and empties it: found after training, too late */
+            int e = errno;
+            msg(m, n, "--save: cannot write '%s': %s", dir, strerror(e));
+            return e;
         }
     }
     sibling(path, sizeof path, dir, ".zl-tmp");
-    if (!lstat(path, &st) && (!S_ISDIR(st.st_mode) || (count_entries(path, &foreign, stray, sizeof stray), foreign))) {
+    if (!lstat(path, &st) &&
+        (!S_ISDIR(st.st_mode) || (count_entries(path, &foreign, foreign_name, sizeof foreign_name), foreign))) {
         /* a killed save leaves a directory of checkpoint files only; the next save clears those */
-        msg(m, n, "--save: '%s' (the temporary directory a save writes first) exists and holds %s: remove it", path,
-            S_ISDIR(st.st_mode) ? "files a save did not write" : "something that is not a directory");
+        if (S_ISDIR(st.st_mode))
+            msg(m, n, "--save: '%s' (the temporary directory a save writes first) exists and holds '%s', which a "
+                "save does not write: remove it", path, foreign_name);
+        else
+            msg(m, n, "--save: '%s' (the temporary directory a save writes first) exists and is not a directory: "
+                "remove it", path);
         return EEXIST;
     }
     if (mkdir(path, 0777) && errno != EEXIST) {

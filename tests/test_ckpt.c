@@ -806,7 +806,7 @@ Test(save_dir, unwritable_or_foreign_directories_are_refused_before_training) {
     f = fopen(keep, "w");
     fclose(f);
     snprintf(flags, sizeof flags, "--save %s/ck", dir);
-    expect_save_refused(flags, "holds files a save did not write");
+    expect_save_refused(flags, "holds 'notes.txt', which a save does not write");
     cr_expect(exists(keep), "a foreign file was removed");
     snprintf(link, sizeof link, "%s/link", dir);
     cr_assert_eq(symlink(tmp, link), 0);
@@ -814,6 +814,32 @@ Test(save_dir, unwritable_or_foreign_directories_are_refused_before_training) {
     expect_save_refused(flags, "is a symbolic link");
     snprintf(flags, sizeof flags, "--save %s/.", dir);
     expect_save_refused(flags, "by its name, not");
+    rm_rf(dir);
+}
+
+/* A save cut between its two renames (no RENAME_EXCHANGE) leaves no DIR, the checkpoint before it
+ * in DIR.zl-old and perhaps the one it was saving in DIR.zl-tmp; a first save ended between its
+ * manifest and its rename leaves a whole DIR.zl-tmp. A fresh --save DIR then cleared them (exit 0,
+ * the newer checkpoint gone): refused before training now, every directory kept. */
+Test(save_dir, a_save_after_a_cut_one_keeps_what_it_left) {
+    char dir[256], old[300], tmp[300], cmd[1200], flags[300], unused[17], probe[340];
+    tmp_path(dir, sizeof dir, "cutsave");
+    rm_rf(dir);
+    snprintf(old, sizeof old, "%s.zl-old", dir);
+    snprintf(tmp, sizeof tmp, "%s.zl-tmp", dir);
+    run_ok(unused, "-n 2 {stage1} %s --batch 2 --steps 1 --save %s", TINY, dir);
+    snprintf(cmd, sizeof cmd, "cp -a %s %s && mv %s %s", dir, tmp, dir, old);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(flags, sizeof flags, "--save %s", dir);
+    expect_save_refused(flags, "a save was cut short");
+    snprintf(probe, sizeof probe, "%s/manifest.json", old);
+    cr_expect(exists(probe), "DIR.zl-old lost its checkpoint");
+    snprintf(probe, sizeof probe, "%s/manifest.json", tmp);
+    cr_expect(exists(probe), "DIR.zl-tmp lost its checkpoint");
+    rm_rf(old);
+    expect_save_refused(flags, "holds a whole checkpoint no save put in place");
+    cr_expect(exists(probe), "DIR.zl-tmp lost its checkpoint");
+    rm_rf(tmp);
     rm_rf(dir);
 }
 
