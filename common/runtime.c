@@ -81,21 +81,34 @@ static void refuse_a_shared_device(zl_runtime *rt, MPI_Comm local) {
 
 /* Host Adam's threads (--offload): the ranks of the node compare their CPU affinity masks, so
  * that a CPU is divided among the ranks that share it and only those (a launcher that gave
- * each rank cores of its own has divided them already). A rank held to fewer than its even
- * share of the node's cores is named on stderr. */
+ * each rank CPUs of its own has divided them already). A rank held to fewer than its even
+ * share of the node's CPUs is named on stderr. */
 static void share_cpus(zl_runtime *rt, MPI_Comm local) {
-    unsigned char mine[CPU_SETSIZE / 8] = {0};
-    cpu_set_t set;
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int known = !sched_getaffinity(0, sizeof set, &set), allowed = 0;
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (known ? CPU_ISSET(c, &set) : c < online) mine[c / 8] |= (unsigned char)(1u << (c % 8)), allowed++;
-    unsigned char *masks = zl_host_calloc((size_t)rt->local_size, sizeof mine);
-    mpiCheck(MPI_Allgather(mine, sizeof mine, MPI_BYTE, masks, sizeof mine, MPI_BYTE, local));
-    rt->host_threads = zl_offload_threads(masks, sizeof mine, rt->local_size, rt->local_rank);
-    free(masks);
+    /* The mask sized for the machine, not cpu_set_t's fixed 1024 CPUs: on a larger one
+     * sched_getaffinity refuses a smaller buffer (EINVAL), so it doubles until the kernel's fits. */
+    long online = sysconf(_SC_NPROCESSORS_ONLN), conf = sysconf(_SC_NPROCESSORS_CONF);
+    int ncpu = conf > CPU_SETSIZE ? (int)conf : CPU_SETSIZE, known = 0, allowed = 0;
+    cpu_set_t *set = NULL;
+    for (; ncpu <= (1 << 22); ncpu *= 2) {
+        set = CPU_ALLOC(ncpu);
+        if (!set) zl_fatal("out of host memory for a CPU mask of %d CPUs", ncpu);
+        if (!sched_getaffinity(0, CPU_ALLOC_SIZE(ncpu), set)) { known = 1; break; }
+        CPU_FREE(set), set = NULL;
+        if (errno != EINVAL) break;
+    }
+    if (!known) ncpu = online > 0 ? (int)online : 1; /* unknown: every CPU the node has */
+    int bytes = (ncpu + 7) / 8, most;
+    mpiCheck(MPI_Allreduce(&bytes, &most, 1, MPI_INT, MPI_MAX, local)); /* one size for the exchange */
+    unsigned char *mine = zl_host_calloc((size_t)most, 1);
+    for (int c = 0; c < ncpu; c++)
+        if (known ? CPU_ISSET_S(c, CPU_ALLOC_SIZE(ncpu), set) : c < online) mine[c / 8] |= (unsigned char)(1u << (c % 8)), allowed++;
+    if (set) CPU_FREE(set);
+    unsigned char *masks = zl_host_calloc((size_t)rt->local_size, (size_t)most);
+    mpiCheck(MPI_Allgather(mine, most, MPI_BYTE, masks, most, MPI_BYTE, local));
+    rt->host_threads = zl_offload_threads(masks, (size_t)most, rt->local_size, rt->local_rank);
+    free(masks), free(mine);
     if (rt->cfg.offload && online > 0 && rt->host_threads < online / rt->local_size)
-        fprintf(stderr, "zerolab: warning: host Adam gets %d thread(s): this rank may use %d of the node's %ld cores "
+        fprintf(stderr, "zerolab: warning: host Adam gets %d thread(s): this rank may use %d of the node's %ld CPUs "
                         "(its CPU affinity; e.g. mpirun --bind-to none)\n", rt->host_threads, allowed, online);
 }
 

@@ -177,7 +177,7 @@ typedef struct {
 
 /* A training run makes tens of plans (one per GEMM shape, epilogue and operand alignment);
  * the GPU kernel tests make every shape of the suite in one process: over 256 once the
- * alignment class counted the leading dimensions and strides (2026-11-27, 4 × H200). */
+ * alignment class counted the leading dimensions and strides (2026-11-27, 2 × H200). */
 #define ZL_MAX_PLANS 1024
 static gemm_plan g_plans[ZL_MAX_PLANS];
 static int g_nplans;
