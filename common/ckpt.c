@@ -542,34 +542,52 @@ int zl_ckpt_compatible(const zl_ckpt_manifest *m, const char *dir, zl_model_shap
 /* One old rank file open at a time: a checkpoint of thousands of ranks must not need as many
  * descriptors (ulimit -n is often 1024). A range runs over the old ranks in order, so each
  * file is opened once per range it overlaps. */
+/* A few old rank files stay open (the least recently read one closed first): a whole unit
+ * walks every old rank once per category, and reopening each file for each unit would cost
+ * n_units·N_old opens; one descriptor per old rank would run out of them past `ulimit -n`. */
+#define ZL_CKPT_OPEN_FILES 16
 struct zl_ckpt_reader {
     const char *dir;
     const zl_ckpt_manifest *m;
-    int fd;     /* old rank file `fd_rank`, or -1 */
-    size_t fd_rank;
+    int fd[ZL_CKPT_OPEN_FILES];     /* old rank file rank[i], or -1 */
+    size_t rank[ZL_CKPT_OPEN_FILES];
+    unsigned long used[ZL_CKPT_OPEN_FILES], tick; /* when each was last read */
+    int cur;                        /* the slot the last reader_file returned */
 };
 
 zl_ckpt_reader *zl_ckpt_reader_open(const char *dir, const zl_ckpt_manifest *m) {
     zl_ckpt_reader *rd = calloc(1, sizeof *rd);
     if (!rd) zl_fatal("out of host memory");
-    rd->dir = dir, rd->m = m, rd->fd = -1;
+    rd->dir = dir, rd->m = m;
+    for (int i = 0; i < ZL_CKPT_OPEN_FILES; i++) rd->fd[i] = -1;
     return rd;
 }
 
 void zl_ckpt_reader_close(zl_ckpt_reader *rd) {
     if (!rd) return;
-    if (rd->fd >= 0) close(rd->fd);
+    for (int i = 0; i < ZL_CKPT_OPEN_FILES; i++)
+        if (rd->fd[i] >= 0) close(rd->fd[i]);
     free(rd);
 }
 
 /* The open file of old rank q (the one open before it closed first). 0, or -1 with err. */
 static int reader_file(zl_ckpt_reader *rd, size_t q, char *err, size_t n) {
-    if (rd->fd >= 0 && rd->fd_rank == q) return 0;
-    if (rd->fd >= 0) close(rd->fd);
+    for (int i = 0; i < ZL_CKPT_OPEN_FILES; i++)
+        if (rd->fd[i] >= 0 && rd->rank[i] == q) return rd->used[rd->cur = i] = ++rd->tick, 0;
+    int slot = 0; /* a free one, else the least recently read */
+    for (int i = 0; i < ZL_CKPT_OPEN_FILES && rd->fd[slot] >= 0; i++)
+        if (rd->fd[i] < 0 || rd->used[i] < rd->used[slot]) slot = i;
+    if (rd->fd[slot] >= 0) close(rd->fd[slot]);
     char path[ZL_PATH_MAX + 32];
     zl_ckpt_rank_path(path, sizeof path, rd->dir, (int)q);
-    rd->fd_rank = q;
-    if ((rd->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return msg(err, n, "%s: %s", path, strerror(errno));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) { /* the process's limit: keep only this one */
+        for (int i = 0; i < ZL_CKPT_OPEN_FILES; i++)
+            if (rd->fd[i] >= 0) close(rd->fd[i]), rd->fd[i] = -1;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
+    rd->fd[slot] = fd, rd->rank[slot] = q, rd->used[slot] = ++rd->tick, rd->cur = slot;
+    if (fd < 0) return msg(err, n, "%s: %s", path, strerror(errno));
     return 0;
 }
 
@@ -599,7 +617,7 @@ int zl_ckpt_read_range(zl_ckpt_reader *rd, int cat, int u, size_t begin, size_t 
         size_t file_off = zl_ckpt_cat_offset(m, cat) + (p->slice_off[u] + (a - q * L)) * esz;
         for (size_t done = 0; done < b - a; done += chunk) {
             size_t cnt = b - a - done < chunk ? b - a - done : chunk;
-            if (pread_all(rd->fd, buf, cnt * esz, file_off + done * esz))
+            if (pread_all(rd->fd[rd->cur], buf, cnt * esz, file_off + done * esz))
                 return msg(err, n, "%s/rank-%05zu.bin: short read (changed since it was verified?)", rd->dir, q);
             sink(ctx_, a - begin + done, buf, cnt);
         }

@@ -147,7 +147,7 @@ int zl_ckpt_write_manifest(const char *dir, const zl_ckpt_manifest *m);
  * category cat, from the files of the old ranks whose slices overlap. Each piece goes
  * through `buf` (cap bytes) and is handed to sink(ctx, offset from begin, data, count).
  * 0, or -1 with err (a short read: the file changed since it was verified). A reader keeps
- * one rank file open at a time, whatever the old N. */
+ * at most 16 rank files open (one when the descriptors run out), whatever the old N. */
 /* data is writable: a sink may convert in place */
 typedef void (*zl_ckpt_sink)(void *ctx, size_t at, void *data, size_t count);
 typedef struct zl_ckpt_reader zl_ckpt_reader;

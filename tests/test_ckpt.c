@@ -449,11 +449,12 @@ static int zlckpt_with_fds(int max_fds, const char *args, const char *err_path) 
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* The range reader keeps one rank file open at a time: a checkpoint of more ranks than
- * `ulimit -n` allows (1024 is common) exports and reshards. It kept every old rank's file open
- * until the end, so with 5 descriptors (stdin, stdout, stderr, the --out file and one rank
- * file) exporting a checkpoint of 2 or 3 ranks failed: "rank-00001.bin: Too many open files". */
-Test(zlckpt, export_keeps_one_rank_file_open) {
+/* The range reader keeps at most a few rank files open, and only one when the descriptors run
+ * out: a checkpoint of more ranks than `ulimit -n` allows (1024 is common) exports and
+ * reshards. It kept every old rank's file open until the end, so with 5 descriptors (stdin,
+ * stdout, stderr, the --out file and one rank file) exporting a checkpoint of 2 or 3 ranks
+ * failed: "rank-00001.bin: Too many open files". */
+Test(zlckpt, export_works_under_a_low_descriptor_limit) {
     char dir[256], out[128], ref[128], err[128], args[600], unused[17], cmd[400], text[1024];
     tmp_path(dir, sizeof dir, "fds");
     rm_rf(dir);
