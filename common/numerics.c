@@ -119,8 +119,9 @@ void zl_numerics_report(const zl_numerics *n, struct zl_report *r) {
     if (n->diverged && n->rank == 0) {
         fprintf(stderr, "%s: %s\n", r->rt->prog, n->diverged_why);
         if (n->cfg->save_dir[0]) /* the stage files save no diverged step: its state is no training's */
-            fprintf(stderr, "%s: --save %s: nothing saved at the diverged step (the directory keeps its last checkpoint, if any)\n",
-                    r->rt->prog, n->cfg->save_dir);
+            fprintf(stderr,
+                    "%s: --save %s: nothing saved at the diverged step (the directory keeps its last checkpoint, "
+                    "if any)\n", r->rt->prog, n->cfg->save_dir);
         fflush(stderr);
     }
 }
