@@ -101,7 +101,8 @@ static void share_cpus(zl_runtime *rt, MPI_Comm local) {
     mpiCheck(MPI_Allreduce(&bytes, &most, 1, MPI_INT, MPI_MAX, local)); /* one size for the exchange */
     unsigned char *mine = zl_host_calloc((size_t)most, 1);
     for (int c = 0; c < ncpu; c++)
-        if (known ? CPU_ISSET_S(c, CPU_ALLOC_SIZE(ncpu), set) : c < online) mine[c / 8] |= (unsigned char)(1u << (c % 8)), allowed++;
+        if (known ? CPU_ISSET_S(c, CPU_ALLOC_SIZE(ncpu), set) : c < online)
+            mine[c / 8] |= (unsigned char)(1u << (c % 8)), allowed++;
     if (set) CPU_FREE(set);
     unsigned char *masks = zl_host_calloc((size_t)rt->local_size, (size_t)most);
     mpiCheck(MPI_Allgather(mine, most, MPI_BYTE, masks, most, MPI_BYTE, local));
