@@ -44,13 +44,14 @@ static long g_steps, g_timed_steps;
 static void describe_wait(char *buf, size_t n) {
     int count = g_n;
     if (count == 0 || !g_log) return;
-    int i = 0;
-    while (i < count - 1 && g_log[i].returned && zl_event_done(g_log[i].end)) i++;
+    int i = 0, done;
+    while (i < count - 1 && g_log[i].returned && zl_event_done(g_log[i].end) == 1) i++;
     const log_entry *e = &g_log[i];
     char unit[32] = "";
     if (e->unit >= 0) snprintf(unit, sizeof unit, " of unit %d", e->unit);
+    done = e->returned ? zl_event_done(e->end) : 0;
     snprintf(buf, n, "%s %s%s (collective %d of this step%s)", zl_op_name(e->op), zl_purpose_name(e->why), unit,
-             i + 1, e->returned && zl_event_done(e->end) ? ", completed" : "");
+             i + 1, done == 1 ? ", completed" : done < 0 ? "; the device reports an error" : "");
 }
 
 void zl_comm_init(int world, int max_per_step) {

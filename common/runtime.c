@@ -127,6 +127,10 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     rt->argc = argc, rt->argv = argv; /* after MPI_Init, which may remove its own arguments */
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &rt->world));
+    if (provided < MPI_THREAD_MULTIPLE && rt->rank == 0) /* said, not refused: most runs never need it */
+        fprintf(stderr, "%s: warning: this MPI library grants thread level %d, not MPI_THREAD_MULTIPLE (%d): the "
+                "watchdog's MPI_Abort, from its own thread, may not end a hung job\n", rt->prog, provided,
+                MPI_THREAD_MULTIPLE);
 
     char err[512];
     int status = zl_args_parse(&rt->cfg, stage, argc, argv, err, sizeof err);

@@ -133,7 +133,10 @@ void zl_event_destroy(zl_event e);
 void zl_event_record(zl_event e, zl_stream s);
 void zl_stream_wait_event(zl_stream s, zl_event e);
 float zl_event_elapsed_ms(zl_event start, zl_event end); /* both must have completed */
-int zl_event_done(zl_event e); /* 1 if the work before the event has completed (never blocks) */
+/* 1 if the work before the event has completed, 0 if not yet, -1 if the device reports an
+ * error — returned, not raised: the watchdog's thread asks, after the job began to end, when a
+ * fatal error would wait for that end forever (never blocks) */
+int zl_event_done(zl_event e);
 void zl_event_sync(zl_event e); /* the host waits until the work before the event has completed */
 /* Run fn(arg) on a host thread once the work issued before it on s is done; s's later work
  * waits for fn to return (CUDA: cudaLaunchHostFunc; fn must not call the backend). On CPU:

@@ -25,7 +25,13 @@
 #include "cuda_check.h"
 #include "gpu_select.h"
 
+/* The communicator: the main thread creates, uses and destroys it; the watchdog's thread polls
+ * its asynchronous error and may abort it. g_comm_lock orders those: g_comm is set only once
+ * ncclCommInitRankConfig has succeeded (NCCL publishes a half-built one, and frees it on a
+ * failure), taken away before ncclCommDestroy, and an aborted one is never destroyed. */
 static ncclComm_t g_comm = NULL;
+static pthread_mutex_t g_comm_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_comm_aborted;
 static int g_device = -1;
 static char g_device_name[256] = "cuda (not initialised)";
 static char g_pci_bus_id[32] = "unknown";
@@ -34,13 +40,25 @@ static char g_nccl_version[32] = "NCCL (unknown version)";
 static cudaStream_t as_stream(zl_stream s) { return (cudaStream_t)s; }
 static cudaEvent_t as_event(zl_event e) { return (cudaEvent_t)e; }
 
+/* A kernel's fault (a bad address, a trap, an ECC error) is reported by whichever later call
+ * looks: the file:line is where it was noticed, not where it happened. */
+static int is_kernel_fault(cudaError_t e) {
+    return e == cudaErrorIllegalAddress || e == cudaErrorLaunchFailure || e == cudaErrorMisalignedAddress ||
+           e == cudaErrorIllegalInstruction || e == cudaErrorHardwareStackError || e == cudaErrorInvalidPc ||
+           e == cudaErrorInvalidAddressSpace || e == cudaErrorAssert || e == cudaErrorECCUncorrectable;
+}
+
 void zl_cuda_fatal(const char *file, int line, const char *what, const char *detail) {
     if (zl_is_ending()) zl_wait_for_the_end(); /* the watchdog aborted NCCL under us: it reports, exit 5 */
     int rank = -1, inited = 0;
     MPI_Initialized(&inited);
     if (inited) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    fprintf(stderr, "[zerolab cuda] rank %d, %s:%d: %s failed: %s\n", rank, file, line, what,
-            detail ? detail : "(no detail)");
+    fprintf(stderr, "[zerolab cuda] rank %d, %s:%d: %s failed: %s%s\n", rank, file, line, what,
+            detail ? detail : "(no detail)",
+            is_kernel_fault(cudaPeekAtLastError())
+                ? " (a kernel's fault, noticed here: it may come from earlier work; CUDA_LAUNCH_BLOCKING=1 or "
+                  "compute-sanitizer names the kernel)"
+                : "");
     zl_abort_job(1);
 }
 
@@ -149,14 +167,23 @@ void zl_backend_init(int rank, int world, int local_rank, int local_size, const 
 #else
     if (have > 0 && pol != 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY", "needs NCCL >= 2.27");
 #endif
-    ncclCheckComm(ncclCommInitRankConfig(&g_comm, world, id, rank, &cfg));
+    ncclComm_t comm = NULL;
+    ncclCheckComm(ncclCommInitRankConfig(&comm, world, id, rank, &cfg));
+    pthread_mutex_lock(&g_comm_lock);
+    g_comm = comm;
+    pthread_mutex_unlock(&g_comm_lock);
 }
 
 void zl_backend_finalize(void) {
     if (g_comm == NULL) return;
     cudaCheck(cudaDeviceSynchronize()); /* no collective may still be in flight */
-    ncclCheckComm(ncclCommDestroy(g_comm));
+    pthread_mutex_lock(&g_comm_lock);
+    ncclComm_t comm = g_comm;
+    int aborted = g_comm_aborted;
     g_comm = NULL;
+    pthread_mutex_unlock(&g_comm_lock);
+    if (aborted) zl_wait_for_the_end(); /* the watchdog's abort has it: the job is ending */
+    ncclCheckComm(ncclCommDestroy(comm));
 }
 
 const char *zl_backend_name(void) { return "cuda"; }
@@ -175,8 +202,11 @@ static void *abort_comm(void *arg) {
 }
 
 void zl_backend_abort(void) {
+    pthread_mutex_lock(&g_comm_lock);
     ncclComm_t comm = g_comm;
-    if (comm == NULL) return;
+    g_comm_aborted = comm != NULL;
+    pthread_mutex_unlock(&g_comm_lock);
+    if (comm == NULL) return; /* none yet (or destroyed): MPI_Abort alone ends the job */
     pthread_t t;
     if (pthread_create(&t, NULL, abort_comm, comm)) return;
     pthread_detach(t);
@@ -187,11 +217,15 @@ void zl_backend_abort(void) {
 }
 
 int zl_backend_async_error(char *msg, size_t n) {
-    ncclComm_t comm = g_comm;
     ncclResult_t async = ncclSuccess;
-    if (comm == NULL || ncclCommGetAsyncError(comm, &async) != ncclSuccess || async == ncclSuccess) return 0;
-    snprintf(msg, n, "NCCL asynchronous error: %s (%s)", ncclGetErrorString(async), ncclGetLastError(comm));
-    return 1;
+    pthread_mutex_lock(&g_comm_lock); /* not while the main thread creates or destroys it */
+    ncclComm_t comm = g_comm;
+    int failed = comm != NULL && !g_comm_aborted && ncclCommGetAsyncError(comm, &async) == ncclSuccess &&
+                 async != ncclSuccess && async != ncclInProgress;
+    if (failed)
+        snprintf(msg, n, "NCCL asynchronous error: %s (%s)", ncclGetErrorString(async), ncclGetLastError(comm));
+    pthread_mutex_unlock(&g_comm_lock);
+    return failed;
 }
 
 /* ---- memory -------------------------------------------------------------------------- */
@@ -199,8 +233,13 @@ int zl_backend_async_error(char *msg, size_t n) {
 void *zl_dev_alloc(size_t bytes) {
     void *p = NULL;
     /* cudaMalloc(0) "succeeds" with NULL, which the caller would read as out of memory. */
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess) { /* the caller names the buffer; this line, the CUDA cause and what is free */
+        size_t free_b = 0, total_b = 0;
         (void)cudaGetLastError(); /* clear it, or the next launch check would report it */
+        if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) (void)cudaGetLastError();
+        fprintf(stderr, "[zerolab cuda] cudaMalloc(%zu bytes): %s; the device has %.3f GiB free of %.3f (every "
+                "process on it counted)\n", bytes, cudaGetErrorString(e), free_b / 1073741824.0, total_b / 1073741824.0);
         return NULL;
     }
     return p;
@@ -361,9 +400,7 @@ void zl_event_record(zl_event e, zl_stream s) { cudaCheck(cudaEventRecord(as_eve
 
 int zl_event_done(zl_event e) {
     cudaError_t r = cudaEventQuery(as_event(e));
-    if (r == cudaErrorNotReady) return 0;
-    cudaCheck(r);
-    return 1;
+    return r == cudaSuccess ? 1 : r == cudaErrorNotReady ? 0 : -1;
 }
 
 void zl_event_sync(zl_event e) { cudaCheck(cudaEventSynchronize(as_event(e))); }
