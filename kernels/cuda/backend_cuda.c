@@ -117,6 +117,14 @@ static int pick_device(const char *prog, int local_rank, int local_size, char *w
                  "(A100, A10, L4, L40S, H100, H200, ...)", dev, prop.name, prop.major, prop.minor);
         return -1;
     }
+    /* NCCL_COMM_BLOCKING=0 overrides the communicator's configuration: its calls would return
+     * ncclInProgress before they are done, which nothing here waits for (an opaque exit 1). */
+    const char *blocking = getenv("NCCL_COMM_BLOCKING");
+    if (dev >= 0 && blocking && *blocking && atoi(blocking) == 0) {
+        snprintf(why, whylen, "NCCL_COMM_BLOCKING=%s makes NCCL's calls non-blocking, which zerolab does not "
+                 "handle: unset it", blocking);
+        return -1;
+    }
     return dev;
 }
 
