@@ -539,9 +539,6 @@ int zl_ckpt_compatible(const zl_ckpt_manifest *m, const char *dir, zl_model_shap
 
 /* ---- reading ranges of the unpadded layout ------------------------------------------ */
 
-/* One old rank file open at a time: a checkpoint of thousands of ranks must not need as many
- * descriptors (ulimit -n is often 1024). A range runs over the old ranks in order, so each
- * file is opened once per range it overlaps. */
 /* A few old rank files stay open (the least recently read one closed first): a whole unit
  * walks every old rank once per category, and reopening each file for each unit would cost
  * n_units·N_old opens; one descriptor per old rank would run out of them past `ulimit -n`. */
@@ -577,7 +574,7 @@ static int reader_file(zl_ckpt_reader *rd, size_t q, char *err, size_t n) {
     int slot = 0; /* a free one, else the least recently read */
     for (int i = 0; i < ZL_CKPT_OPEN_FILES && rd->fd[slot] >= 0; i++)
         if (rd->fd[i] < 0 || rd->used[i] < rd->used[slot]) slot = i;
-    if (rd->fd[slot] >= 0) close(rd->fd[slot]);
+    if (rd->fd[slot] >= 0) close(rd->fd[slot]), rd->fd[slot] = -1; /* not closed twice below */
     char path[ZL_PATH_MAX + 32];
     zl_ckpt_rank_path(path, sizeof path, rd->dir, (int)q);
     int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -93,8 +93,9 @@ static void share_cpus(zl_runtime *rt, MPI_Comm local) {
         set = CPU_ALLOC(ncpu);
         if (!set) zl_fatal("out of host memory for a CPU mask of %d CPUs", ncpu);
         if (!sched_getaffinity(0, CPU_ALLOC_SIZE(ncpu), set)) { known = 1; break; }
+        int e = errno; /* before free, which may change it */
         CPU_FREE(set), set = NULL;
-        if (errno != EINVAL) break;
+        if (e != EINVAL) break;
     }
     if (!known) ncpu = online > 0 ? (int)online : 1; /* unknown: every CPU the node has */
     int bytes = (ncpu + 7) / 8, most;
@@ -127,15 +128,15 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     rt->argc = argc, rt->argv = argv; /* after MPI_Init, which may remove its own arguments */
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &rt->world));
-    if (provided < MPI_THREAD_MULTIPLE && rt->rank == 0) /* said, not refused: most runs never need it */
-        fprintf(stderr, "%s: warning: this MPI library grants thread level %d, not MPI_THREAD_MULTIPLE (%d): the "
-                "watchdog's MPI_Abort, from its own thread, may not end a hung job\n", rt->prog, provided,
-                MPI_THREAD_MULTIPLE);
 
     char err[512];
     int status = zl_args_parse(&rt->cfg, stage, argc, argv, err, sizeof err);
     agree_on_arguments(rt, status, err);
     if (rt->rank == 0) zl_args_warn_unknown_knobs(rt->prog);
+    if (provided < MPI_THREAD_MULTIPLE && rt->rank == 0) /* said, not refused: most runs never need it */
+        fprintf(stderr, "%s: warning: this MPI library grants thread level %d, not MPI_THREAD_MULTIPLE (%d): the "
+                "watchdog's MPI_Abort, from its own thread, may not end a hung job\n", rt->prog, provided,
+                MPI_THREAD_MULTIPLE);
     zl_outputs_open(rt);
     zl_watchdog_start(rt->prog, rt->rank, rt->cfg.timeout_s);
 

@@ -117,15 +117,18 @@ static int pick_device(const char *prog, int local_rank, int local_size, char *w
                  "(A100, A10, L4, L40S, H100, H200, ...)", dev, prop.name, prop.major, prop.minor);
         return -1;
     }
-    /* NCCL_COMM_BLOCKING=0 overrides the communicator's configuration: its calls would return
-     * ncclInProgress before they are done, which nothing here waits for (an opaque exit 1). */
-    const char *blocking = getenv("NCCL_COMM_BLOCKING");
-    if (dev >= 0 && blocking && *blocking && atoi(blocking) == 0) {
-        snprintf(why, whylen, "NCCL_COMM_BLOCKING=%s makes NCCL's calls non-blocking, which zerolab does not "
-                 "handle: unset it", blocking);
-        return -1;
-    }
     return dev;
+}
+
+/* NCCL_COMM_BLOCKING=0 overrides the communicator's configuration: its calls would return
+ * ncclInProgress before they are done, which nothing here waits for (an opaque exit 1). Read
+ * as NCCL reads it (strtoll, base 0); a setting in nccl.conf is not seen here. */
+static int nccl_made_non_blocking(char *why, size_t whylen) {
+    const char *blocking = getenv("NCCL_COMM_BLOCKING");
+    if (!blocking || !*blocking || strtoll(blocking, NULL, 0) != 0) return 0;
+    snprintf(why, whylen, "NCCL_COMM_BLOCKING=%s makes NCCL's calls non-blocking, which zerolab does not handle: "
+             "unset it", blocking);
+    return 1;
 }
 
 void zl_backend_device_key(int rank, int local_rank, int local_size, char *key, size_t n) {
@@ -143,6 +146,7 @@ void zl_backend_init(int rank, int world, int local_rank, int local_size, const 
     char why[512] = "";
     int code = 1;
     g_device = pick_device(prog, local_rank, local_size, why, sizeof why, &code);
+    if (g_device >= 0 && nccl_made_non_blocking(why, sizeof why)) g_device = -1, code = 2;
     agree_on_device(rank, world, prog, g_device, why, code);
     cudaCheck(cudaSetDevice(g_device));
     struct cudaDeviceProp prop;
@@ -245,9 +249,14 @@ void *zl_dev_alloc(size_t bytes) {
     if (e != cudaSuccess) { /* the caller names the buffer; this line, the CUDA cause and what is free */
         size_t free_b = 0, total_b = 0;
         (void)cudaGetLastError(); /* clear it, or the next launch check would report it */
-        if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) (void)cudaGetLastError();
-        fprintf(stderr, "[zerolab cuda] cudaMalloc(%zu bytes): %s; the device has %.3f GiB free of %.3f (every "
-                "process on it counted)\n", bytes, cudaGetErrorString(e), free_b / 1073741824.0, total_b / 1073741824.0);
+        char free_s[96] = "unknown (the device reports an error)";
+        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+            snprintf(free_s, sizeof free_s, "%.3f GiB free of %.3f (every process on it counted)",
+                     free_b / 1073741824.0, total_b / 1073741824.0);
+        else
+            (void)cudaGetLastError();
+        fprintf(stderr, "[zerolab cuda] cudaMalloc(%zu bytes): %s; the device: %s\n", bytes, cudaGetErrorString(e),
+                free_s);
         return NULL;
     }
     return p;
@@ -407,6 +416,9 @@ void zl_event_destroy(zl_event e) {
 void zl_event_record(zl_event e, zl_stream s) { cudaCheck(cudaEventRecord(as_event(e), as_stream(s))); }
 
 int zl_event_done(zl_event e) {
+    /* The watchdog's thread asks, which started before the device was chosen: without this it
+     * would query (and make a context on) device 0 */
+    if (g_device >= 0 && cudaSetDevice(g_device) != cudaSuccess) return (void)cudaGetLastError(), -1;
     cudaError_t r = cudaEventQuery(as_event(e));
     return r == cudaSuccess ? 1 : r == cudaErrorNotReady ? 0 : -1;
 }

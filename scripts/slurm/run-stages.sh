@@ -51,11 +51,13 @@ fi
 launch() {
     case $LAUNCH in
     srun)
-        # --kill-on-bad-exit: a rank killed by a signal (the OOM killer, a crash inside a library)
-        # ends the step's other ranks at once; Slurm's default leaves them waiting in NCCL until
-        # the watchdog's --timeout (exit 5). A killed rank's step ends with the signal's code.
+        # --wait=60: 60 s after the first rank ends, Slurm ends the rest — a rank killed by a
+        # signal (the OOM killer, a crash inside a library) no longer leaves the others in NCCL
+        # until the watchdog's --timeout (exit 5), while ranks that agreed on an exit code (2, 3,
+        # 4) end within it and keep that code (--kill-on-bad-exit would kill them mid-teardown on
+        # the first non-zero exit and report a signal instead)
         # shellcheck disable=SC2086 # SRUN_FLAGS is a word list on purpose
-        srun --mpi="$SRUN_MPI" --kill-on-bad-exit=1 --ntasks="$ntasks" --ntasks-per-node="$per_node" $SRUN_FLAGS "$@" ;;
+        srun --mpi="$SRUN_MPI" --wait=60 --ntasks="$ntasks" --ntasks-per-node="$per_node" $SRUN_FLAGS "$@" ;;
     mpirun)
         local map=(-ppn "$per_node")            # MPICH / Intel MPI (Hydra)
         if "$MPIRUN" --version 2>&1 | grep -qi "open mpi"; then map=(--map-by "ppr:$per_node:node" --bind-to none); fi
