@@ -433,13 +433,14 @@ static int parse_files(ctx *c, const cJSON *j, zl_ckpt_manifest *m) {
 }
 
 /* DIR is gone but DIR.zl-old holds a checkpoint: a save on a file system without
- * RENAME_EXCHANGE was cut between its two renames (publish). Say where the checkpoints are. */
-static void note_cut_save(const char *dir, char *err, size_t n) {
+ * RENAME_EXCHANGE was cut between its two renames (publish). Say where the checkpoints are,
+ * after err's text; 1 if that is so. */
+static int note_cut_save(const char *dir, char *err, size_t n) {
     char old[ZL_PATH_MAX + 32], tmp[ZL_PATH_MAX + 32], probe[ZL_PATH_MAX + 64];
     struct stat st;
     sibling(old, sizeof old, dir, ".zl-old");
     snprintf(probe, sizeof probe, "%s/%s", old, ZL_CKPT_MANIFEST);
-    if (!stat(dir, &st) || stat(probe, &st)) return;
+    if (!stat(dir, &st) || stat(probe, &st)) return 0;
     sibling(tmp, sizeof tmp, dir, ".zl-tmp");
     snprintf(probe, sizeof probe, "%s/%s", tmp, ZL_CKPT_MANIFEST);
     size_t len = strlen(err);
@@ -449,6 +450,7 @@ static void note_cut_save(const char *dir, char *err, size_t n) {
     else
         snprintf(err + len, n - len, "; a save was cut short: '%s' holds the checkpoint before it, '%s' the one it "
                  "was saving (whole if zlckpt verify passes): rename one of them to '%s'", old, tmp, dir);
+    return 1;
 }
 
 int zl_ckpt_read_manifest(const char *dir, zl_ckpt_manifest *m, char *err, size_t n) {
@@ -459,7 +461,7 @@ int zl_ckpt_read_manifest(const char *dir, zl_ckpt_manifest *m, char *err, size_
     char *text = NULL;
     size_t len = 0;
     int rc = read_text(&c, path, &text, &len) || check_seal(&c, text, len) ? -1 : 0;
-    if (rc && !text) note_cut_save(dir, err, n);
+    if (rc && !text) (void)note_cut_save(dir, err, n);
     cJSON *j = rc ? NULL : cJSON_ParseWithLength(text, len);
     if (!rc && !cJSON_IsObject(j)) rc = msg(err, n, "%s: not a JSON object", path);
     if (!rc)
@@ -549,7 +551,6 @@ struct zl_ckpt_reader {
     int fd[ZL_CKPT_OPEN_FILES];     /* old rank file rank[i], or -1 */
     size_t rank[ZL_CKPT_OPEN_FILES];
     unsigned long used[ZL_CKPT_OPEN_FILES], tick; /* when each was last read */
-    int cur;                        /* the slot the last reader_file returned */
 };
 
 zl_ckpt_reader *zl_ckpt_reader_open(const char *dir, const zl_ckpt_manifest *m) {
@@ -567,10 +568,11 @@ void zl_ckpt_reader_close(zl_ckpt_reader *rd) {
     free(rd);
 }
 
-/* The open file of old rank q (the one open before it closed first). 0, or -1 with err. */
+/* The open file of old rank q (the one open before it closed first): its descriptor, or -1
+ * with err. */
 static int reader_file(zl_ckpt_reader *rd, size_t q, char *err, size_t n) {
     for (int i = 0; i < ZL_CKPT_OPEN_FILES; i++)
-        if (rd->fd[i] >= 0 && rd->rank[i] == q) return rd->used[rd->cur = i] = ++rd->tick, 0;
+        if (rd->fd[i] >= 0 && rd->rank[i] == q) return rd->used[i] = ++rd->tick, rd->fd[i];
     int slot = 0; /* a free one, else the least recently read */
     for (int i = 0; i < ZL_CKPT_OPEN_FILES && rd->fd[slot] >= 0; i++)
         if (rd->fd[i] < 0 || rd->used[i] < rd->used[slot]) slot = i;
@@ -583,9 +585,9 @@ static int reader_file(zl_ckpt_reader *rd, size_t q, char *err, size_t n) {
             if (rd->fd[i] >= 0) close(rd->fd[i]), rd->fd[i] = -1;
         fd = open(path, O_RDONLY | O_CLOEXEC);
     }
-    rd->fd[slot] = fd, rd->rank[slot] = q, rd->used[slot] = ++rd->tick, rd->cur = slot;
+    rd->fd[slot] = fd, rd->rank[slot] = q, rd->used[slot] = ++rd->tick;
     if (fd < 0) return msg(err, n, "%s: %s", path, strerror(errno));
-    return 0;
+    return fd;
 }
 
 static int pread_all(int fd, void *buf, size_t n, size_t off) {
@@ -610,11 +612,12 @@ int zl_ckpt_read_range(zl_ckpt_reader *rd, int cat, int u, size_t begin, size_t 
     if (begin >= end) return 0;
     for (size_t q = begin / L; q * L < end; q++) {
         size_t a = begin > q * L ? begin : q * L, b = end < (q + 1) * L ? end : (q + 1) * L;
-        if (reader_file(rd, q, err, n)) return -1;
+        int fd = reader_file(rd, q, err, n);
+        if (fd < 0) return -1;
         size_t file_off = zl_ckpt_cat_offset(m, cat) + (p->slice_off[u] + (a - q * L)) * esz;
         for (size_t done = 0; done < b - a; done += chunk) {
             size_t cnt = b - a - done < chunk ? b - a - done : chunk;
-            if (pread_all(rd->fd[rd->cur], buf, cnt * esz, file_off + done * esz))
+            if (pread_all(fd, buf, cnt * esz, file_off + done * esz))
                 return msg(err, n, "%s/rank-%05zu.bin: short read (changed since it was verified?)", rd->dir, q);
             sink(ctx_, a - begin + done, buf, cnt);
         }
@@ -749,14 +752,14 @@ zl_ckpt_progress zl_ckpt_resume(zl_ckpt *ck, zl_ckpt_owned o, zl_stream s) {
 
 /* ---- saving ----------------------------------------------------------------------------- */
 
-/* Remove a checkpoint directory: only the files a checkpoint holds, then the directory
- * (left in place, with a warning, if anything else is inside). */
 /* A name a save writes: the manifest or a rank file. */
 static int checkpoint_file_name(const char *name) {
     size_t len = strlen(name);
     return !strcmp(name, ZL_CKPT_MANIFEST) || (!strncmp(name, "rank-", 5) && len > 9 && !strcmp(name + len - 4, ".bin"));
 }
 
+/* Remove a checkpoint directory: only the files a checkpoint holds, then the directory
+ * (left in place, with a warning, if anything else is inside). */
 static void remove_checkpoint_dir(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
@@ -802,13 +805,11 @@ int zl_ckpt_probe_dir(const char *dir, char *m, size_t n) {
         msg(m, n, "--save: '%s' is a symbolic link; give the directory it points to", dir);
         return EINVAL;
     }
-    int foreign = 0;
+    int foreign = 0, missing = stat(dir, &st) ? errno : 0;
     char foreign_name[256] = "";
-    if (stat(dir, &st) && errno == ENOENT) { /* no DIR: was a save cut between its renames? */
+    if (missing == ENOENT) { /* no DIR: was a save cut between its renames? */
         msg(m, n, "--save: '%s' is missing", dir);
-        size_t len = strlen(m);
-        note_cut_save(dir, m, n);
-        if (strlen(m) > len) return EEXIST; /* the next save would clear what the cut one left */
+        if (note_cut_save(dir, m, n)) return EEXIST; /* the next save would clear what the cut one left */
         snprintf(path, sizeof path, "%s.zl-tmp/%s", name, ZL_CKPT_MANIFEST);
         if (!stat(path, &st)) { /* a first save ended between its manifest and its rename */
             msg(m, n, "--save: '%s.zl-tmp' holds a whole checkpoint no save put in place (its job ended before "
@@ -816,7 +817,7 @@ int zl_ckpt_probe_dir(const char *dir, char *m, size_t n) {
             return EEXIST;
         }
         m[0] = '\0';
-    } else if (!stat(dir, &st)) {
+    } else if (!missing) {
         snprintf(path, sizeof path, "%s/%s", dir, ZL_CKPT_MANIFEST);
         int entries = S_ISDIR(st.st_mode) ? count_entries(dir, &foreign, foreign_name, sizeof foreign_name) : 0;
         if (!S_ISDIR(st.st_mode) || (entries && access(path, F_OK))) {
