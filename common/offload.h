@@ -17,9 +17,10 @@
  *   host -> device  the new parameter slice, on the stream of copies up: it overlaps Adam of
  *                   the next unit. Only on applied steps, 2Ψ_pad/N bytes. Up and down have a
  *                   stream each, so when host Adam runs beside the backward (a static loss
- *                   scale and no clipping; stage2.c, stage3.c) a copy down never queues behind a copy up that waits for
- *                   host Adam. (Each copy up split over 2 streams, for more reads in flight
- *                   from host memory, was measured on H200 and changed nothing: not kept.)
+ *                   scale and no clipping; stage2.c, stage3.c) a copy down never queues
+ *                   behind a copy up that waits for host Adam. (Each copy up split over 2
+ *                   streams, for more reads in flight from host memory, was measured on H200
+ *                   and changed nothing: not kept.)
  * The copies go through comm.h (op d2h / h2d, purpose offload_grads / offload_params):
  * logged, timed, and drawn on the timeline's copy lane, but not counted as network bytes.
  *

@@ -109,7 +109,7 @@ static void share_cpus(zl_runtime *rt, MPI_Comm local) {
     mpiCheck(MPI_Allgather(mine, most, MPI_BYTE, masks, most, MPI_BYTE, local));
     rt->host_threads = zl_offload_threads(masks, (size_t)most, rt->local_size, rt->local_rank);
     free(masks), free(mine);
-    if (rt->cfg.offload && online > 0 && rt->host_threads < online / rt->local_size)
+    if (online > 0 && rt->host_threads < online / rt->local_size)
         fprintf(stderr, "zerolab: warning: host Adam gets %d thread(s): this rank may use %d of the node's %ld CPUs "
                         "(its CPU affinity; e.g. mpirun --bind-to none)\n", rt->host_threads, allowed, online);
 }
@@ -146,7 +146,7 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     mpiCheck(MPI_Comm_rank(local, &rt->local_rank));
     mpiCheck(MPI_Comm_size(local, &rt->local_size));
     refuse_a_shared_device(rt, local);
-    share_cpus(rt, local);
+    if (rt->cfg.offload) share_cpus(rt, local); /* every rank agreed on the flags: all or none exchange */
     mpiCheck(MPI_Comm_free(&local));
     zl_backend_init(rt->rank, rt->world, rt->local_rank, rt->local_size, rt->prog);
     zl_mem_init_collective(zl_dev_alloc_collective, zl_dev_free_collective); /* backend.h: the all-gathers' buffers */

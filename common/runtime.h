@@ -11,7 +11,7 @@
 
 typedef struct {
     int rank, world, local_rank, local_size;
-    int host_threads;  /* this rank's share of its node's CPUs (zl_offload_threads): host Adam's */
+    int host_threads;  /* --offload: this rank's share of its node's CPUs (zl_offload_threads), host Adam's */
     const char *prog;
     int argc;          /* the command line as given, for the report's "run" record */
     char *const *argv;
@@ -22,7 +22,7 @@ typedef struct {
  * on any rank, or different flags on different ranks, stops all of them with exit 2
  * and one line from the lowest such rank; --help on any rank prints the usage once and
  * exits 0 on all), open the output files (outputs.h), start the watchdog
- * (watchdog.h), find the node's ranks and this rank's share of their CPUs (host_threads),
+ * (watchdog.h), find the node's ranks and, with --offload, this rank's share of their CPUs (host_threads),
  * then initialise the backend. Nothing is allocated before the flags are
  * known to be good. */
 void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv);
