@@ -255,20 +255,7 @@ typedef struct {
     cublasLtMatmulPreference_t pref;
 } lt_plan;
 
-/* kernels_cuda.cu's align_class: alignment of a pointer capped at 16 bytes. */
-static int align_class(const void *p) {
-    uintptr_t a = (uintptr_t)p;
-    int c = 16;
-    while (c > 1 && (a & (uintptr_t)(c - 1))) c >>= 1;
-    return c;
-}
-
-/* kernels_cuda.cu's operand_align for one product (the block's GEMMs are not batched): the
- * pointer's class, lowered to its leading dimension's in bytes. */
-static int operand_align(const void *p, int ld) {
-    int c = align_class(p), l = align_class((const void *)(uintptr_t)((long long)ld * (long long)sizeof(zl_half)));
-    return l < c ? l : c;
-}
+/* align_class, operand_align: cuda_common.cuh, as the trainer's plans use them */
 
 static void plan_build(lt_plan *p, const gemm_args *g) {
     uint32_t epi = (uint32_t)g->epilogue;
@@ -293,8 +280,10 @@ static void plan_build(lt_plan *p, const gemm_args *g) {
     cublasCheck(cublasLtMatrixLayoutCreate(&p->lcd, g->type, (uint64_t)g->m, (uint64_t)g->n, g->ldd));
 
     uint64_t ws_bytes = ZL_LT_WS_BYTES;
-    uint32_t al_a = (uint32_t)operand_align(g->A, g->lda), al_b = (uint32_t)operand_align(g->B, g->ldb),
-             al_c = (uint32_t)operand_align(g->C ? g->C : g->D, g->ldd), al_d = (uint32_t)operand_align(g->D, g->ldd);
+    uint32_t al_a = (uint32_t)operand_align(g->A, g->lda, g->stride_a, g->batch),
+             al_b = (uint32_t)operand_align(g->B, g->ldb, g->stride_b, g->batch),
+             al_c = (uint32_t)operand_align(g->C ? g->C : g->D, g->ldd, g->stride_d, g->batch),
+             al_d = (uint32_t)operand_align(g->D, g->ldd, g->stride_d, g->batch);
     /* split-K partial sums must stay fp32: no INPLACE / OUTPUT_TYPE reductions (16-bit) */
     uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     cublasCheck(cublasLtMatmulPreferenceCreate(&p->pref));

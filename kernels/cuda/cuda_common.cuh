@@ -1,6 +1,7 @@
 /* cuda_common.cuh — what the CUDA kernel files share (kernels_cuda.cu: the MLP and the
- * optimizer; gpt_cuda.cu: the transformer): the storage-format templates (h2f / f2h,
- * LAUNCH16), the cuBLASLt GEMM with its plan cache (zl_cu_gemm, defined in kernels_cuda.cu),
+ * optimizer; gpt_cuda.cu: the transformer; bench/gemm_tune.cu): the storage-format templates
+ * (h2f / f2h, LAUNCH16), the operands' alignment classes the GEMM plans are made for
+ * (operand_align), the cuBLASLt GEMM with its plan cache (zl_cu_gemm, defined in kernels_cuda.cu),
  * the deterministic column sum and block reduction, and the shared workspace's accessors.
  * C++ only (nvcc). */
 #ifndef ZL_CUDA_COMMON_CUH
@@ -10,11 +11,48 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <stdint.h>
 
 #include "cuda_check.h"
 #include "kernels.h"
 
 static inline cudaStream_t as_stream(zl_stream s) { return (cudaStream_t)s; }
+
+/* ---- the GEMM plans' alignment (kernels_cuda.cu's plan cache, bench_gemm_tune) ---- */
+
+/* Alignment class of a pointer, capped at 16 bytes (what the tensor-core kernels' vector
+ * and TMA loads need). The cap keeps the chosen algorithm, hence the bits of the result,
+ * the same whether a buffer sits at a 16- or a 256-byte boundary. */
+static inline int align_class(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    int c = 16;
+    while (c > 1 && (a & (uintptr_t)(c - 1))) c >>= 1;
+    return c;
+}
+
+/* The alignment an operand is planned for (the key below, and the minimum the heuristic is
+ * told): its pointer's class, lowered to the class of its leading dimension and, batched, of
+ * its batch stride, in bytes. Column j of product i starts at p + (i·stride + j·ld) elements,
+ * so that is what every column of every product has; it never claims more than the pointer
+ * has, so whatever the heuristic answers runs on it. Nor does it change when p moves by whole
+ * columns or products: with L the lowered class of ld and stride, p + k·L keeps p's class if
+ * that is below L and stays a multiple of L if it is not. The models keep block b's
+ * activations b·R rows of their width into their buffers (the attention's q, k, v and P: b·B·H
+ * whole products) and, checkpointing, every block's at 0 (model/gpt.c slot(), model/mlp.c
+ * h_of): slot 0 and slot b get one plan, one algorithm, the same bits, also where R·width·2
+ * is no multiple of 16. Where ld and stride are multiples of 8 elements (16 bytes: lab-1b, the
+ * GPT-2 presets, any width divisible by 8) it is the pointer's class, as before: the same keys,
+ * the same preferences, the same algorithms. */
+static inline int operand_align(const void *p, int ld, long long stride, int batch) {
+    const long long elem = (long long)sizeof(zl_half);
+    int c = align_class(p), l = align_class((const void *)(uintptr_t)((long long)ld * elem));
+    if (l < c) c = l;
+    if (batch > 1) {
+        int s = align_class((const void *)(uintptr_t)(stride * elem)); /* 0 (one matrix for all): 16 */
+        if (s < c) c = s;
+    }
+    return c;
+}
 
 /* ---- 16-bit helpers: zl_half is the raw bits of the storage format BF; the hardware
  * conversions round to nearest even, exactly like zl_math.h's zl_float_to_half and

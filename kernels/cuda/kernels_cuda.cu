@@ -182,39 +182,7 @@ typedef struct {
 static gemm_plan g_plans[ZL_MAX_PLANS];
 static int g_nplans;
 
-/* Alignment class of a pointer, capped at 16 bytes (what the tensor-core kernels' vector
- * and TMA loads need). The cap keeps the chosen algorithm, hence the bits of the result,
- * the same whether a buffer sits at a 16- or a 256-byte boundary. */
-static int align_class(const void *p) {
-    uintptr_t a = (uintptr_t)p;
-    int c = 16;
-    while (c > 1 && (a & (uintptr_t)(c - 1))) c >>= 1;
-    return c;
-}
-
-/* The alignment an operand is planned for (the key below, and the minimum the heuristic is
- * told): its pointer's class, lowered to the class of its leading dimension and, batched, of
- * its batch stride, in bytes. Column j of product i starts at p + (i·stride + j·ld) elements,
- * so that is what every column of every product has; it never claims more than the pointer
- * has, so whatever the heuristic answers runs on it. Nor does it change when p moves by whole
- * columns or products: with L the lowered class of ld and stride, p + k·L keeps p's class if
- * that is below L and stays a multiple of L if it is not. The models keep block b's
- * activations b·R rows of their width into their buffers (the attention's q, k, v and P: b·B·H
- * whole products) and, checkpointing, every block's at 0 (model/gpt.c slot(), model/mlp.c
- * h_of): slot 0 and slot b get one plan, one algorithm, the same bits, also where R·width·2
- * is no multiple of 16. Where ld and stride are multiples of 8 elements (16 bytes: lab-1b, the
- * GPT-2 presets, any width divisible by 8) it is the pointer's class, as before: the same keys,
- * the same preferences, the same algorithms. */
-static int operand_align(const void *p, int ld, long long stride, int batch) {
-    const long long elem = (long long)sizeof(zl_half);
-    int c = align_class(p), l = align_class((const void *)(uintptr_t)((long long)ld * elem));
-    if (l < c) c = l;
-    if (batch > 1) {
-        int s = align_class((const void *)(uintptr_t)(stride * elem)); /* 0 (one matrix for all): 16 */
-        if (s < c) c = s;
-    }
-    return c;
-}
+/* align_class, operand_align: cuda_common.cuh (bench_gemm_tune plans with them too) */
 
 static int epilogue_has_bias(cublasLtEpilogue_t e) {
     return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
