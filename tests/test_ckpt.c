@@ -284,6 +284,14 @@ static int exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
+/* A file of someone else's: path holding text. */
+static void write_foreign_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "cannot create %s", path);
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+}
+
 /* A save that outlasts --timeout (held 15 s by the test hook, as a slow disk would; --timeout 6,
  * above a GPU's start-up under load, which counts too) is named as
  * what it is, not as a collective that never completed: the watchdog's line says the rank was
@@ -789,9 +797,7 @@ Test(save_dir, unwritable_or_foreign_directories_are_refused_before_training) {
     mkdir(dir, 0777);
     char keep[320];
     snprintf(keep, sizeof keep, "%s/notes.txt", dir);
-    FILE *f = fopen(keep, "w");
-    fputs("mine", f);
-    fclose(f);
+    write_foreign_file(keep, "mine");
     snprintf(flags, sizeof flags, "--save %s", dir);
     expect_save_refused(flags, "is not a zerolab checkpoint");
     cr_expect(exists(keep), "a foreign directory was touched");
@@ -804,8 +810,7 @@ Test(save_dir, unwritable_or_foreign_directories_are_refused_before_training) {
     snprintf(tmp, sizeof tmp, "%s/ck.zl-tmp", dir);
     mkdir(tmp, 0777);
     snprintf(keep, sizeof keep, "%s/notes.txt", tmp);
-    f = fopen(keep, "w");
-    fclose(f);
+    write_foreign_file(keep, "");
     snprintf(flags, sizeof flags, "--save %s/ck", dir);
     expect_save_refused(flags, "holds 'notes.txt', which a save does not write");
     cr_expect(exists(keep), "a foreign file was removed");
@@ -867,9 +872,7 @@ Test(save_dir, a_checkpoint_holding_a_foreign_file_is_refused_before_training) {
     char dir[256], keep[320], flags[600], unused[17];
     small_checkpoint(dir, sizeof dir, "ckforeign");
     snprintf(keep, sizeof keep, "%s/notes.txt", dir);
-    FILE *f = fopen(keep, "w");
-    fputs("mine", f);
-    fclose(f);
+    write_foreign_file(keep, "mine");
     snprintf(flags, sizeof flags, "--save %s --save-every 1", dir);
     expect_save_refused(flags, "holds 'notes.txt', which a save does not write");
     cr_expect(exists(keep), "the foreign file was moved or removed");
