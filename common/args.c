@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "util.h"
-#include "../kernels/gpt_kernels.h" /* zl_gpt_flash_supported */
+#include "../kernels/gpt_kernels.h" /* zl_gpt_flash_supported, zl_gpt_flash_by_shape */
 
 static const char *const stage_prog[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
 
@@ -90,9 +90,9 @@ static int parse_float(const char *flag, const char *s, double lo, int lo_open, 
                 hi_open ? ')' : ']', s);
 }
 
-/* "3,7,8": step numbers (checked against --steps once it is known). */
-/* "3,7": increasing step numbers, one comma between each two (an empty item, a repeat or a
- * value longer than the buffer is a typo, not something to guess at). */
+/* "3,7": increasing step numbers, one comma between each two (checked against --steps once it
+ * is known; an empty item, a repeat or a value longer than the buffer is a typo, not something
+ * to guess at). */
 static int parse_steps(const char *flag, const char *s, zl_config *c, char *err, int len) {
     char buf[256];
     const char *form = "expected increasing step numbers separated by single commas (e.g. 3,7)";
@@ -372,10 +372,9 @@ static int finish_config(zl_config *c, int stage, char *err, int len) {
     if (c->trace_path[0] && (!strcmp(c->trace_path, c->json_path) || !strcmp(c->trace_path, c->dump_path)))
         return fail(err, len, "--trace and %s name the same path '%s'",
                     !strcmp(c->trace_path, c->json_path) ? "--json" : "--dump-params", c->trace_path);
-    if (c->model == 1 && c->attention == ZL_ATTENTION_BY_SHAPE) { /* fused where its kernels run */
-        int runs = zl_gpt_flash_supported(c->dim, c->heads, c->dtype == ZL_BF16) && c->batch <= ZL_GPT_FLASH_MAX_BATCH;
-        c->attention = runs ? ZL_ATTENTION_FUSED : ZL_ATTENTION_STRIDED;
-    }
+    if (c->model == 1 && c->attention == ZL_ATTENTION_BY_SHAPE)
+        c->attention = zl_gpt_flash_by_shape(c->dim, c->heads, c->dtype == ZL_BF16, c->batch) ? ZL_ATTENTION_FUSED
+                                                                                              : ZL_ATTENTION_STRIDED;
     if (c->model == 1) return check_gpt(c, err, len) ? ZL_ARGS_ERROR : check_sizes(c, err, len);
     if (c->model_flag_seen)
         return fail(err, len, "%s: only --model gpt takes this flag", c->model_flag_seen == 1 ? "--seq" :

@@ -296,7 +296,6 @@ static cJSON *metadata(const char *name, int pid, int tid, const char *key, cons
     return o;
 }
 
-/* "forward 3", "reduce_scatter 3", "all_reduce control": phase or op, then the unit. */
 /* The file's thread of a span: its lane, but for the optimizer's spans, which run on a stream of
  * their own beside the forward (or on the host, --offload): a thread of their own, TID_OPTIMIZER,
  * since the trace-event format lets spans on one thread only nest, never overlap. The figures
@@ -306,6 +305,7 @@ static int tid_of(const record *r) {
     return r->lane == ZL_LANE_COMPUTE && r->kind == ZL_PHASE_OPTIMIZER ? TID_OPTIMIZER : r->lane;
 }
 
+/* "forward 3", "reduce_scatter 3", "all_reduce control": phase or op, then the unit. */
 static cJSON *span_event(const record *r, int pid, double origin_ms) {
     const char *what = r->lane == ZL_LANE_COMM ? zl_op_name((zl_op)r->kind) : zl_phase_name((zl_phase)r->kind);
     char name[64];

@@ -100,6 +100,10 @@ static inline int zl_gpt_flash_supported(int dim, int heads, int bf16) {
 }
 /* The fused kernels' grid has one z-block a sequence: B at most CUDA's z extent. */
 #define ZL_GPT_FLASH_MAX_BATCH 65535
+/* --attention left to the shape (the programs and zerocalc): fused where its kernels run. */
+static inline int zl_gpt_flash_by_shape(int dim, int heads, int bf16, int batch) {
+    return zl_gpt_flash_supported(dim, heads, bf16) && batch <= ZL_GPT_FLASH_MAX_BATCH;
+}
 void zl_gpt_flash_forward(const zl_half *qkv, zl_half *out, float *lse, zl_gpt_dims d, zl_stream s);
 void zl_gpt_flash_backward(const zl_half *qkv, const zl_half *out, const float *lse, const zl_half *dout, float *Dl,
                            zl_half *dqkv, zl_gpt_dims d, zl_stream s);

@@ -206,8 +206,8 @@ static void parse(opts *o, int argc, char **argv) {
         if (o->gpt && o->attention == ZL_ATTENTION_FUSED && o->batch > ZL_GPT_FLASH_MAX_BATCH)
             bad("--attention fused: --batch at most %d (got %d)", ZL_GPT_FLASH_MAX_BATCH, o->batch);
         if (o->gpt && o->attention == ZL_ATTENTION_BY_SHAPE)
-            o->attention =
-                fused_runs && o->batch <= ZL_GPT_FLASH_MAX_BATCH ? ZL_ATTENTION_FUSED : ZL_ATTENTION_STRIDED;
+            o->attention = zl_gpt_flash_by_shape(o->dim, o->heads, 0, o->batch) ? ZL_ATTENTION_FUSED
+                                                                                 : ZL_ATTENTION_STRIDED;
         if (o->gpt && (o->prefetch >= 0 || o->backend_cpu)) bad("--prefetch/--backend: the MLP's run table only");
         if (o->gpt && !o->vocab) o->vocab = 256;
         if (o->gpt && !o->batch) o->batch = 1;
