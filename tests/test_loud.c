@@ -387,6 +387,20 @@ Test(launch, two_ranks_on_one_device_are_refused) {
     unsetenv(var);
 }
 
+
+/* NCCL_COMM_BLOCKING=0 would make NCCL's calls return before they are done, which zerolab does not
+ * wait for: on GPUs it is refused like a bad flag (backend_cuda.c), and values NCCL reads as
+ * "blocking" run. The CPU backend has no NCCL, so there the variable is nobody's business. */
+Test(launch, a_non_blocking_nccl_is_refused) {
+    if (!zl_build_is_cuda()) cr_skip_test("NCCL_COMM_BLOCKING concerns the CUDA build only");
+    setenv("NCCL_COMM_BLOCKING", "0x0", 1); /* NCCL reads it with strtoll, base 0 */
+    expect_refused("-n 2 {stage1} --preset tiny --steps 2 --quiet", "NCCL_COMM_BLOCKING=0x0 makes NCCL's calls non-blocking");
+    setenv("NCCL_COMM_BLOCKING", "1", 1);
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage1} --preset tiny --steps 2 --quiet");
+    cr_expect_eq(r.exit_code, 0, "NCCL_COMM_BLOCKING=1: exit %d, %s", r.exit_code, r.err);
+    unsetenv("NCCL_COMM_BLOCKING");
+}
 Test(flags, values_that_narrow_to_0_or_1_in_a_float_are_refused) {
     expect_refused("-n 1 {stage0_ddp} --beta2 0.99999999999", "--beta2: expected a number in [0, 1)");
     expect_refused("-n 1 {stage0_ddp} --beta1=0.999999999999", "(1 as a 32-bit float)");
