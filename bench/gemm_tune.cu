@@ -39,7 +39,9 @@
  *
  *   build/cuda/bench_gemm_tune                    lab-1b: --dim 4096 --rows 8192 --layers 8, fp16
  *   build/cuda/bench_gemm_tune [--dim D] [--rows R] [--layers L] [--bf16] [--algos N] [--reps N]
- *                              [--rounds N] [--warmup N]
+ *                              [--rounds N] [--warmup N] [--sustain S]
+ * --sustain S adds a fourth part (the "sustained" section below): each candidate with the default's
+ * bits alone for S seconds, its time a launch and energy a launch at the clock it holds by itself.
  * One GPU (the first visible), no mpiexec. The defaults take under a second of load, before a
  * busy H100/H200 reaches its power cap; to time at the clock a training step runs at, run one
  * copy per GPU at once with --reps 50 --rounds 6 --warmup 20 (docs/performance.md).
@@ -53,11 +55,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h> /* clock_gettime: how long a sustained block has run */
 
 #include "cuda/cuda_common.cuh" /* gemm_args, zl_cu_gemm(_make), zl_cu_epilogue_mask, EPI_*, h2f, LAUNCH16 */
 #include "kernels.h"            /* zl_kernels_set_dtype, zl_block_forward, zl_mse_loss_backward, ... */
-extern "C" {                    /* mlp.h is a C header without C++ guards */
+#include "backend.h"            /* zl_backend_clock_read: NVML's clock, power and energy counter */
+extern "C" {                    /* C headers without C++ guards */
 #include "model/mlp.h"          /* the model's init scales */
+#include "common/clocks.h"      /* zl_clock_summarize: median clock, power-cap share, power timed by the counter's moves */
 }
 #include "workspace.h"          /* ZL_LT_WS_BYTES: the trainer's cuBLASLt workspace size */
 
@@ -66,6 +71,7 @@ extern "C" {                    /* mlp.h is a C header without C++ guards */
 
 typedef struct {
     int dim, rows, layers, bf16, algos, reps, rounds, warmup;
+    double sustain; /* seconds of one candidate alone a block (--sustain), 0: off */
 } options;
 
 /* ---- device buffers ---------------------------------------------------------------------- */
@@ -534,6 +540,7 @@ typedef struct {
     double same_bits_ms; /* the fastest candidate whose bits equal the default's (at worst the default) */
     int best_bitwise;    /* the best candidate's bits equal the default's */
     int trainer_mismatch;
+    double sustained_default_ms, sustained_best_ms; /* --sustain: a launch alone, the default and the fastest with its bits */
     char best_rank[16], best_algo[160], default_algo[160];
 } gemm_result;
 
@@ -560,6 +567,113 @@ static void print_row(const candidate *c, const candidate *def, double flops) {
            c->is_default ? "*" : " ", algo, c->res.workspaceSize / 1048576.0, c->res.wavesCount, c->best_ms,
            c->median_ms, tflops(flops, c->best_ms), def->best_ms / c->best_ms, c->vs_default.rel,
            c->vs_default.unequal == 0 ? "bits=default" : "bits differ ", c->repeats ? "repeats" : "DOES NOT REPEAT");
+}
+
+/* ---- sustained: each candidate alone for seconds, at the clock it holds by itself ----------------
+ * A busy H100/H200 runs lab-1b at its power limit, and the controller sets the clock over tens
+ * of milliseconds: in step 2's interleaved rounds every candidate runs at the clock the mix of
+ * them holds, so one that draws more power a launch looks as fast as it would be with the GPU
+ * to itself. Here each candidate runs alone, back to back, for --sustain seconds (after one
+ * block of the default to bring the GPU to its limit), two rounds, the second in reverse order;
+ * NVML is read between batches of launches (every ≈ 15 ms on lab-1b, ≥ 10 ms apart), and the
+ * energy a launch is the board's power, timed by the energy counter's moves (common/clocks.h),
+ * times the time a launch.
+ * At the power limit that power is the limit for every candidate, so the energy a launch and
+ * the time a launch rank alike; where they do not, the GPU was not at its limit. */
+
+#define SUSTAIN_BATCH 8        /* launches between two waits for the GPU */
+#define SUSTAIN_READINGS 8192 /* one every ≥ 10 ms: 60 s */
+
+typedef struct {
+    int launches;
+    double ms, watts, sm_mhz, cap; /* a launch; by the counter; median; share of readings at the power cap */
+    int moves;                     /* the energy counter's moves: fewer than 2 give no power */
+} sustained;
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Launches batch after batch, at most two batches ahead of the GPU, for `seconds`. */
+static sustained sustain_block(const gemm_ctx *x, candidate *c, double seconds) {
+    static zl_clock_reading r[SUSTAIN_READINGS];
+    int nr = 0;
+    char why[160] = "";
+    cudaEvent_t start, stop, done[3];
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&stop));
+    for (int i = 0; i < 3; i++) cudaCheck(cudaEventCreate(&done[i]));
+    sustained s;
+    memset(&s, 0, sizeof s);
+    cudaCheck(cudaEventRecord(start, x->st));
+    double t0 = now_s(), t_read = 0;
+    for (int k = 0; now_s() - t0 < seconds; k++) {
+        if (k >= 2) cudaCheck(cudaEventSynchronize(done[(k - 2) % 3]));
+        if (nr < SUSTAIN_READINGS && now_s() - t_read >= 0.010) { /* small GEMMs: not every batch */
+            t_read = now_s();
+            if (zl_backend_clock_read(&r[nr], why, sizeof why) == 0) nr++;
+        }
+        for (int i = 0; i < SUSTAIN_BATCH; i++) launch(x, c);
+        s.launches += SUSTAIN_BATCH;
+        cudaCheck(cudaEventRecord(done[k % 3], x->st));
+    }
+    cudaCheck(cudaEventRecord(stop, x->st));
+    cudaCheck(cudaEventSynchronize(stop));
+    float ms = 0;
+    cudaCheck(cudaEventElapsedTime(&ms, start, stop));
+    s.ms = ms / s.launches;
+    s.watts = -1;
+    if (nr >= 2) {
+        zl_clock_summary z = zl_clock_summarize(r, nr);
+        s.watts = z.energy_w, s.moves = z.energy_updates, s.sm_mhz = z.sm_mhz_median, s.cap = z.power_cap;
+    } else if (why[0]) {
+        printf("  (no NVML readings: %s)\n", why);
+    }
+    cudaCheck(cudaEventDestroy(start));
+    cudaCheck(cudaEventDestroy(stop));
+    for (int i = 0; i < 3; i++) cudaCheck(cudaEventDestroy(done[i]));
+    return s;
+}
+
+/* The default and every candidate with its bits that repeats them; returns the fastest one's
+ * median ms a launch over the rounds (the default's in *def_ms). */
+static double sustain_candidates(const gemm_ctx *x, candidate *c, int n, const options *o, double *def_ms) {
+    int idx[MAX_ALGOS + 2], m = 0;
+    for (int i = 1; i < n; i++)
+        if (c[i].ok && c[i].repeats && c[i].vs_default.unequal == 0) idx[m++] = i;
+    enum { ROUNDS = 2 };
+    sustained res[MAX_ALGOS + 2][ROUNDS];
+    sustain_block(x, &c[1], o->sustain); /* to the power limit first */
+    for (int round = 0; round < ROUNDS; round++)
+        for (int j = 0; j < m; j++) {
+            int k = round % 2 ? m - 1 - j : j;
+            res[k][round] = sustain_block(x, &c[idx[k]], o->sustain);
+        }
+    printf("  sustained: each candidate with the default's bits alone for %.1f s, %d rounds (the 2nd in reverse "
+           "order): ms a launch, board W by the energy counter (moves), mJ a launch, median SM MHz, power-cap "
+           "share\n",
+           o->sustain, ROUNDS);
+    double best = 0;
+    *def_ms = 0;
+    for (int j = 0; j < m; j++) {
+        char rank[16], algo[160];
+        rank_label(rank, sizeof rank, &c[idx[j]]);
+        describe_algo(algo, sizeof algo, &c[idx[j]].res.algo);
+        double mean_ms = 0;
+        printf("  %3s%s %s", rank, c[idx[j]].is_default ? "*" : " ", algo);
+        for (int round = 0; round < ROUNDS; round++) {
+            const sustained *s = &res[j][round];
+            mean_ms += s->ms / ROUNDS;
+            printf(" | %7.4f ms %5.0f W (%2d) %6.1f mJ %4.0f MHz %3.0f%%", s->ms, s->watts, s->moves,
+                   s->watts > 0 ? s->watts * s->ms : -1.0, s->sm_mhz, 100 * s->cap);
+        }
+        printf(" | mean %7.4f ms\n", mean_ms);
+        if (c[idx[j]].is_default) *def_ms = mean_ms;
+        if (best == 0 || mean_ms < best) best = mean_ms;
+    }
+    return best;
 }
 
 /* Everything for one GEMM: plan, heuristic, check, timing, the table. */
@@ -697,6 +811,7 @@ static gemm_result tune_gemm(cublasLtHandle_t lt, block_gemm *bg, const buffers 
                "plan_create has drifted\n",
                c[0].vs_default.unequal);
     if (!c[1].repeats) printf("  !! the default algorithm does not repeat its own bits\n");
+    if (o->sustain > 0) r.sustained_best_ms = sustain_candidates(&x, c, n, o, &r.sustained_default_ms);
 
     plan_destroy(&x.plan);
     free(samples);
@@ -742,6 +857,13 @@ static void print_step(const block_gemm *bg, const gemm_result *r, int n, const 
                names[p], v[0], tflops(f, v[0]), v[1], tflops(f, v[1]), v[0] > 0 ? 100.0 * (v[1] - v[0]) / v[0] : 0.0,
                v[2], tflops(f, v[2]), v[0] > 0 ? 100.0 * (v[2] - v[0]) / v[0] : 0.0);
     }
+    if (o->sustain <= 0) return;
+    double sd = 0, sb = 0, f = fl[0] + fl[1];
+    for (int i = 0; i < n; i++)
+        if (r[i].measured) sd += bg[i].per_step * r[i].sustained_default_ms, sb += bg[i].per_step * r[i].sustained_best_ms;
+    printf("  sustained (each alone for %.1f s, mean of 2 rounds): default %8.3f ms (%6.1f TFLOP/s)   fastest with "
+           "the default's bits %8.3f ms (%6.1f TFLOP/s, %+.2f %%)\n",
+           o->sustain, sd, tflops(f, sd), sb, tflops(f, sb), sd > 0 ? 100.0 * (sb - sd) / sd : 0.0);
 }
 
 /* ---- main ------------------------------------------------------------------------------------ */
@@ -749,8 +871,10 @@ static void print_step(const block_gemm *bg, const gemm_result *r, int n, const 
 static int usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--dim D] [--rows R] [--layers L] [--bf16] [--algos N] [--reps N] [--rounds N] [--warmup N]\n"
+            "          [--sustain S]\n"
             "  defaults: lab-1b (--dim 4096 --rows 8192 --layers 8), fp16, --algos 16 (1..%d), --reps 10,\n"
-            "  --rounds 3, --warmup 3. ZL_CUBLASLT_EPILOGUES selects the epilogues as in the trainer.\n",
+            "  --rounds 3, --warmup 3, --sustain 0 (off; S in [0, 60]: seconds each candidate with the default's\n"
+            "  bits runs alone, its power read from NVML). ZL_CUBLASLT_EPILOGUES selects the epilogues as in the trainer.\n",
             argv0, MAX_ALGOS);
     return 2;
 }
@@ -765,7 +889,7 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 
 static int parse_args(int argc, char **argv, options *o) {
     o->dim = 4096, o->rows = 8192, o->layers = 8, o->bf16 = 0, o->algos = 16, o->reps = 10, o->rounds = 3,
-    o->warmup = 3;
+    o->warmup = 3, o->sustain = 0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
@@ -781,6 +905,11 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(f, "--reps")) ok = parse_int(v, 1, 1000, &o->reps);
         else if (!strcmp(f, "--rounds")) ok = parse_int(v, 1, 100, &o->rounds);
         else if (!strcmp(f, "--warmup")) ok = parse_int(v, 0, 1000, &o->warmup);
+        else if (!strcmp(f, "--sustain")) {
+            char *end;
+            o->sustain = strtod(v, &end);
+            ok = *v != '\0' && *end == '\0' && o->sustain >= 0 && o->sustain <= 60;
+        }
         else ok = 0;
         if (!ok) return 0;
         i++;

@@ -150,10 +150,15 @@ part_benches() {
         echo "bench_attention --shape $shape: rc=$rc"
         [ "$rc" -eq 0 ] || { tail -20 "$log"; fail=1; }
     done
-    build/cuda/bench_gemm_tune --dim 256 --rows 512 --layers 2 --algos 4 > "$log" 2>&1
+    # --sustain: every candidate alone for 0.3 s, NVML read beside (the step's sustained line, and
+    # no "no NVML readings", or its power figures would be missing)
+    build/cuda/bench_gemm_tune --dim 256 --rows 512 --layers 2 --algos 4 --sustain 0.3 > "$log" 2>&1
     rc=$?
-    echo "bench_gemm_tune --dim 256 --rows 512: rc=$rc"
+    echo "bench_gemm_tune --dim 256 --rows 512 --sustain 0.3: rc=$rc"
     [ "$rc" -eq 0 ] || { tail -20 "$log"; fail=1; }
+    if ! grep -q "sustained (each alone for 0.3 s" "$log" || grep -q "no NVML readings" "$log"; then
+        echo "bench_gemm_tune --sustain: no sustained step line, or NVML not read:"; grep -m3 "sustained\|NVML" "$log"; fail=1
+    fi
     rm -f "$log"
     took benches
     return "$fail"

@@ -16,12 +16,14 @@ cat > "$tmp/bin/nvidia-smi" <<'SMI'
 for ((i = 0; i < ${FAKE_GPUS:-1}; i++)); do echo "GPU $i: pretend"; done
 SMI
 # The kernels' and benches' programs: write their PID to $tmp/NAME.pid, say what their stdin
-# is, sleep FAKE_<NAME>_SLEEP seconds (default 0), say they ran, exit FAKE_<NAME>_RC (default 0).
+# is, sleep FAKE_<NAME>_SLEEP seconds (default 0), say they ran (and FAKE_<NAME>_SAYS), exit
+# FAKE_<NAME>_RC (default 0). bench_gemm_tune says its sustained step line unless told otherwise.
 for p in test_kernels_gpu bench_attention bench_gemm_tune; do
     # shellcheck disable=SC2016 # ${!v:-0} and $$ are the pretend program's, expanded when it runs
-    printf '#!/bin/bash\necho $$ > %s/%s.pid\necho "%s stdin $(readlink /proc/$$/fd/0)"\nv=FAKE_%s_SLEEP\nsleep ${!v:-0}\necho "%s ran"\nv=FAKE_%s_RC\nexit ${!v:-0}\n' \
-        "$tmp" "$p" "$p" "${p^^}" "$p" "${p^^}" > "$tmp/repo/build/cuda/$p"
+    printf '#!/bin/bash\necho $$ > %s/%s.pid\necho "%s stdin $(readlink /proc/$$/fd/0)"\nv=FAKE_%s_SLEEP\nsleep ${!v:-0}\necho "%s ran"\nv=FAKE_%s_SAYS\necho "${!v:-}"\nv=FAKE_%s_RC\nexit ${!v:-0}\n' \
+        "$tmp" "$p" "$p" "${p^^}" "$p" "${p^^}" "${p^^}" > "$tmp/repo/build/cuda/$p"
 done
+export FAKE_BENCH_GEMM_TUNE_SAYS="  sustained (each alone for 0.3 s, mean of 2 rounds): default 1.000 ms"
 echo "what the caller's stdin holds" > "$tmp/stdin"
 # The Criterion binaries of the parts that launch ranks: say which rank cap they were given.
 mkdir -p "$tmp/repo/build/tests"
@@ -61,15 +63,18 @@ run 0 FAKE_GPUS=2 PARALLEL=1 PARTS="kernels benches"
 # side by side, each part in a process group of its own: its stdin is /dev/null, not the caller's
 # (a part reading a terminal from a background group is stopped)
 has "test_kernels_gpu stdin /dev/null"
-has "side by side"; has "test_kernels_gpu ran"; has "bench_gemm_tune --dim 256 --rows 512: rc=0"; has "ALL PASSED"
+has "side by side"; has "test_kernels_gpu ran"; has "bench_gemm_tune --dim 256 --rows 512 --sustain 0.3: rc=0"; has "ALL PASSED"
 run 1 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_RC=3 PARTS="kernels benches"
-has "part kernels FAILED"; has "bench_gemm_tune --dim 256 --rows 512: rc=0"; has "test-gpu: FAILURES"
+has "part kernels FAILED"; has "bench_gemm_tune --dim 256 --rows 512 --sustain 0.3: rc=0"; has "test-gpu: FAILURES"
 run 1 FAKE_GPUS=2 FAKE_BENCH_ATTENTION_RC=4 PARTS="benches kernels"
 has "part benches FAILED"; has "test_kernels_gpu ran"
+# bench_gemm_tune --sustain must have read NVML: exit 0 without its power figures fails the part
+run 1 FAKE_GPUS=1 FAKE_BENCH_GEMM_TUNE_SAYS="  (no NVML readings: NVML not loaded)" PARTS="benches"
+has "bench_gemm_tune --sustain: no sustained step line, or NVML not read"; has "part benches FAILED"
 # Stopped from outside before every part ended (a device call's time limit): the parts that ended
 # are printed, the others named, not a silent exit (a 4-GPU run once lost every part's result so).
 LIMIT=3 run 124 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_SLEEP=30 PARTS="kernels benches"
-has "part benches ended after"; has "bench_gemm_tune --dim 256 --rows 512: rc=0"
+has "part benches ended after"; has "bench_gemm_tune --dim 256 --rows 512 --sustain 0.3: rc=0"
 has "part kernels UNFINISHED"; has "stopped before every part ended"
 grep -q "test_kernels_gpu ran" <<< "$out" && fail "the stopped part ran to its end: $out"
 # Stopped alone (timeout --foreground signals test-gpu.sh, not its children): no process of the
@@ -79,4 +84,4 @@ has "part kernels UNFINISHED"
 sleep 1
 pid=$(cat "$tmp/test_kernels_gpu.pid")
 if kill -0 "$pid" 2> /dev/null; then pkill -P "$pid"; kill "$pid"; fail "the stopped part's program still ran"; fi
-echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part, and a stopped side-by-side suite prints what ended"
+echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part, bench_gemm_tune --sustain must read NVML, and a stopped side-by-side suite prints what ended"
