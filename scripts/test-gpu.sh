@@ -198,13 +198,36 @@ if [ "$PARALLEL" = 1 ]; then
             fi
         done
     }
-    stopped() { # each part runs in its own process group (set -m): signal each group; the MPI
-        # ranks sit in their launcher's sessions and end when mpiexec / mpirun, signalled, ends them
+    # Every program a part starts inherits this mark, whatever process group or session it moves
+    # to: Open MPI's ranks leave their launcher's group, and outlive an mpirun killed before it
+    # could end them (lab-1b right after a stopped suite on 4 x H200 ran up to 8 % slower than in
+    # the lease before, most likely beside such ranks).
+    export ZL_TEST_GPU_RUN="$$.$RANDOM"
+    marked() { # the PIDs of this user's processes that carry the mark (builtins only: a program
+        # started here would carry it too)
+        local e v vars
+        for e in /proc/[0-9]*/environ; do
+            if ! [ -O "$e" ] || ! mapfile -d '' vars 2>/dev/null < "$e"; then continue; fi # gone, or another user's
+            for v in "${vars[@]}"; do
+                [ "$v" = "ZL_TEST_GPU_RUN=$ZL_TEST_GPU_RUN" ] && { e=${e#/proc/}; echo "${e%/environ}"; break; }
+            done
+        done
+    }
+    stopped() { # each part runs in its own process group (set -m): signal each group, then
+        # whatever still carries the mark
         trap - TERM INT
         echo "test-gpu: stopped after $((SECONDS - t0)) s"
         for j in $(jobs -p); do kill -TERM -- "-$j" 2>/dev/null; done
         sleep 2
         for j in $(jobs -p); do kill -KILL -- "-$j" 2>/dev/null; done
+        local left
+        mapfile -t left < <(marked)
+        if [ "${#left[@]}" -gt 0 ]; then
+            echo "test-gpu: ending ${#left[@]} process(es) the parts left behind (MPI ranks outside their group)"
+            kill -TERM "${left[@]}" 2>/dev/null; sleep 2
+            mapfile -t left < <(marked)
+            [ "${#left[@]}" -eq 0 ] || kill -KILL "${left[@]}" 2>/dev/null
+        fi
         print_parts
         echo "test-gpu: FAILURES (stopped before every part ended)"
         exit 124

@@ -18,10 +18,12 @@ SMI
 # The kernels' and benches' programs: write their PID to $tmp/NAME.pid, say what their stdin
 # is, sleep FAKE_<NAME>_SLEEP seconds (default 0), say they ran (and FAKE_<NAME>_SAYS), exit
 # FAKE_<NAME>_RC (default 0). bench_gemm_tune says its sustained step line unless told otherwise.
+# FAKE_<NAME>_ESCAPE=1: first start a process in a session of its own (as Open MPI's ranks leave
+# their launcher's group), its PID in $tmp/NAME.escaped.
 for p in test_kernels_gpu bench_attention bench_gemm_tune; do
     # shellcheck disable=SC2016 # ${!v:-0} and $$ are the pretend program's, expanded when it runs
-    printf '#!/bin/bash\necho $$ > %s/%s.pid\necho "%s stdin $(readlink /proc/$$/fd/0)"\nv=FAKE_%s_SLEEP\nsleep ${!v:-0}\necho "%s ran"\nv=FAKE_%s_SAYS\necho "${!v:-}"\nv=FAKE_%s_RC\nexit ${!v:-0}\n' \
-        "$tmp" "$p" "$p" "${p^^}" "$p" "${p^^}" "${p^^}" > "$tmp/repo/build/cuda/$p"
+    printf '#!/bin/bash\necho $$ > %s/%s.pid\nv=FAKE_%s_ESCAPE\n[ -z "${!v:-}" ] || { setsid sleep 41 & echo $! > %s/%s.escaped; }\necho "%s stdin $(readlink /proc/$$/fd/0)"\nv=FAKE_%s_SLEEP\nsleep ${!v:-0}\necho "%s ran"\nv=FAKE_%s_SAYS\necho "${!v:-}"\nv=FAKE_%s_RC\nexit ${!v:-0}\n' \
+        "$tmp" "$p" "${p^^}" "$tmp" "$p" "$p" "${p^^}" "$p" "${p^^}" "${p^^}" > "$tmp/repo/build/cuda/$p"
 done
 export FAKE_BENCH_GEMM_TUNE_SAYS="  sustained (each alone for 0.3 s, mean of 2 rounds): default 1.000 ms"
 echo "what the caller's stdin holds" > "$tmp/stdin"
@@ -84,4 +86,9 @@ has "part kernels UNFINISHED"
 sleep 1
 pid=$(cat "$tmp/test_kernels_gpu.pid")
 if kill -0 "$pid" 2> /dev/null; then pkill -P "$pid"; kill "$pid"; fail "the stopped part's program still ran"; fi
-echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part, bench_gemm_tune --sustain must read NVML, and a stopped side-by-side suite prints what ended"
+# ... nor a process it started that left the part's process group (an MPI rank)
+LIMIT="--foreground 3" run 124 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_SLEEP=37 FAKE_TEST_KERNELS_GPU_ESCAPE=1 PARTS="kernels benches"
+has "part kernels UNFINISHED"; has "test-gpu: ending 1 process(es) the parts left behind"
+pid=$(cat "$tmp/test_kernels_gpu.escaped")
+if kill -0 "$pid" 2> /dev/null; then kill "$pid"; fail "a process that left the stopped part's group still ran"; fi
+echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part, bench_gemm_tune --sustain must read NVML, and a stopped side-by-side suite prints what ended and leaves no process behind"
