@@ -200,8 +200,8 @@ if [ "$PARALLEL" = 1 ]; then
     }
     # Every program a part starts inherits this mark, whatever process group or session it moves
     # to: Open MPI's ranks leave their launcher's group, and outlive an mpirun killed before it
-    # could end them (lab-1b right after a stopped suite on 4 x H200 ran up to 8 % slower than in
-    # the lease before, most likely beside such ranks).
+    # could end them (on 4 x H200 a suite stopped after 45 s left 10 such processes; lab-1b right
+    # after a stopped suite ran up to 9.7 % slower than on a clean machine, 2026-11-27).
     export ZL_TEST_GPU_RUN="$$.$RANDOM"
     marked() { # the PIDs of this user's processes that carry the mark (builtins only: a program
         # started here would carry it too)

@@ -368,7 +368,9 @@ static cublasStatus_t launch(const gemm_plan *p, const gemm_args *g, const cubla
  * lab-1b's candidates differently; at 3 % (and 20 launches) the step got 0.1–3 % slower
  * (4 × H200, 2026-11-27). Nor does timing them later, in the capped steps themselves: the
  * candidates found 1.4–14 % faster a launch made the step 0.9–2.6 % slower and the clock lower —
- * under the power cap a GEMM's own time is not the step's (results/gpu/speed/gemm-trial-h200/).
+ * a launch timed beside the step's other kernels ranks them wrong (results/gpu/speed/gemm-trial-h200/).
+ * Timed alone at the cap, the same-bits choice is worth 0.9–1.3 % of lab-1b's GEMM time, too little
+ * for seconds of timing at start-up (results/gpu/speed/gemm-sustained-h200/).
  * gpt2-1.5b's DGELU product gains 1.64×. */
 #define ZL_TUNE_MARGIN 0.9f
 /* Equal bits on one set of operands stand for the same order of accumulation only when the
