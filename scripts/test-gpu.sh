@@ -17,7 +17,8 @@
 # its time; on 2 GPUs the whole suite takes more than 10 minutes, part after part.
 # PARALLEL=1 runs the parts side by side, each into its own log (LOGDIR, default a new /tmp
 # directory), each announcing its end, their logs printed when all have ended or the suite is
-# stopped (TERM/INT: the unfinished parts named, exit 124) (every
+# stopped (TERM/INT: the unfinished parts named, exit 124; in either mode a stopped suite ends
+# every program its parts started, wherever they moved: the ZL_TEST_GPU_RUN mark below) (every
 # part's ranks on the same GPUs; Open MPI then gets --bind-to none, or each job would pin its ranks
 # to the same cores): on 2 × H200 (2026-11-27) with MAX_WORLD=2 the whole suite took under 5 minutes this way,
 # its parts' own times adding up to 27 minutes; later that day, with twice the checkpoint tests, the ckpt
@@ -150,14 +151,17 @@ part_benches() {
         echo "bench_attention --shape $shape: rc=$rc"
         [ "$rc" -eq 0 ] || { tail -20 "$log"; fail=1; }
     done
-    # --sustain: every candidate alone for 0.3 s, NVML read beside (the step's sustained line, and
-    # no "no NVML readings", or its power figures would be missing)
+    # --sustain: every candidate alone for 0.3 s, NVML read beside: the step's sustained line, no
+    # "no NVML readings", and a power figure in some row (a block whose energy counter moved fewer
+    # than twice prints -1 W; 0.3 s holds about 3 moves of a 100 ms counter)
     build/cuda/bench_gemm_tune --dim 256 --rows 512 --layers 2 --algos 4 --sustain 0.3 > "$log" 2>&1
     rc=$?
     echo "bench_gemm_tune --dim 256 --rows 512 --sustain 0.3: rc=$rc"
     [ "$rc" -eq 0 ] || { tail -20 "$log"; fail=1; }
-    if ! grep -q "sustained (each alone for 0.3 s" "$log" || grep -q "no NVML readings" "$log"; then
-        echo "bench_gemm_tune --sustain: no sustained step line, or NVML not read:"; grep -m3 "sustained\|NVML" "$log"; fail=1
+    if ! grep -q "sustained (each alone for 0.3 s" "$log" || grep -q "no NVML readings" "$log" ||
+        ! grep -Eq '(^|[^-0-9])[1-9][0-9]* W \(' "$log"; then
+        echo "bench_gemm_tune --sustain: no sustained step line, NVML not read, or no power figure:"
+        grep -m3 "sustained\|NVML\| W (" "$log"; fail=1
     fi
     rm -f "$log"
     took benches
@@ -179,6 +183,34 @@ if [ "$maxw" -lt 2 ]; then
 fi
 # zlckpt is the CPU build's (build/zlckpt): a checkpoint's files do not depend on the backend.
 if want ckpt && [ ! -x build/zlckpt ]; then echo "test-gpu: the ckpt part needs build/zlckpt (make cpu)" >&2; exit 2; fi
+# Every program a part starts inherits this mark, whatever process group or session it moves to:
+# a stopped suite ends them by it. Criterion's test binaries put themselves in a process group of
+# their own (setpgid at start-up, its workers setsid), and Open MPI's ranks leave mpirun's: on
+# 4 × H200 (2026-11-27) a stopped suite's tests ran on after it, beside what came next (lab-1b
+# up to 9.7 % slower than on a clean machine), until this sweep ended them — 10 processes after
+# a suite stopped at 45 s.
+export ZL_TEST_GPU_RUN="$$.$RANDOM"
+marked() { # the PIDs of this user's processes that carry the mark (builtins only: a program
+    # started here would carry it too; `read -d ''` splits /proc/PID/environ at its NULs)
+    local e v
+    for e in /proc/[0-9]*/environ; do
+        [ -O "$e" ] || continue # another user's, or gone
+        while IFS= read -r -d '' v; do
+            [ "$v" = "ZL_TEST_GPU_RUN=$ZL_TEST_GPU_RUN" ] && { e=${e#/proc/}; echo "${e%/environ}"; break; }
+        done 2>/dev/null < "$e"
+    done
+}
+end_marked() { # TERM, again for what the survivors started meanwhile, then KILL
+    local left sig n=0
+    for sig in TERM TERM KILL; do
+        mapfile -t left < <(marked)
+        [ "${#left[@]}" -gt 0 ] || break
+        [ "$n" -gt 0 ] || echo "test-gpu: ending ${#left[@]} process(es) the parts started (test binaries and MPI ranks leave the parts' process groups)"
+        n=$((n + ${#left[@]}))
+        kill -"$sig" "${left[@]}" 2>/dev/null
+        sleep 2
+    done
+}
 fail=0
 if [ "$PARALLEL" = 1 ]; then
     logs=${LOGDIR:-$(mktemp -d /tmp/zl_test_gpu_XXXXXX)}
@@ -198,36 +230,14 @@ if [ "$PARALLEL" = 1 ]; then
             fi
         done
     }
-    # Every program a part starts inherits this mark, whatever process group or session it moves
-    # to: Open MPI's ranks leave their launcher's group, and outlive an mpirun killed before it
-    # could end them (on 4 x H200 a suite stopped after 45 s left 10 such processes; lab-1b right
-    # after a stopped suite ran up to 9.7 % slower than on a clean machine, 2026-11-27).
-    export ZL_TEST_GPU_RUN="$$.$RANDOM"
-    marked() { # the PIDs of this user's processes that carry the mark (builtins only: a program
-        # started here would carry it too)
-        local e v vars
-        for e in /proc/[0-9]*/environ; do
-            if ! [ -O "$e" ] || ! mapfile -d '' vars 2>/dev/null < "$e"; then continue; fi # gone, or another user's
-            for v in "${vars[@]}"; do
-                [ "$v" = "ZL_TEST_GPU_RUN=$ZL_TEST_GPU_RUN" ] && { e=${e#/proc/}; echo "${e%/environ}"; break; }
-            done
-        done
-    }
     stopped() { # each part runs in its own process group (set -m): signal each group, then
-        # whatever still carries the mark
+        # whatever still carries the mark (end_marked)
         trap - TERM INT
         echo "test-gpu: stopped after $((SECONDS - t0)) s"
         for j in $(jobs -p); do kill -TERM -- "-$j" 2>/dev/null; done
         sleep 2
         for j in $(jobs -p); do kill -KILL -- "-$j" 2>/dev/null; done
-        local left
-        mapfile -t left < <(marked)
-        if [ "${#left[@]}" -gt 0 ]; then
-            echo "test-gpu: ending ${#left[@]} process(es) the parts left behind (MPI ranks outside their group)"
-            kill -TERM "${left[@]}" 2>/dev/null; sleep 2
-            mapfile -t left < <(marked)
-            [ "${#left[@]}" -eq 0 ] || kill -KILL "${left[@]}" 2>/dev/null
-        fi
+        end_marked
         print_parts
         echo "test-gpu: FAILURES (stopped before every part ended)"
         exit 124
@@ -247,7 +257,22 @@ if [ "$PARALLEL" = 1 ]; then
     trap - TERM INT
     print_parts
 else
-    for p in $PARTS; do part_"$p" || { echo "test-gpu: part $p FAILED"; fail=1; }; done
+    # One part at a time, in the background so that a TERM/INT reaches the trap at once (bash runs
+    # a trap only after a foreground child ends), stdin /dev/null as for a background job anyway.
+    stopped_in() {
+        trap - TERM INT
+        echo "test-gpu: stopped during part $1"
+        kill -TERM "$2" 2>/dev/null
+        end_marked
+        echo "test-gpu: FAILURES (stopped before every part ended)"
+        exit 124
+    }
+    for p in $PARTS; do
+        part_"$p" < /dev/null &
+        trap 'stopped_in "$p" $!' TERM INT
+        wait $! || { echo "test-gpu: part $p FAILED"; fail=1; }
+    done
+    trap - TERM INT
 fi
 
 echo

@@ -25,13 +25,17 @@ for p in test_kernels_gpu bench_attention bench_gemm_tune; do
     printf '#!/bin/bash\necho $$ > %s/%s.pid\nv=FAKE_%s_ESCAPE\n[ -z "${!v:-}" ] || { setsid sleep 41 & echo $! > %s/%s.escaped; }\necho "%s stdin $(readlink /proc/$$/fd/0)"\nv=FAKE_%s_SLEEP\nsleep ${!v:-0}\necho "%s ran"\nv=FAKE_%s_SAYS\necho "${!v:-}"\nv=FAKE_%s_RC\nexit ${!v:-0}\n' \
         "$tmp" "$p" "${p^^}" "$tmp" "$p" "$p" "${p^^}" "$p" "${p^^}" "${p^^}" > "$tmp/repo/build/cuda/$p"
 done
-export FAKE_BENCH_GEMM_TUNE_SAYS="  sustained (each alone for 0.3 s, mean of 2 rounds): default 1.000 ms"
+export FAKE_BENCH_GEMM_TUNE_SAYS="    0* id 66 | 0.1 ms   512 W ( 3) 51.2 mJ | mean 0.1 ms
+  sustained (each alone for 0.3 s, mean of 2 rounds): default 1.000 ms"
 echo "what the caller's stdin holds" > "$tmp/stdin"
-# The Criterion binaries of the parts that launch ranks: say which rank cap they were given.
+# The Criterion binaries of the parts that launch ranks: say which rank cap they were given; with
+# FAKE_CRITERION_SLEEP=S, then leave the part's process group as Criterion does (setpgid at
+# start-up; here setsid, the same PID) and sleep S seconds, PID in $tmp/test_NAME.pid.
 mkdir -p "$tmp/repo/build/tests"
 for t in integration loud report gpt_integration offload mixed ckpt; do
     # shellcheck disable=SC2016 # expanded when the pretend binary runs
-    printf '#!/bin/bash\necho "test_%s ZL_MAX_WORLD=${ZL_MAX_WORLD:-unset}"\n' "$t" > "$tmp/repo/build/tests/test_$t"
+    printf '#!/bin/bash\necho "test_%s ZL_MAX_WORLD=${ZL_MAX_WORLD:-unset}"\necho $$ > %s/test_%s.pid\n[ -z "${FAKE_CRITERION_SLEEP:-}" ] || exec setsid sleep "$FAKE_CRITERION_SLEEP"\n' \
+        "$t" "$tmp" "$t" > "$tmp/repo/build/tests/test_$t"
 done
 printf '#!/bin/bash\n' > "$tmp/repo/build/zlckpt" # the ckpt part asks for it first
 chmod +x "$tmp/bin/nvidia-smi" "$tmp/repo/build/cuda/"* "$tmp/repo/build/tests/"* "$tmp/repo/build/zlckpt"
@@ -72,7 +76,10 @@ run 1 FAKE_GPUS=2 FAKE_BENCH_ATTENTION_RC=4 PARTS="benches kernels"
 has "part benches FAILED"; has "test_kernels_gpu ran"
 # bench_gemm_tune --sustain must have read NVML: exit 0 without its power figures fails the part
 run 1 FAKE_GPUS=1 FAKE_BENCH_GEMM_TUNE_SAYS="  (no NVML readings: NVML not loaded)" PARTS="benches"
-has "bench_gemm_tune --sustain: no sustained step line, or NVML not read"; has "part benches FAILED"
+has "bench_gemm_tune --sustain: no sustained step line, NVML not read, or no power figure"; has "part benches FAILED"
+run 1 FAKE_GPUS=1 FAKE_BENCH_GEMM_TUNE_SAYS="    0* id 66 | 0.1 ms    -1 W ( 1)  -0.1 mJ
+  sustained (each alone for 0.3 s, mean of 2 rounds): default 1.000 ms" PARTS="benches"
+has "no power figure"; has "part benches FAILED"
 # Stopped from outside before every part ended (a device call's time limit): the parts that ended
 # are printed, the others named, not a silent exit (a 4-GPU run once lost every part's result so).
 LIMIT=3 run 124 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_SLEEP=30 PARTS="kernels benches"
@@ -88,7 +95,23 @@ pid=$(cat "$tmp/test_kernels_gpu.pid")
 if kill -0 "$pid" 2> /dev/null; then pkill -P "$pid"; kill "$pid"; fail "the stopped part's program still ran"; fi
 # ... nor a process it started that left the part's process group (an MPI rank)
 LIMIT="--foreground 3" run 124 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_SLEEP=37 FAKE_TEST_KERNELS_GPU_ESCAPE=1 PARTS="kernels benches"
-has "part kernels UNFINISHED"; has "test-gpu: ending 1 process(es) the parts left behind"
+has "part kernels UNFINISHED"; has "test-gpu: ending 1 process(es) the parts started"
 pid=$(cat "$tmp/test_kernels_gpu.escaped")
 if kill -0 "$pid" 2> /dev/null; then kill "$pid"; fail "a process that left the stopped part's group still ran"; fi
-echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part, bench_gemm_tune --sustain must read NVML, and a stopped side-by-side suite prints what ended and leaves no process behind"
+# ... nor a test binary that left it itself (Criterion does), while processes without the mark, or
+# with another suite's, are left alone
+sleep 40 & bystander=$!
+ZL_TEST_GPU_RUN=another.suite sleep 40 & other=$!
+LIMIT="--foreground 3" run 124 FAKE_GPUS=2 PARALLEL=1 FAKE_CRITERION_SLEEP=38 PARTS="report"
+has "part report UNFINISHED"; has "test-gpu: ending 1 process(es) the parts started"
+pid=$(cat "$tmp/test_report.pid")
+if kill -0 "$pid" 2> /dev/null; then kill "$pid"; fail "a test binary in a group of its own outlived the stopped suite"; fi
+kill -0 "$bystander" 2> /dev/null || fail "the stop ended a process without the mark"
+kill -0 "$other" 2> /dev/null || fail "the stop ended a process with another suite's mark"
+kill "$bystander" "$other"
+# One part at a time (no PARALLEL), stopped: the part and what it started are ended, exit 124.
+LIMIT="--foreground 3" run 124 FAKE_GPUS=2 FAKE_CRITERION_SLEEP=39 PARTS="kernels report"
+has "test_kernels_gpu ran"; has "test-gpu: stopped during part report"; has "test-gpu: ending 1 process(es) the parts started"
+pid=$(cat "$tmp/test_report.pid")
+if kill -0 "$pid" 2> /dev/null; then kill "$pid"; fail "one part at a time: the stopped part's binary still ran"; fi
+echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part, bench_gemm_tune --sustain must read NVML, and a stopped suite (side by side: printing what ended) leaves no process it started behind, and no other"

@@ -716,8 +716,9 @@ static void reseal_version(const char *man, int version) {
     free(prefix), free(body);
 }
 
-/* 22 launches at N = 2: 2.5 s on the CPU build, but each launch on GPUs pays CUDA's and NCCL's
- * start-up, and with another test beside it (test_ckpt -j2 on 4 × H200, 2026-11-27) it ran past 120 s. */
+/* 21 trainer launches (7 saves, 14 resumes) and 7 zlckpt runs: 2.5 s on the CPU build, but each
+ * launch on GPUs pays CUDA's and NCCL's start-up — 73 s alone on 4 × H200 (2026-11-27), past 120 s
+ * with another test beside it (test_ckpt -j2). */
 Test(refused, every_bad_checkpoint_exits_2_with_one_line, .timeout = 360) {
     char dir[256], man[300], rank1[300], unused[17], cmd[800];
     tmp_path(dir, sizeof dir, "bad");

@@ -387,7 +387,6 @@ Test(launch, two_ranks_on_one_device_are_refused) {
     unsetenv(var);
 }
 
-
 /* NCCL_COMM_BLOCKING=0 would make NCCL's calls return before they are done, which zerolab does not
  * wait for: on GPUs it is refused like a bad flag (backend_cuda.c), and values NCCL reads as
  * "blocking" run. The CPU backend has no NCCL, so there the variable is nobody's business. */
@@ -401,6 +400,7 @@ Test(launch, a_non_blocking_nccl_is_refused) {
     cr_expect_eq(r.exit_code, 0, "NCCL_COMM_BLOCKING=1: exit %d, %s", r.exit_code, r.err);
     unsetenv("NCCL_COMM_BLOCKING");
 }
+
 Test(flags, values_that_narrow_to_0_or_1_in_a_float_are_refused) {
     expect_refused("-n 1 {stage0_ddp} --beta2 0.99999999999", "--beta2: expected a number in [0, 1)");
     expect_refused("-n 1 {stage0_ddp} --beta1=0.999999999999", "(1 as a 32-bit float)");
