@@ -69,7 +69,8 @@ void zl_backend_abort(void);
  * fills msg if there is one, else 0. Safe to call from another thread. */
 int zl_backend_async_error(char *msg, size_t n);
 const char *zl_backend_device_name(void);     /* e.g. "NVIDIA H100 80GB HBM3" or "host" */
-const char *zl_backend_device_pci_bus_id(void); /* e.g. "0000:19:00.0" (cudaDeviceGetPCIBusId), or "cpu" */
+/* e.g. "0000:19:00.0" (cudaDeviceGetPCIBusId; before zl_backend_init, CUDA's current device's), or "cpu" */
+const char *zl_backend_device_pci_bus_id(void);
 /* The collective library's version, e.g. "NCCL 2.21.5" (ncclGetVersion); NULL on CPU, where
  * the MPI library (MPI_Get_library_version) is the collective library. */
 const char *zl_backend_nccl_version(void);

@@ -200,7 +200,15 @@ void zl_backend_finalize(void) {
 
 const char *zl_backend_name(void) { return "cuda"; }
 const char *zl_backend_device_name(void) { return g_device_name; }
-const char *zl_backend_device_pci_bus_id(void) { return g_pci_bus_id; }
+/* The chosen device's; a program that does not start the backend (bench_gemm_tune, on one GPU)
+ * has none chosen and gets CUDA's current device's, or "unknown" if CUDA cannot say. */
+const char *zl_backend_device_pci_bus_id(void) {
+    int dev = 0;
+    if (g_device < 0 && (cudaGetDevice(&dev) != cudaSuccess ||
+                         cudaDeviceGetPCIBusId(g_pci_bus_id, (int)sizeof g_pci_bus_id, dev) != cudaSuccess))
+        (void)cudaGetLastError(), snprintf(g_pci_bus_id, sizeof g_pci_bus_id, "unknown");
+    return g_pci_bus_id;
+}
 const char *zl_backend_nccl_version(void) { return g_nccl_version; }
 
 /* ncclCommAbort ends this rank's outstanding NCCL kernels. It runs on a helper thread

@@ -6,9 +6,7 @@
  * and the nine calls used here are declared below, from NVML's documented, stable C API. */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
-#include <cuda_runtime.h> /* cudaGetDevice, cudaDeviceGetPCIBusId: the device when no backend chose one */
 #include <stdio.h>
-#include <string.h>
 #include <time.h> /* clock_gettime: when each reading was taken */
 
 #include "backend.h"
@@ -31,19 +29,6 @@ static struct {
 } g;
 
 static const char *error_text(nvml_return rc) { return g.error ? g.error(rc) : "unknown NVML error"; }
-
-/* The rank's GPU; a program that does not start the backend (bench_gemm_tune, on one GPU) has
- * none chosen, and reads CUDA's current device. */
-static const char *device_bus_id(char *buf, size_t n) {
-    const char *id = zl_backend_device_pci_bus_id();
-    int dev = 0;
-    if (strcmp(id, "unknown") != 0) return id;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetPCIBusId(buf, (int)n, dev) != cudaSuccess) {
-        (void)cudaGetLastError(); /* clear it: NVML then names "unknown" in its error */
-        return id;
-    }
-    return buf;
-}
 
 /* Open NVML and find this rank's GPU by the PCI bus id CUDA gave it; g.why says what failed. */
 static void open_nvml(void) {
@@ -68,8 +53,7 @@ static void open_nvml(void) {
         snprintf(g.why, sizeof g.why, "NVML lacks a call this reader uses (driver too old?)");
         return;
     }
-    char bus[32];
-    const char *id = device_bus_id(bus, sizeof bus);
+    const char *id = zl_backend_device_pci_bus_id(); /* the current device's where no backend chose one */
     nvml_return rc = init();
     if (rc == 0) rc = by_bus(id, &g.dev);
     if (rc != 0) {
