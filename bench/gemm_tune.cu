@@ -55,7 +55,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h> /* clock_gettime: how long a sustained block has run */
 
 #include "cuda/cuda_common.cuh" /* gemm_args, zl_cu_gemm(_make), zl_cu_epilogue_mask, EPI_*, h2f, LAUNCH16 */
 #include "kernels.h"            /* zl_kernels_set_dtype, zl_block_forward, zl_mse_loss_backward, ... */
@@ -63,6 +62,7 @@
 extern "C" {                    /* C headers without C++ guards */
 #include "model/mlp.h"          /* the model's init scales */
 #include "common/clocks.h"      /* zl_clock_summarize: median clock, power-cap share, power timed by the counter's moves */
+#include "common/util.h"        /* zl_wall_seconds: how long a sustained block has run */
 }
 #include "workspace.h"          /* ZL_LT_WS_BYTES: the trainer's cuBLASLt workspace size */
 
@@ -592,12 +592,6 @@ typedef struct {
     int moves;                     /* the energy counter's moves: fewer than 2 give no power */
 } sustained;
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
 /* Launches batch after batch, at most two batches ahead of the GPU, for `seconds`. */
 static sustained sustain_block(const gemm_ctx *x, candidate *c, double seconds) {
     static zl_clock_reading r[SUSTAIN_READINGS];
@@ -610,11 +604,11 @@ static sustained sustain_block(const gemm_ctx *x, candidate *c, double seconds) 
     sustained s;
     memset(&s, 0, sizeof s);
     cudaCheck(cudaEventRecord(start, x->st));
-    double t0 = now_s(), t_read = 0;
-    for (int k = 0; now_s() - t0 < seconds; k++) {
+    double t0 = zl_wall_seconds(), t_read = 0;
+    for (int k = 0; zl_wall_seconds() - t0 < seconds; k++) {
         if (k >= 2) cudaCheck(cudaEventSynchronize(done[(k - 2) % 3]));
-        if (nr < SUSTAIN_READINGS && now_s() - t_read >= 0.010) { /* small GEMMs: not every batch */
-            t_read = now_s();
+        if (nr < SUSTAIN_READINGS && zl_wall_seconds() - t_read >= 0.010) { /* small GEMMs: not every batch */
+            t_read = zl_wall_seconds();
             if (zl_backend_clock_read(&r[nr], why, sizeof why) == 0) nr++;
         }
         for (int i = 0; i < SUSTAIN_BATCH; i++) launch(x, c);
