@@ -201,12 +201,12 @@ marked() { # the PIDs of this user's processes that carry the mark (builtins onl
     done
 }
 end_marked() { # TERM, again for what the survivors started meanwhile, then KILL
-    local left sig n=0
+    local left sig said=0
     for sig in TERM TERM KILL; do
         mapfile -t left < <(marked)
         [ "${#left[@]}" -gt 0 ] || break
-        [ "$n" -gt 0 ] || echo "test-gpu: ending ${#left[@]} process(es) the parts started (test binaries and MPI ranks leave the parts' process groups)"
-        n=$((n + ${#left[@]}))
+        [ "$said" = 1 ] || echo "test-gpu: ending ${#left[@]} process(es) the parts started (test binaries and MPI ranks leave the parts' process groups)"
+        said=1
         kill -"$sig" "${left[@]}" 2>/dev/null
         sleep 2
     done
