@@ -1,8 +1,10 @@
 /* comm.c — recording wrappers around the backend's collectives (see comm.h). */
 #include "comm.h"
 
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "trace.h"
 #include "util.h"
@@ -136,7 +138,18 @@ void zl_copy_h2d(void *dev, const void *host, size_t count, zl_dtype t, zl_purpo
     end_entry(e, s);
 }
 
+/* TEST ONLY: ZL_TEST_DELAY_RANK=r:ms holds rank r for ms before each step, so that the others
+ * reach the step's first collective that much earlier: the join waits' known answer. */
+static void test_delay(void) {
+    const char *v = getenv("ZL_TEST_DELAY_RANK");
+    int r, ms, me;
+    if (!v || sscanf(v, "%d:%d", &r, &ms) != 2) return;
+    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
+    if (me == r && ms > 0) nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
+}
+
 void zl_comm_step_begin(void) {
+    test_delay();
     g_n = 0;
     zl_trace_step_begin();
     zl_progress_step((int)g_steps + 1);

@@ -63,6 +63,8 @@ typedef struct {
     double timeline_steps, compute_busy_ms, comm_busy_ms, exposed_comm_ms, span_ms; /* per step (trace.h) */
     double optimizer_ms, model_comm_busy_ms, copy_busy_ms, exposed_copy_ms, forward_ms; /* per step (trace.h) */
     double phase_ms[ZL_NPHASES]; /* per step: time in each phase's spans (trace.h) */
+    double join_steps, join_wait_ms, exposed_join_wait_ms, exposed_less_join_wait_ms; /* trace.h: join waits */
+    double last_to_join_share, clock_offset_ms, end_residual_median_us, end_residual_max_us;
     double host_adam_bytes, host_threads; /* --offload: bytes host Adam moves per timed step; its OpenMP threads */
 } rank_summary;
 
@@ -138,6 +140,10 @@ static void summarize(const zl_report *r, rank_summary *s) {
     s->optimizer_ms = ts.optimizer_ms, s->model_comm_busy_ms = ts.model_comm_busy_ms;
     s->copy_busy_ms = ts.copy_busy_ms, s->exposed_copy_ms = ts.exposed_copy_ms, s->forward_ms = ts.forward_ms;
     memcpy(s->phase_ms, ts.phase_ms, sizeof ts.phase_ms);
+    s->join_steps = ts.join_steps, s->join_wait_ms = ts.join_wait_ms, s->exposed_join_wait_ms = ts.exposed_join_wait_ms;
+    s->exposed_less_join_wait_ms = ts.exposed_less_join_wait_ms, s->last_to_join_share = ts.last_to_join_share;
+    s->clock_offset_ms = ts.clock_offset_ms, s->end_residual_median_us = ts.end_residual_median_us;
+    s->end_residual_max_us = ts.end_residual_max_us;
     if (r->fc.offload) {
         /* Host Adam moves 28 bytes an element (gradient 2 + master, m, v 4 read; master, m, v 4 +
          * parameter 2 written) over the elements whose parameters it copies up: 14 per h2d byte. */
@@ -503,8 +509,7 @@ static void print_who(const zl_report *r, const rank_identity *ids, const char *
 
 /* Exposed communication over the ranks. A collective ends when the last rank has joined, so a
  * rank that reaches it early waits, and its timeline counts the wait as exposed communication:
- * the rank the others wait for — the one with the least — comes closest to what communication
- * itself costs the step; the spread above it is the ranks' difference in speed. */
+ * the spread between ranks is their difference in speed, which the join waits measure. */
 static void print_exposed_over_ranks(const rank_summary *all, int N) {
     int lo = 0, hi = 0;
     for (int i = 1; i < N; i++) {
@@ -512,9 +517,31 @@ static void print_exposed_over_ranks(const rank_summary *all, int N) {
         if (all[i].exposed_comm_ms > all[hi].exposed_comm_ms) hi = i;
     }
     printf("  over ranks: least %.3f ms (rank %d, compute busy %.3f ms), most %.3f ms (rank %d, compute busy %.3f ms):\n"
-           "  a rank that waits for a slower one counts the wait, so the least is the closest to what communication\n"
-           "  itself costs the step\n",
+           "  a rank that reaches a collective before a slower one counts its wait there (the join waits below)\n",
            all[lo].exposed_comm_ms, lo, all[lo].compute_busy_ms, all[hi].exposed_comm_ms, hi, all[hi].compute_busy_ms);
+}
+
+/* How much of each rank's exposed communication is waiting for a slower rank to join a
+ * collective (trace.h, join waits): the rest is what the collectives themselves leave exposed. */
+static void print_join_waits(const rank_summary *all, int N) {
+    if (all[0].join_steps <= 0) {
+        printf("  join waits: not measured (no timed step kept alike on every rank)\n");
+        return;
+    }
+    int lo = 0, hi = 0, late = 0;
+    double med = 0, most = 0;
+    for (int i = 0; i < N; i++) {
+        if (all[i].exposed_less_join_wait_ms < all[lo].exposed_less_join_wait_ms) lo = i;
+        if (all[i].exposed_less_join_wait_ms > all[hi].exposed_less_join_wait_ms) hi = i;
+        if (all[i].last_to_join_share > all[late].last_to_join_share) late = i;
+        med = fmax(med, all[i].end_residual_median_us), most = fmax(most, all[i].end_residual_max_us);
+    }
+    printf("  join waits (a collective cannot end before its last rank joins it): rank 0 waited %.3f ms, %.3f ms of it\n"
+           "  exposed; exposed communication less that wait: least %.3f ms (rank %d), most %.3f ms (rank %d); joined last\n"
+           "  most often: rank %d (%.0f %% of collectives) | clocks aligned per step on the collectives' ends: they agree\n"
+           "  within %.1f us (median), %.1f us at most, over %.0f timed step(s)\n",
+           all[0].join_wait_ms, all[0].exposed_join_wait_ms, all[lo].exposed_less_join_wait_ms, lo,
+           all[hi].exposed_less_join_wait_ms, hi, late, 100 * all[late].last_to_join_share, med, most, all[0].join_steps);
 }
 
 static void print_timeline(const rank_summary *all, int N) {
@@ -522,7 +549,7 @@ static void print_timeline(const rank_summary *all, int N) {
     printf("timeline per step, mean over %.0f timed step(s), rank 0: compute busy %.3f ms, communication busy %.3f "
            "ms,\n  exposed communication %.3f ms (communication while the compute lane is idle)\n",
            s->timeline_steps, s->compute_busy_ms, s->comm_busy_ms, s->exposed_comm_ms);
-    if (N > 1) print_exposed_over_ranks(all, N);
+    if (N > 1) print_exposed_over_ranks(all, N), print_join_waits(all, N);
     /* Where the compute lane's time goes, phase by phase: the roofline's measured side (set the
      * forward and backward against their GEMMs' time alone). The optimizer's spans run on their
      * own stream, beside the next forward, so the phases may add up to more than the busy time. */
@@ -616,6 +643,14 @@ static cJSON *json_timeline(const rank_summary *s) {
     add_number(o, "copy_busy_ms_per_step", s->copy_busy_ms);
     add_number(o, "exposed_copy_ms_per_step", s->exposed_copy_ms);
     add_number(o, "forward_ms_per_step", s->forward_ms);
+    add_number(o, "join_steps", s->join_steps); /* join waits (trace.h): 0 at N = 1 */
+    add_number(o, "join_wait_ms_per_step", s->join_wait_ms);
+    add_number(o, "exposed_join_wait_ms_per_step", s->exposed_join_wait_ms);
+    add_number(o, "exposed_less_join_wait_ms_per_step", s->exposed_less_join_wait_ms);
+    add_number(o, "last_to_join_share", s->last_to_join_share);
+    add_number(o, "clock_offset_ms", s->clock_offset_ms);
+    add_number(o, "end_residual_median_us", s->end_residual_median_us);
+    add_number(o, "end_residual_max_us", s->end_residual_max_us);
     cJSON *ph = cJSON_CreateObject();
     for (int p = 0; p < ZL_NPHASES; p++) add_number(ph, zl_phase_name((zl_phase)p), s->phase_ms[p]);
     cJSON_AddItemToObject(o, "phase_ms_per_step", ph);
@@ -973,6 +1008,7 @@ static void print_throughput(const zl_throughput *t, const zl_config *c, const c
 static int print_and_write(const zl_report *r) {
     zl_clock_summary clk = zl_clocks_summary(); /* what training ran at (steps 2..S) */
     rank_summary mine;
+    zl_trace_join_waits(r->rt->rank, r->rt->world); /* collective: before summarize reads its figures */
     summarize(r, &mine);
     gathered g = gather_all(r, &mine, &clk);
     write_trace(r, &g);

@@ -47,18 +47,51 @@ double zl_union_ms(zl_interval *iv, int n, int *merged) {
     return total;
 }
 
+double zl_intersect_ms(const zl_interval *a, int na, const zl_interval *b, int nb) {
+    double total = 0;
+    for (int i = 0, j = 0; i < na && j < nb;) { /* both sorted and disjoint: each overlap once */
+        double lo = fmax(a[i].t0, b[j].t0), hi = fmin(a[i].t1, b[j].t1);
+        if (hi > lo) total += hi - lo;
+        if (a[i].t1 < b[j].t1) i++;
+        else j++;
+    }
+    return total;
+}
+
 double zl_exposed_ms(zl_interval *compute, int n_compute, zl_interval *comm, int n_comm) {
     int nc, nm;
     zl_union_ms(compute, n_compute, &nc);
-    double exposed = zl_union_ms(comm, n_comm, &nm);
-    /* Both lists are now sorted and disjoint: subtract each overlap once. */
-    for (int i = 0, j = 0; i < nm && j < nc;) {
-        double lo = fmax(comm[i].t0, compute[j].t0), hi = fmin(comm[i].t1, compute[j].t1);
-        if (hi > lo) exposed -= hi - lo;
-        if (comm[i].t1 < compute[j].t1) i++;
-        else j++;
-    }
+    double exposed = zl_union_ms(comm, n_comm, &nm) - zl_intersect_ms(comm, nm, compute, nc);
     return exposed > 0 ? exposed : 0;
+}
+
+int zl_subtract_intervals(const zl_interval *a, int na, const zl_interval *b, int nb, zl_interval *out) {
+    int n = 0;
+    for (int i = 0, j = 0; i < na; i++) {
+        double lo = a[i].t0, hi = a[i].t1;
+        while (j < nb && b[j].t1 <= lo) j++; /* b's that end before this piece of a: done with */
+        for (int k = j; k < nb && b[k].t0 < hi; k++) {
+            if (b[k].t0 > lo) out[n++] = (zl_interval){lo, b[k].t0};
+            lo = fmax(lo, b[k].t1);
+        }
+        if (hi > lo) out[n++] = (zl_interval){lo, hi};
+    }
+    return n;
+}
+
+double zl_clock_offset_ms(const zl_interval *mine, const double *ref_end, int n, double *scratch) {
+    if (n < 1) return 0;
+    for (int i = 0; i < n; i++) scratch[i] = mine[i].t1 - ref_end[i];
+    return zl_median(scratch, (size_t)n); /* robust to a collective whose ends differ (a rank's late end event) */
+}
+
+void zl_join_wait_ms(const zl_interval *mine, const double *late, int n, const zl_interval *exposed, int ne,
+                     zl_interval *scratch, double *wait_ms, double *exposed_wait_ms) {
+    for (int i = 0; i < n; i++) /* from this rank's start to the last join, within the collective */
+        scratch[i] = (zl_interval){mine[i].t0, fmin(fmax(late[i], mine[i].t0), mine[i].t1)};
+    int m;
+    *wait_ms = zl_union_ms(scratch, n, &m);
+    *exposed_wait_ms = zl_intersect_ms(scratch, m, exposed, ne);
 }
 
 /* ---- state ------------------------------------------------------------------------- */
@@ -93,6 +126,21 @@ static record *g_rec; /* recording: [timed steps × all lanes' caps] */
 static size_t g_n_rec, g_rec_cap;
 static zl_trace_summary g_sum;
 
+/* What each timed step keeps for zl_trace_join_waits: its collectives in issue order and its
+ * exposed intervals. Pools sized by zl_trace_reserve for what a step holds on average (the loop
+ * allocates nothing); a step that does not fit ends the keeping, and the join figures cover
+ * the steps before it (join_steps says how many). */
+typedef struct {
+    int step, n_comm, n_exposed;
+    size_t at_comm, at_exposed; /* into the pools */
+} kept_step;
+#define KEPT_MAX ((size_t)1 << 20) /* intervals a pool at most: 16 MiB */
+static kept_step *g_kept;          /* [timed steps] */
+static int g_n_kept, g_kept_stopped;
+static zl_interval *g_kept_comm, *g_kept_exposed; /* the pools */
+static size_t g_kept_comm_cap, g_kept_exposed_cap, g_kept_comm_used, g_kept_exposed_used;
+static zl_interval *g_iv_exposed; /* scratch: a step's exposed intervals */
+
 static int timed_steps(void) { return g_steps > 1 ? g_steps - 1 : 1; }
 static int span_cap(void) { return g_cap[ZL_LANE_COMPUTE] + g_cap[ZL_LANE_COPY]; }
 
@@ -126,6 +174,14 @@ void zl_trace_reserve(zl_lane lane, int spans_per_step) {
     g_iv_busy = grow(g_iv_busy, all, sizeof *g_iv_busy, "intervals");
     g_iv_cover = grow(g_iv_cover, all, sizeof *g_iv_cover, "intervals");
     g_iv_fwd = grow(g_iv_fwd, all, sizeof *g_iv_fwd, "intervals");
+    g_iv_exposed = grow(g_iv_exposed, all, sizeof *g_iv_exposed, "intervals");
+    size_t steps = (size_t)timed_steps(), per_comm = (size_t)g_reserved[ZL_LANE_COMM];
+    size_t per_exposed = per_comm + (size_t)g_reserved[ZL_LANE_COMPUTE] + (size_t)g_reserved[ZL_LANE_COPY];
+    g_kept = grow(g_kept, steps, sizeof *g_kept, "join steps");
+    g_kept_comm_cap = steps * per_comm < KEPT_MAX ? steps * per_comm : KEPT_MAX;
+    g_kept_exposed_cap = steps * per_exposed < KEPT_MAX ? steps * per_exposed : KEPT_MAX;
+    g_kept_comm = grow(g_kept_comm, g_kept_comm_cap, sizeof *g_kept_comm, "join intervals");
+    g_kept_exposed = grow(g_kept_exposed, g_kept_exposed_cap, sizeof *g_kept_exposed, "join intervals");
     if (!g_recording) return;
     int per_step = g_reserved[ZL_LANE_COMPUTE] + g_reserved[ZL_LANE_COPY] + g_reserved[ZL_LANE_COMM];
     g_rec_cap = (size_t)timed_steps() * (size_t)per_step;
@@ -143,8 +199,11 @@ void zl_trace_finalize(void) {
     if (g_origin) zl_event_destroy(g_origin);
     free(g_spans), free(g_step_comm), free(g_iv_compute), free(g_iv_comm), free(g_rec), free(g_step_ms);
     free(g_iv_opt), free(g_iv_copy), free(g_iv_busy), free(g_iv_cover), free(g_iv_fwd);
+    free(g_iv_exposed), free(g_kept), free(g_kept_comm), free(g_kept_exposed);
     g_spans = NULL, g_step_comm = NULL, g_iv_compute = g_iv_comm = NULL, g_rec = NULL, g_step_ms = NULL;
-    g_iv_opt = g_iv_copy = g_iv_busy = g_iv_cover = g_iv_fwd = NULL;
+    g_iv_opt = g_iv_copy = g_iv_busy = g_iv_cover = g_iv_fwd = g_iv_exposed = NULL;
+    g_kept = NULL, g_kept_comm = g_kept_exposed = NULL;
+    g_n_kept = g_kept_stopped = 0, g_kept_comm_used = g_kept_exposed_used = 0;
     g_origin = NULL;
     memset(g_cap, 0, sizeof g_cap);
 }
@@ -194,6 +253,23 @@ void zl_trace_comm(int op, int purpose, int unit, zl_event start, zl_event end) 
                                        (uint8_t)op, (uint8_t)purpose};
 }
 
+/* A timed step's collectives for the join waits: 1 if kept (keep_exposed then completes the
+ * step), 0 once the pools are full. */
+static int keep_collectives(const zl_interval *comm, int n) {
+    if (g_kept_stopped || !g_kept || g_n_kept >= timed_steps() || g_kept_comm_used + (size_t)n > g_kept_comm_cap)
+        return g_kept_stopped = 1, 0;
+    g_kept[g_n_kept] = (kept_step){g_step_no, n, 0, g_kept_comm_used, g_kept_exposed_used};
+    memcpy(g_kept_comm + g_kept_comm_used, comm, (size_t)n * sizeof *comm);
+    return 1;
+}
+static void keep_exposed(const zl_interval *exposed, int n) {
+    if (g_kept_exposed_used + (size_t)n > g_kept_exposed_cap) { g_kept_stopped = 1; return; } /* the step is not kept */
+    memcpy(g_kept_exposed + g_kept_exposed_used, exposed, (size_t)n * sizeof *exposed);
+    kept_step *k = &g_kept[g_n_kept++];
+    k->n_exposed = n;
+    g_kept_comm_used += (size_t)k->n_comm, g_kept_exposed_used += (size_t)n;
+}
+
 static void keep(record r) {
     if (g_recording && g_n_rec < g_rec_cap) g_rec[g_n_rec++] = r;
 }
@@ -237,10 +313,13 @@ void zl_trace_step_end(int timed) {
             if (g_iv_busy[i].t0 < loss) g_iv_fwd[nf++] = (zl_interval){g_iv_busy[i].t0, fmin(g_iv_busy[i].t1, loss)};
         g_sum.steps++;
         g_sum.span_ms += last > first ? last - first : 0;
-        g_sum.comm_busy_ms += zl_union_ms(g_iv_comm, nm, NULL);
-        /* zl_union_ms reordered g_iv_comm; zl_exposed_ms sorts again (cheap, and exact). */
-        g_sum.exposed_comm_ms += zl_exposed_ms(g_iv_compute, nc, g_iv_comm, nm);
-        g_sum.compute_busy_ms += zl_union_ms(g_iv_compute, nc, NULL);
+        int kept = keep_collectives(g_iv_comm, nm); /* in issue order: before zl_union_ms sorts them */
+        int mm, mc;
+        g_sum.comm_busy_ms += zl_union_ms(g_iv_comm, nm, &mm);
+        g_sum.compute_busy_ms += zl_union_ms(g_iv_compute, nc, &mc);
+        int ne = zl_subtract_intervals(g_iv_comm, mm, g_iv_compute, mc, g_iv_exposed);
+        for (int i = 0; i < ne; i++) g_sum.exposed_comm_ms += g_iv_exposed[i].t1 - g_iv_exposed[i].t0;
+        if (kept) keep_exposed(g_iv_exposed, ne);
         g_sum.optimizer_ms += zl_union_ms(g_iv_opt, no, NULL);
         g_sum.model_comm_busy_ms += zl_union_ms(g_iv_busy, nb, NULL);
         g_sum.copy_busy_ms += zl_union_ms(g_iv_copy, ny, NULL);
@@ -270,6 +349,75 @@ zl_trace_summary zl_trace_get_summary(void) {
 const double *zl_trace_step_times(int *n) {
     *n = g_steps;
     return g_step_ms;
+}
+
+/* ---- join waits ---------------------------------------------------------------------------- */
+
+/* The steps every rank kept, with the same collectives in each (NCCL needs that; a mismatch
+ * would mean the figures pair different collectives): their count, else 0. Collective. */
+static int steps_kept_alike(size_t *total, int *most) {
+    int n = g_n_kept;
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (n == 0) return 0;
+    int *lo = zl_host_calloc(4 * (size_t)n, sizeof *lo), *hi = lo + 2 * n, alike = 1;
+    for (int k = 0; k < n; k++) lo[2 * k] = hi[2 * k] = g_kept[k].step, lo[2 * k + 1] = hi[2 * k + 1] = g_kept[k].n_comm;
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, lo, 2 * n, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, hi, 2 * n, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    *total = 0, *most = 0;
+    for (int k = 0; k < 2 * n; k++) alike &= lo[k] == hi[k];
+    for (int k = 0; k < n; k++) *total += (size_t)g_kept[k].n_comm, *most = g_kept[k].n_comm > *most ? g_kept[k].n_comm : *most;
+    free(lo);
+    return alike && *total > 0 && *total <= INT32_MAX ? n : 0; /* the same answer on every rank */
+}
+
+void zl_trace_join_waits(int rank, int world) {
+    if (!g_step_ms || world < 2) return; /* the same on every rank */
+    size_t total;
+    int most, n = steps_kept_alike(&total, &most);
+    if (n == 0) return;
+    typedef struct {
+        double t;
+        int rank;
+    } double_int; /* MPI_DOUBLE_INT's layout */
+    double *ref = zl_host_calloc(total, sizeof *ref), *resid = zl_host_calloc(total, sizeof *resid);
+    double *offset = zl_host_calloc((size_t)n, sizeof *offset), *scratch = zl_host_calloc((size_t)most, sizeof *scratch);
+    zl_interval *iv = zl_host_calloc((size_t)most, sizeof *iv);
+    double_int *late = zl_host_calloc(total, sizeof *late);
+    if (rank == 0)
+        for (size_t i = 0; i < total; i++) ref[i] = g_kept_comm[i].t1; /* kept steps lie back to back in the pool */
+    mpiCheck(MPI_Bcast(ref, (int)total, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    double resid_max = 0;
+    for (int k = 0, at = 0; k < n; at += g_kept[k].n_comm, k++) { /* align, then say when each collective was joined */
+        const zl_interval *mine = g_kept_comm + g_kept[k].at_comm;
+        offset[k] = zl_clock_offset_ms(mine, ref + at, g_kept[k].n_comm, scratch);
+        for (int i = 0; i < g_kept[k].n_comm; i++) {
+            resid[at + i] = fabs(mine[i].t1 - offset[k] - ref[at + i]);
+            resid_max = fmax(resid_max, resid[at + i]);
+            late[at + i] = (double_int){mine[i].t0 - offset[k], rank}; /* on rank 0's clock */
+        }
+    }
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, late, (int)total, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD));
+    double wait = 0, exposed_wait = 0, exposed = 0, last = 0;
+    for (int k = 0, at = 0; k < n; at += g_kept[k].n_comm, k++) {
+        const kept_step *ks = &g_kept[k];
+        for (int i = 0; i < ks->n_comm; i++) {
+            scratch[i] = late[at + i].t + offset[k]; /* back on this rank's clock */
+            last += late[at + i].rank == rank;
+        }
+        double w, ew;
+        zl_join_wait_ms(g_kept_comm + ks->at_comm, scratch, ks->n_comm, g_kept_exposed + ks->at_exposed, ks->n_exposed,
+                        iv, &w, &ew);
+        wait += w, exposed_wait += ew;
+        for (int i = 0; i < ks->n_exposed; i++) exposed += g_kept_exposed[ks->at_exposed + i].t1 - g_kept_exposed[ks->at_exposed + i].t0;
+    }
+    g_sum.join_steps = n;
+    g_sum.join_wait_ms = wait / n, g_sum.exposed_join_wait_ms = exposed_wait / n;
+    g_sum.exposed_less_join_wait_ms = fmax(0, exposed - exposed_wait) / n;
+    g_sum.last_to_join_share = last / (double)total;
+    g_sum.end_residual_max_us = 1e3 * resid_max;
+    g_sum.end_residual_median_us = 1e3 * zl_median(resid, total);
+    g_sum.clock_offset_ms = zl_median(offset, (size_t)n);
+    free(ref), free(resid), free(offset), free(scratch), free(iv), free(late);
 }
 
 /* ---- the Chrome trace-event file --------------------------------------------------------- */
@@ -329,9 +477,10 @@ static cJSON *span_event(const record *r, int pid, double origin_ms) {
 }
 
 static void write_file(FILE *f, const record *all, const int *counts, int world, const char *const *rank_names,
-                       int stage, const double *exposed) {
-    /* Each rank counts from its own origin (its first event, at the start of step 1, about
-     * the same moment on every rank): shift so that the earliest span starts at 0. */
+                       int stage, const double *exposed, const double *offsets) {
+    /* Each rank counts from its own origin (its first event, at the start of step 1), moved onto
+     * rank 0's clock by zl_trace_write (the join waits' offset): shift so that the earliest span
+     * starts at 0. */
     double origin = INFINITY;
     size_t total = 0;
     for (int r = 0; r < world; r++) total += (size_t)counts[r];
@@ -340,12 +489,16 @@ static void write_file(FILE *f, const record *all, const int *counts, int world,
 
     cJSON *other = cJSON_CreateObject();
     cJSON_AddStringToObject(other, "format",
-                            "zerolab trace 2: one event per span; pid = rank, tid = lane (3: optimizer, counted as compute)");
+                            "zerolab trace 3: one event per span; pid = rank, tid = lane (3: optimizer, counted as compute); "
+                            "times on rank 0's clock");
     cJSON_AddNumberToObject(other, "stage", stage);
     cJSON_AddNumberToObject(other, "world", world);
     cJSON_AddNumberToObject(other, "first_step", g_steps > 1 ? 2 : 1);
     cJSON_AddNumberToObject(other, "last_step", g_step_no - 1); /* the steps that ran: fewer if training stopped */
     cJSON_AddItemToObject(other, "exposed_comm_ms_per_step", cJSON_CreateDoubleArray(exposed, world));
+    /* what was subtracted from each rank's times: its clock offset against rank 0, the join
+     * waits' median over steps (0 for rank 0 and at N = 1) */
+    cJSON_AddItemToObject(other, "clock_offset_ms", cJSON_CreateDoubleArray(offsets, world));
     int ok = fputs("{\"displayTimeUnit\": \"ms\",\n \"otherData\": ", f) >= 0 && put(f, other, "") &&
              fputs(",\n \"traceEvents\": [", f) >= 0;
     const char *sep = "\n  ";
@@ -372,15 +525,18 @@ void zl_trace_write(int rank, int world, const char *const *rank_names, int stag
     int asked = g_recording;
     if (!asked) return; /* the same flags on every rank (runtime.h): all return here, or none */
     int n = (int)g_n_rec, *counts = NULL, *displs = NULL;
-    double exposed = zl_trace_get_summary().exposed_comm_ms, *all_exposed = NULL;
+    double exposed = zl_trace_get_summary().exposed_comm_ms, *all_exposed = NULL, *all_offsets = NULL;
+    for (size_t i = 0; i < g_n_rec; i++) /* onto rank 0's clock: one shift a rank keeps its spans' order */
+        g_rec[i].t0 -= g_sum.clock_offset_ms, g_rec[i].t1 -= g_sum.clock_offset_ms;
     record *all = NULL;
     if (rank == 0) {
         counts = calloc((size_t)world, sizeof *counts), displs = calloc((size_t)world, sizeof *displs);
-        all_exposed = calloc((size_t)world, sizeof *all_exposed);
-        if (!counts || !displs || !all_exposed) zl_fatal("out of host memory gathering --trace");
+        all_exposed = calloc((size_t)world, sizeof *all_exposed), all_offsets = calloc((size_t)world, sizeof *all_offsets);
+        if (!counts || !displs || !all_exposed || !all_offsets) zl_fatal("out of host memory gathering --trace");
     }
     mpiCheck(MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD));
     mpiCheck(MPI_Gather(&exposed, 1, MPI_DOUBLE, all_exposed, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    mpiCheck(MPI_Gather(&g_sum.clock_offset_ms, 1, MPI_DOUBLE, all_offsets, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     int *bytes = NULL;
     if (rank == 0) {
         size_t total = 0;
@@ -398,7 +554,7 @@ void zl_trace_write(int rank, int world, const char *const *rank_names, int stag
     mpiCheck(MPI_Gatherv(g_rec, n * (int)sizeof(record), MPI_BYTE, all, bytes, displs, MPI_BYTE, 0, MPI_COMM_WORLD));
     if (rank == 0) {
         FILE *f = zl_output_begin(ZL_OUT_TRACE); /* opened at start-up (outputs.h) */
-        if (f) write_file(f, all, counts, world, rank_names, stage, all_exposed);
+        if (f) write_file(f, all, counts, world, rank_names, stage, all_exposed, all_offsets);
     }
-    free(all), free(counts), free(displs), free(bytes), free(all_exposed);
+    free(all), free(counts), free(displs), free(bytes), free(all_exposed), free(all_offsets);
 }

@@ -17,14 +17,18 @@
  * lane's busy time and its *exposed* part — copies that nothing on the other lanes hides —
  * and the time in each phase's spans (forward, backward, optimizer, ...: the roofline's
  * measured side).
+ * A rank that reaches a collective before a slower one waits there, and that wait is exposed
+ * communication too: each timed step also keeps its collectives and exposed intervals, and after
+ * the run zl_trace_join_waits aligns the ranks' clocks on their collectives' ends and measures
+ * the *join wait* — from a rank's start of a collective to the last rank's — and its exposed part.
  * The report prints their means; with --trace PATH every span of
- * steps 2..S of every rank also goes to PATH as Chrome trace-event JSON (rank 0 gathers
- * them): open it in https://ui.perfetto.dev or chrome://tracing.
+ * steps 2..S of every rank also goes to PATH as Chrome trace-event JSON on rank 0's clock (rank
+ * 0 gathers them): open it in https://ui.perfetto.dev or chrome://tracing.
  *
  * Everything is sized before step 1 (zl_trace_reserve): the step loop allocates nothing.
  *
- * defines: zl_phase, zl_lane, zl_trace_* (spans, folding, summary, the trace file),
- *          zl_interval and zl_exposed_ms (the interval arithmetic, unit-tested). */
+ * defines: zl_phase, zl_lane, zl_trace_* (spans, folding, summary, join waits, the trace file),
+ *          zl_interval, zl_exposed_ms and the join-wait arithmetic (unit-tested). */
 #ifndef ZL_TRACE_H
 #define ZL_TRACE_H
 
@@ -91,9 +95,26 @@ typedef struct {
                                /* (batch, forward): what the step before's host Adam can run beside */
     double phase_ms[ZL_NPHASES]; /* time in the spans of each phase, summed (not a union: the */
                                  /* optimizer's spans run beside the forward's on another stream) */
+    /* Join waits (zl_trace_join_waits; 0 at N = 1). A collective cannot end before the last
+     * rank joins it, so from this rank's start of a collective to that join it waits for a
+     * slower rank: not the collective's own cost. Per step, means over join_steps: */
+    double join_steps;           /* timed steps analysed: all, or the first ones if their record filled */
+    double join_wait_ms;         /* |∪ [start, last rank's join]| over this rank's collectives */
+    double exposed_join_wait_ms; /* its part while the compute lane is idle: of exposed_comm_ms */
+    double exposed_less_join_wait_ms; /* exposed communication on those steps less that part */
+    double last_to_join_share;   /* of the analysed collectives, the share this rank joined last */
+    double clock_offset_ms;      /* a moment on this rank's timeline minus the same on rank 0's (median) */
+    double end_residual_median_us, end_residual_max_us; /* |end − rank 0's end| once aligned */
 } zl_trace_summary;
 zl_trace_summary zl_trace_get_summary(void);
 const double *zl_trace_step_times(int *n); /* this rank's wall ms per step, [steps] (0 where not run) */
+
+/* Collective, every rank, before zl_trace_get_summary's join figures are read: the join waits.
+ * The ranks' clocks are aligned per step on their collectives' ends — a collective ends on every
+ * rank at about the same moment, once the last data arrives (the residuals say how closely) —
+ * so each rank's start of a collective can be set against the last rank's. Exchanges rank 0's
+ * ends and the latest joins with MPI (host memory, after the run: not in the comm tables). */
+void zl_trace_join_waits(int rank, int world);
 
 /* Collective: rank 0 gathers every rank's spans and writes the --trace file (if asked).
  * rank_names[r] (rank 0 only; NULL elsewhere) label the ranks' rows. */
@@ -108,5 +129,18 @@ typedef struct {
 double zl_union_ms(zl_interval *iv, int n, int *merged);
 /* |∪comm \ ∪compute|: communication time not covered by compute. Reorders both arrays. */
 double zl_exposed_ms(zl_interval *compute, int n_compute, zl_interval *comm, int n_comm);
+/* For sorted, disjoint a and b (zl_union_ms's output): the pieces of a that b does not cover,
+ * into out (room for na + nb), sorted and disjoint; returns how many. And |a ∩ b|. */
+int zl_subtract_intervals(const zl_interval *a, int na, const zl_interval *b, int nb, zl_interval *out);
+double zl_intersect_ms(const zl_interval *a, int na, const zl_interval *b, int nb);
+
+/* The join-wait arithmetic of one rank's step (pure; zl_trace_join_waits feeds it, MPI between).
+ * mine[0..n): its collectives in issue order, on its clock. The clock offset: the median over
+ * collectives of mine[i].t1 − ref_end[i] (rank 0's ends). late[i]: the last rank's join of
+ * collective i on this rank's clock; the wait: |∪ [mine[i].t0, late[i] clamped to mine[i]]|,
+ * and its part inside exposed[0..ne) (sorted, disjoint). scratch: room for n. */
+double zl_clock_offset_ms(const zl_interval *mine, const double *ref_end, int n, double *scratch);
+void zl_join_wait_ms(const zl_interval *mine, const double *late, int n, const zl_interval *exposed, int ne,
+                     zl_interval *scratch, double *wait_ms, double *exposed_wait_ms);
 
 #endif

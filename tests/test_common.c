@@ -674,6 +674,47 @@ Test(trace, exposed_communication_hand_cases) {
     cr_expect_float_eq(exposed((double[]){3, 4}, 1, (double[]){0, 1, 6, 8}, 2), 3, 1e-12);
 }
 
+/* The pieces of one list the other leaves uncovered, and the overlap: read off the intervals. */
+Test(trace, subtract_and_intersect_hand_cases) {
+    zl_interval out[8];
+    /* a [0,4) [6,10), b [1,2) [3,7) [9,12) -> a \ b = [0,1) [2,3) [7,9); |a ∩ b| = 1 + 1 + 1 + 1 = 4 */
+    zl_interval a[] = {{0, 4}, {6, 10}}, b[] = {{1, 2}, {3, 7}, {9, 12}};
+    int n = zl_subtract_intervals(a, 2, b, 3, out);
+    cr_assert_eq(n, 3);
+    cr_expect(out[0].t0 == 0 && out[0].t1 == 1 && out[1].t0 == 2 && out[1].t1 == 3 && out[2].t0 == 7 && out[2].t1 == 9,
+              "[%g,%g) [%g,%g) [%g,%g)", out[0].t0, out[0].t1, out[1].t0, out[1].t1, out[2].t0, out[2].t1);
+    cr_expect_float_eq(zl_intersect_ms(a, 2, b, 3), 4, 1e-12);
+    /* nothing to subtract: a itself; everything covered: nothing */
+    cr_expect_eq(zl_subtract_intervals(a, 2, NULL, 0, out), 2);
+    cr_expect(out[1].t0 == 6 && out[1].t1 == 10);
+    cr_expect_eq(zl_subtract_intervals(a, 2, (zl_interval[]){{-1, 11}}, 1, out), 0);
+    cr_expect_float_eq(zl_intersect_ms(a, 2, (zl_interval[]){{-1, 11}}, 1), 8, 1e-12);
+    /* touching ends overlap in nothing */
+    cr_expect_float_eq(zl_intersect_ms(a, 1, (zl_interval[]){{4, 6}}, 1), 0, 1e-12);
+}
+
+/* Join waits by hand: the clock offset is the median of the ends' differences (one collective
+ * whose end was seen late does not move it), and a wait runs from a rank's start to the last
+ * join, never before the start nor past the end. */
+Test(trace, join_wait_hand_cases) {
+    double scratch[4];
+    zl_interval mine[] = {{0, 10}, {12, 14}, {15, 20}};
+    /* rank 0's ends 8, 12, 15 (this clock runs 2 ahead), but the third seen 3 late here */
+    cr_expect_float_eq(zl_clock_offset_ms(mine, (double[]){8, 12, 15}, 3, scratch), 2, 1e-12);
+    cr_expect_float_eq(zl_clock_offset_ms(mine, (double[]){8, 12}, 2, scratch), 2, 1e-12); /* two: the mean of both */
+    zl_interval iv[4];
+    double w, ew;
+    /* last joins: 4 (wait [0,4)), 11 (before this start: none), 25 (past the end: the whole [15,20));
+     * exposed [2,6) and [16,17) -> exposed wait 2 + 1 */
+    zl_join_wait_ms(mine, (double[]){4, 11, 25}, 3, (zl_interval[]){{2, 6}, {16, 17}}, 2, iv, &w, &ew);
+    cr_expect_float_eq(w, 4 + 0 + 5, 1e-12);
+    cr_expect_float_eq(ew, 2 + 1, 1e-12);
+    /* overlapping collectives wait once: [0,10) and [1,5) both waiting until 6 -> [0,6) */
+    zl_join_wait_ms((zl_interval[]){{0, 10}, {1, 5}}, (double[]){6, 6}, 2, NULL, 0, iv, &w, &ew);
+    cr_expect_float_eq(w, 6, 1e-12);
+    cr_expect_float_eq(ew, 0, 1e-12);
+}
+
 /* ---- throughput: model FLOPs per token and MFU (PaLM's convention) ---------------- */
 
 /* GPT-2 small by hand: wte 50304·768 (50257 padded to a multiple of 64) + wpe 1024·768 +

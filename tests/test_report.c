@@ -27,7 +27,10 @@ static const char *const rank_keys[] = {"rank", "hostname", "device", "pci_bus_i
 static const char *const timeline_keys[] = {"steps", "compute_busy_ms_per_step", "comm_busy_ms_per_step",
                                             "exposed_comm_ms_per_step", "span_ms_per_step", "optimizer_ms_per_step",
                                             "model_comm_busy_ms_per_step", "copy_busy_ms_per_step",
-                                            "exposed_copy_ms_per_step", "phase_ms_per_step"};
+                                            "exposed_copy_ms_per_step", "phase_ms_per_step", "join_steps",
+                                            "join_wait_ms_per_step", "exposed_join_wait_ms_per_step",
+                                            "exposed_less_join_wait_ms_per_step", "last_to_join_share",
+                                            "clock_offset_ms", "end_residual_median_us", "end_residual_max_us"};
 #define N_OF(a) (sizeof a / sizeof a[0])
 
 static void expect_keys(cJSON *obj, const char *const *keys, size_t n, const char *where) {
@@ -402,6 +405,80 @@ static void expect_figure(double here, cJSON *rk, const char *key, const char *w
               here, reported);
 }
 
+static double median_of(double *v, int n) { /* sorts v; the mean of the middle two when n is even */
+    for (int i = 1; i < n; i++)
+        for (int k = i; k > 0 && v[k - 1] > v[k]; k--) {
+            double t = v[k];
+            v[k] = v[k - 1], v[k - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The join waits recomputed from the trace, written apart from common/trace.c: per timed step,
+ * each rank's collectives in time order (one comm stream: that is issue order); a rank's clock
+ * offset against rank 0 is the median of its ends minus rank 0's; a collective's last join is
+ * the latest start moved onto rank 0's clock (the lowest rank on a tie); a rank waits from its
+ * start to that join, clamped to its collective, and the waits' exposed part is what the compute
+ * lane leaves uncovered. Means over the steps equal the report's, and the shares of "joined
+ * last" add up to 1. The trace's times are already on rank 0's clock, so the offsets here come
+ * out near 0 — the figures do not depend on that. */
+static void expect_join_waits(cJSON *ev, cJSON *j, int N, int S, const char *where) {
+    enum { CAP = 256, NMAX = 4 };
+    cr_assert(N <= NMAX);
+    static iv comm[NMAX][CAP], comp[NMAX][CAP], w[CAP];
+    double wait[NMAX] = {0}, exposed_wait[NMAX] = {0}, exposed[NMAX] = {0}, last[NMAX] = {0}, total = 0;
+    for (int step = 2; step <= S; step++) {
+        int nm[NMAX] = {0}, nc[NMAX] = {0};
+        cJSON *e;
+        cJSON_ArrayForEach(e, ev) {
+            if (strcmp(zl_get(e, "ph")->valuestring, "X") || zl_num(e, "args.step") != step) continue;
+            int pid = (int)zl_num(e, "pid"), tid = (int)zl_num(e, "tid");
+            iv x = {zl_num(e, "ts") * 1e-3, (zl_num(e, "ts") + zl_num(e, "dur")) * 1e-3};
+            cr_assert(nm[pid] < CAP && nc[pid] < CAP);
+            if (tid == 1) comm[pid][nm[pid]++] = x;
+            if (tid == 0 || tid == 3) comp[pid][nc[pid]++] = x;
+        }
+        double off[NMAX], d[CAP];
+        for (int r = 0; r < N; r++) {
+            cr_assert_eq(nm[r], nm[0], "%s step %d: rank %d has %d collectives, rank 0 %d", where, step, r, nm[r], nm[0]);
+            qsort(comm[r], (size_t)nm[r], sizeof(iv), by_t0);
+            for (int i = 0; i < nm[r]; i++) d[i] = comm[r][i].t1 - comm[0][i].t1;
+            off[r] = nm[r] ? median_of(d, nm[r]) : 0;
+        }
+        double late[CAP];
+        for (int i = 0; i < nm[0]; i++) {
+            int who = 0;
+            for (int r = 1; r < N; r++)
+                if (comm[r][i].t0 - off[r] > comm[who][i].t0 - off[who]) who = r;
+            late[i] = comm[who][i].t0 - off[who], last[who]++, total++;
+        }
+        for (int r = 0; r < N; r++) {
+            for (int i = 0; i < nm[r]; i++)
+                w[i] = (iv){comm[r][i].t0, fmin(fmax(late[i] + off[r], comm[r][i].t0), comm[r][i].t1)};
+            double ww = union_of(w, nm[r]);
+            wait[r] += ww / (S - 1);
+            /* the waits lie inside the collectives: their exposed part is what compute leaves */
+            for (int i = 0; i < nm[r]; i++)
+                w[i] = (iv){comm[r][i].t0, fmin(fmax(late[i] + off[r], comm[r][i].t0), comm[r][i].t1)};
+            double ew = exposed_of(comp[r], nc[r], w, nm[r]);
+            exposed_wait[r] += ew / (S - 1);
+            exposed[r] += exposed_of(comp[r], nc[r], comm[r], nm[r]) / (S - 1);
+        }
+    }
+    double shares = 0;
+    for (int r = 0; r < N; r++) {
+        cJSON *rk = cJSON_GetArrayItem(zl_get(j, "ranks"), r);
+        cr_expect_eq(zl_num(rk, "timeline.join_steps"), S - 1, "%s rank %d", where, r);
+        expect_figure(wait[r], rk, "timeline.join_wait_ms_per_step", where, r);
+        expect_figure(exposed_wait[r], rk, "timeline.exposed_join_wait_ms_per_step", where, r);
+        expect_figure(fmax(0, exposed[r] - exposed_wait[r]), rk, "timeline.exposed_less_join_wait_ms_per_step", where, r);
+        expect_figure(last[r] / total, rk, "timeline.last_to_join_share", where, r);
+        cr_expect(exposed_wait[r] <= wait[r] + 1e-9 && exposed_wait[r] <= exposed[r] + 1e-9, "%s rank %d", where, r);
+        shares += zl_num(rk, "timeline.last_to_join_share");
+    }
+    cr_expect(fabs(shares - 1) < 1e-9, "%s: shares of joining last add up to %g", where, shares);
+}
+
 /* For every stage: the trace's collectives per step equal the report's calls_per_step; the
  * exposed communication recomputed here from the trace equals the report's, per rank, and
  * lies within [0, communication busy] and below the step's wall time. So do the offload
@@ -484,6 +561,10 @@ static void check_trace_against_report(int stage, const char *extra) {
     }
     cr_expect_eq(zl_num(j, "exposed_comm_ms_per_step"), zl_num(cJSON_GetArrayItem(zl_get(j, "ranks"), 0),
                                                                  "timeline.exposed_comm_ms_per_step"));
+    expect_join_waits(ev, j, N, S, progs[stage]);
+    for (int pid = 0; pid < N; pid++) /* what the file subtracted from each rank's times */
+        cr_expect(fabs(cJSON_GetArrayItem(zl_get(t, "otherData.clock_offset_ms"), pid)->valuedouble -
+                       zl_num(cJSON_GetArrayItem(zl_get(j, "ranks"), pid), "timeline.clock_offset_ms")) < 1e-6);
     cJSON_Delete(j), cJSON_Delete(t);
     unlink(json), unlink(trace);
 }
@@ -746,6 +827,48 @@ Test(clocks, a_known_sequence_reaches_the_report_N2) {
     unlink(json);
 }
 Test(timeline, exposed_over_ranks_N3) { check_exposed_over_ranks(3); }
+
+/* A rank held back before every step (the test hook ZL_TEST_DELAY_RANK=1:D) reaches each step's
+ * first collective D ms after rank 0, which waits there: the answer is known beforehand, so the
+ * join waits — ranks' clocks aligned on their collectives' ends — can fail here. Rank 0 must
+ * wait about D a step and rank 1 little; taking the wait out of rank 0's exposed communication
+ * must leave little; rank 1's clock runs D behind rank 0's (its step 1 began D later). Bounds:
+ * on the CPU backend a waiting rank polls with naps of up to about a millisecond (backend_cpu.c),
+ * so its ends, and with them the alignment, can be that late. */
+static void check_delayed_rank(int stage) {
+    enum { D = 80 };
+    if (zl_max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
+    char json[128];
+    snprintf(json, sizeof json, "/tmp/zl_delay_%d_%d.json", stage, getpid());
+    zl_run_result r;
+    setenv("ZL_TEST_DELAY_RANK", "1:80", 1);
+    zl_run(&r, "-n 2 {%s} --layers 3 --dim 24 --steps 4 --quiet --json %s", progs[stage], json);
+    unsetenv("ZL_TEST_DELAY_RANK");
+    cr_assert_eq(r.exit_code, 0, "%s exit %d: %s", progs[stage], r.exit_code, r.err);
+    cJSON *j = zl_load_json(json);
+    cJSON *r0 = zl_get(cJSON_GetArrayItem(zl_get(j, "ranks"), 0), "timeline"),
+          *r1 = zl_get(cJSON_GetArrayItem(zl_get(j, "ranks"), 1), "timeline");
+    const char *p = progs[stage];
+    cr_expect_eq(zl_num(r0, "join_steps"), 3, "%s", p);
+    cr_expect(zl_num(r0, "join_wait_ms_per_step") >= 0.9 * D && zl_num(r0, "join_wait_ms_per_step") <= 1.25 * D,
+              "%s: rank 0 waited %g ms a step for a rank held %d ms", p, zl_num(r0, "join_wait_ms_per_step"), D);
+    cr_expect(zl_num(r1, "join_wait_ms_per_step") <= 0.1 * D, "%s: the held rank waited %g ms a step", p,
+              zl_num(r1, "join_wait_ms_per_step"));
+    cr_expect(zl_num(r0, "exposed_comm_ms_per_step") >= 0.9 * D, "%s: rank 0 exposed %g ms", p,
+              zl_num(r0, "exposed_comm_ms_per_step"));
+    cr_expect(zl_num(r0, "exposed_less_join_wait_ms_per_step") <= 0.25 * D, "%s: rank 0 exposed %g ms less the wait",
+              p, zl_num(r0, "exposed_less_join_wait_ms_per_step"));
+    cr_expect(zl_num(r1, "clock_offset_ms") <= -0.9 * D && zl_num(r1, "clock_offset_ms") >= -1.25 * D,
+              "%s: rank 1's clock offset %g ms", p, zl_num(r1, "clock_offset_ms"));
+    cr_expect_eq(zl_num(r0, "clock_offset_ms"), 0, "%s: rank 0 is the reference", p);
+    cJSON_Delete(j);
+    unlink(json);
+}
+
+Test(timeline, join_waits_find_a_held_rank_stage0_N2) { check_delayed_rank(0); }
+Test(timeline, join_waits_find_a_held_rank_stage1_N2) { check_delayed_rank(1); }
+Test(timeline, join_waits_find_a_held_rank_stage2_N2) { check_delayed_rank(2); }
+Test(timeline, join_waits_find_a_held_rank_stage3_N2) { check_delayed_rank(3); }
 
 Test(trace, agrees_with_report_stage0_N2) { check_trace_against_report(0, ""); }
 Test(trace, agrees_with_report_stage1_N2) { check_trace_against_report(1, ""); }
