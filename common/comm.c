@@ -56,8 +56,22 @@ static void describe_wait(char *buf, size_t n) {
              i + 1, done == 1 ? ", completed" : done < 0 ? "; the device reports an error" : "");
 }
 
+/* TEST ONLY: ZL_TEST_HOLD_RANK=r:ms holds rank r for ms before each step (and before stage 3's
+ * final gathers, which open a step of their own), so that the others reach the step's first
+ * collective that much earlier: the join waits' known answer. Read once, in zl_comm_init. */
+static int g_hold_ms;
+
+static void read_hold(void) {
+    const char *v = getenv("ZL_TEST_HOLD_RANK");
+    int r, ms, me;
+    if (!v || sscanf(v, "%d:%d", &r, &ms) != 2) return;
+    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
+    g_hold_ms = me == r && ms > 0 ? ms : 0;
+}
+
 void zl_comm_init(int world, int max_per_step) {
     g_world = world;
+    read_hold();
     /* Twice the stage's count: a step followed by a save also runs its own update at its end
      * (zl_ckpt_due_mid_run), so it holds two updates' gathers and copies. */
     g_cap = 2 * max_per_step;
@@ -138,18 +152,8 @@ void zl_copy_h2d(void *dev, const void *host, size_t count, zl_dtype t, zl_purpo
     end_entry(e, s);
 }
 
-/* TEST ONLY: ZL_TEST_DELAY_RANK=r:ms holds rank r for ms before each step, so that the others
- * reach the step's first collective that much earlier: the join waits' known answer. */
-static void test_delay(void) {
-    const char *v = getenv("ZL_TEST_DELAY_RANK");
-    int r, ms, me;
-    if (!v || sscanf(v, "%d:%d", &r, &ms) != 2) return;
-    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
-    if (me == r && ms > 0) nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
-}
-
 void zl_comm_step_begin(void) {
-    test_delay();
+    if (g_hold_ms) nanosleep(&(struct timespec){g_hold_ms / 1000, (g_hold_ms % 1000) * 1000000L}, NULL);
     g_n = 0;
     zl_trace_step_begin();
     zl_progress_step((int)g_steps + 1);

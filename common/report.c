@@ -63,8 +63,8 @@ typedef struct {
     double timeline_steps, compute_busy_ms, comm_busy_ms, exposed_comm_ms, span_ms; /* per step (trace.h) */
     double optimizer_ms, model_comm_busy_ms, copy_busy_ms, exposed_copy_ms, forward_ms; /* per step (trace.h) */
     double phase_ms[ZL_NPHASES]; /* per step: time in each phase's spans (trace.h) */
-    double join_steps, join_wait_ms, exposed_join_wait_ms, exposed_less_join_wait_ms; /* trace.h: join waits */
-    double last_to_join_share, clock_offset_ms, end_residual_median_us, end_residual_max_us;
+    double join_steps, join_wait_ms, exposed_join_wait_ms, exposed_after_join_ms; /* trace.h: join waits */
+    double late_join_ms, clock_offset_ms, end_residual_median_us, end_residual_max_us;
     double host_adam_bytes, host_threads; /* --offload: bytes host Adam moves per timed step; its OpenMP threads */
 } rank_summary;
 
@@ -141,7 +141,7 @@ static void summarize(const zl_report *r, rank_summary *s) {
     s->copy_busy_ms = ts.copy_busy_ms, s->exposed_copy_ms = ts.exposed_copy_ms, s->forward_ms = ts.forward_ms;
     memcpy(s->phase_ms, ts.phase_ms, sizeof ts.phase_ms);
     s->join_steps = ts.join_steps, s->join_wait_ms = ts.join_wait_ms, s->exposed_join_wait_ms = ts.exposed_join_wait_ms;
-    s->exposed_less_join_wait_ms = ts.exposed_less_join_wait_ms, s->last_to_join_share = ts.last_to_join_share;
+    s->exposed_after_join_ms = ts.exposed_after_join_ms, s->late_join_ms = ts.late_join_ms;
     s->clock_offset_ms = ts.clock_offset_ms, s->end_residual_median_us = ts.end_residual_median_us;
     s->end_residual_max_us = ts.end_residual_max_us;
     if (r->fc.offload) {
@@ -522,7 +522,8 @@ static void print_exposed_over_ranks(const rank_summary *all, int N) {
 }
 
 /* How much of each rank's exposed communication is waiting for a slower rank to join a
- * collective (trace.h, join waits): the rest is what the collectives themselves leave exposed. */
+ * collective (trace.h, join waits), what is exposed after the last joins, and which rank the
+ * others waited for: the one that joined latest, by the time it trailed the first to join. */
 static void print_join_waits(const rank_summary *all, int N) {
     if (all[0].join_steps <= 0) {
         printf("  join waits: not measured (no timed step kept alike on every rank)\n");
@@ -531,17 +532,18 @@ static void print_join_waits(const rank_summary *all, int N) {
     int lo = 0, hi = 0, late = 0;
     double med = 0, most = 0;
     for (int i = 0; i < N; i++) {
-        if (all[i].exposed_less_join_wait_ms < all[lo].exposed_less_join_wait_ms) lo = i;
-        if (all[i].exposed_less_join_wait_ms > all[hi].exposed_less_join_wait_ms) hi = i;
-        if (all[i].last_to_join_share > all[late].last_to_join_share) late = i;
+        if (all[i].exposed_after_join_ms < all[lo].exposed_after_join_ms) lo = i;
+        if (all[i].exposed_after_join_ms > all[hi].exposed_after_join_ms) hi = i;
+        if (all[i].late_join_ms > all[late].late_join_ms) late = i;
         med = fmax(med, all[i].end_residual_median_us), most = fmax(most, all[i].end_residual_max_us);
     }
-    printf("  join waits (a collective cannot end before its last rank joins it): rank 0 waited %.3f ms, %.3f ms of it\n"
-           "  exposed; exposed communication less that wait: least %.3f ms (rank %d), most %.3f ms (rank %d); joined last\n"
-           "  most often: rank %d (%.0f %% of collectives) | clocks aligned per step on the collectives' ends: they agree\n"
-           "  within %.1f us (median), %.1f us at most, over %.0f timed step(s)\n",
-           all[0].join_wait_ms, all[0].exposed_join_wait_ms, all[lo].exposed_less_join_wait_ms, lo,
-           all[hi].exposed_less_join_wait_ms, hi, late, 100 * all[late].last_to_join_share, med, most, all[0].join_steps);
+    printf("  join waits (a collective cannot end before its last rank joins it): rank 0 waited %.3f ms, %.3f ms of\n"
+           "  it exposed; exposed after the last joins: least %.3f ms (rank %d), most %.3f ms (rank %d); the others\n"
+           "  waited most for rank %d: in the collectives it joined last, %.3f ms after the first rank\n"
+           "  (clocks aligned per step on the collectives' ends, which then agree within %.1f us, the worst rank's\n"
+           "  median, %.1f us at most, over %.0f timed step(s))\n",
+           all[0].join_wait_ms, all[0].exposed_join_wait_ms, all[lo].exposed_after_join_ms, lo,
+           all[hi].exposed_after_join_ms, hi, late, all[late].late_join_ms, med, most, all[0].join_steps);
 }
 
 static void print_timeline(const rank_summary *all, int N) {
@@ -646,8 +648,8 @@ static cJSON *json_timeline(const rank_summary *s) {
     add_number(o, "join_steps", s->join_steps); /* join waits (trace.h): 0 at N = 1 */
     add_number(o, "join_wait_ms_per_step", s->join_wait_ms);
     add_number(o, "exposed_join_wait_ms_per_step", s->exposed_join_wait_ms);
-    add_number(o, "exposed_less_join_wait_ms_per_step", s->exposed_less_join_wait_ms);
-    add_number(o, "last_to_join_share", s->last_to_join_share);
+    add_number(o, "exposed_after_join_ms_per_step", s->exposed_after_join_ms);
+    add_number(o, "late_join_ms_per_step", s->late_join_ms);
     add_number(o, "clock_offset_ms", s->clock_offset_ms);
     add_number(o, "end_residual_median_us", s->end_residual_median_us);
     add_number(o, "end_residual_max_us", s->end_residual_max_us);

@@ -151,7 +151,7 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     zl_backend_init(rt->rank, rt->world, rt->local_rank, rt->local_size, rt->prog);
     zl_mem_init_collective(zl_dev_alloc_collective, zl_dev_free_collective); /* backend.h: the all-gathers' buffers */
     if (zl_kernels_set_dtype(rt->cfg.dtype)) zl_fatal("--dtype %s: not a 16-bit storage format", zl_dtype_name(rt->cfg.dtype));
-    zl_trace_setup(rt->cfg.steps, rt->cfg.trace_path[0] != '\0'); /* creates an event: after the backend */
+    zl_trace_setup(rt->cfg.steps, rt->cfg.trace_path[0] != '\0', rt->world); /* creates an event: after the backend */
 }
 
 int zl_runtime_finish(zl_runtime *rt, int status) {

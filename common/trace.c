@@ -108,7 +108,7 @@ typedef struct {
     uint8_t lane, kind, purpose; /* kind: zl_phase (compute, copy) or zl_op (communication) */
 } record;                        /* one span of a timed step, kept for --trace (sent as bytes) */
 
-static int g_steps, g_recording, g_step_no = 1;
+static int g_steps, g_recording, g_world = 1, g_step_no = 1;
 static double *g_step_ms; /* [g_steps] */
 static int g_reserved[ZL_NLANES]; /* spans per step, as reserved: what a timed step holds on average */
 static int g_cap[ZL_NLANES];      /* room per step, twice that: a step about to be saved also runs its own
@@ -133,12 +133,12 @@ static zl_trace_summary g_sum;
 typedef struct {
     int step, n_comm, n_exposed;
     size_t at_comm, at_exposed; /* into the pools */
-} kept_step;
-#define KEPT_MAX ((size_t)1 << 20) /* intervals a pool at most: 16 MiB */
-static kept_step *g_kept;          /* [timed steps] */
-static int g_n_kept, g_kept_stopped;
-static zl_interval *g_kept_comm, *g_kept_exposed; /* the pools */
-static size_t g_kept_comm_cap, g_kept_exposed_cap, g_kept_comm_used, g_kept_exposed_used;
+} join_step;
+#define JOIN_MAX ((size_t)1 << 20) /* intervals a pool at most: 16 MiB */
+static join_step *g_join;          /* [timed steps] */
+static int g_n_join, g_join_stopped;
+static zl_interval *g_join_comm, *g_join_exposed; /* the pools */
+static size_t g_join_comm_cap, g_join_exposed_cap, g_join_comm_used, g_join_exposed_used;
 static zl_interval *g_iv_exposed; /* scratch: a step's exposed intervals */
 
 static int timed_steps(void) { return g_steps > 1 ? g_steps - 1 : 1; }
@@ -150,11 +150,22 @@ static void *grow(void *p, size_t n, size_t size, const char *what) {
     return q;
 }
 
-void zl_trace_setup(int steps, int recording) {
-    g_steps = steps, g_recording = recording;
+void zl_trace_setup(int steps, int recording, int world) {
+    g_steps = steps, g_recording = recording, g_world = world;
     g_step_ms = calloc((size_t)steps, sizeof *g_step_ms);
     if (!g_step_ms) zl_fatal("out of host memory for %d step times", steps);
     g_origin = zl_event_create();
+}
+
+/* The join waits' pools (one rank has none to wait for): what a step holds on average. */
+static void reserve_join_pools(void) {
+    size_t steps = (size_t)timed_steps(), per_comm = (size_t)g_reserved[ZL_LANE_COMM];
+    size_t per_exposed = per_comm + (size_t)g_reserved[ZL_LANE_COMPUTE] + (size_t)g_reserved[ZL_LANE_COPY];
+    g_join = grow(g_join, steps, sizeof *g_join, "join steps");
+    g_join_comm_cap = steps * per_comm < JOIN_MAX ? steps * per_comm : JOIN_MAX;
+    g_join_exposed_cap = steps * per_exposed < JOIN_MAX ? steps * per_exposed : JOIN_MAX;
+    g_join_comm = grow(g_join_comm, g_join_comm_cap, sizeof *g_join_comm, "join intervals");
+    g_join_exposed = grow(g_join_exposed, g_join_exposed_cap, sizeof *g_join_exposed, "join intervals");
 }
 
 void zl_trace_reserve(zl_lane lane, int spans_per_step) {
@@ -175,13 +186,7 @@ void zl_trace_reserve(zl_lane lane, int spans_per_step) {
     g_iv_cover = grow(g_iv_cover, all, sizeof *g_iv_cover, "intervals");
     g_iv_fwd = grow(g_iv_fwd, all, sizeof *g_iv_fwd, "intervals");
     g_iv_exposed = grow(g_iv_exposed, all, sizeof *g_iv_exposed, "intervals");
-    size_t steps = (size_t)timed_steps(), per_comm = (size_t)g_reserved[ZL_LANE_COMM];
-    size_t per_exposed = per_comm + (size_t)g_reserved[ZL_LANE_COMPUTE] + (size_t)g_reserved[ZL_LANE_COPY];
-    g_kept = grow(g_kept, steps, sizeof *g_kept, "join steps");
-    g_kept_comm_cap = steps * per_comm < KEPT_MAX ? steps * per_comm : KEPT_MAX;
-    g_kept_exposed_cap = steps * per_exposed < KEPT_MAX ? steps * per_exposed : KEPT_MAX;
-    g_kept_comm = grow(g_kept_comm, g_kept_comm_cap, sizeof *g_kept_comm, "join intervals");
-    g_kept_exposed = grow(g_kept_exposed, g_kept_exposed_cap, sizeof *g_kept_exposed, "join intervals");
+    if (g_world > 1) reserve_join_pools();
     if (!g_recording) return;
     int per_step = g_reserved[ZL_LANE_COMPUTE] + g_reserved[ZL_LANE_COPY] + g_reserved[ZL_LANE_COMM];
     g_rec_cap = (size_t)timed_steps() * (size_t)per_step;
@@ -199,11 +204,11 @@ void zl_trace_finalize(void) {
     if (g_origin) zl_event_destroy(g_origin);
     free(g_spans), free(g_step_comm), free(g_iv_compute), free(g_iv_comm), free(g_rec), free(g_step_ms);
     free(g_iv_opt), free(g_iv_copy), free(g_iv_busy), free(g_iv_cover), free(g_iv_fwd);
-    free(g_iv_exposed), free(g_kept), free(g_kept_comm), free(g_kept_exposed);
+    free(g_iv_exposed), free(g_join), free(g_join_comm), free(g_join_exposed);
     g_spans = NULL, g_step_comm = NULL, g_iv_compute = g_iv_comm = NULL, g_rec = NULL, g_step_ms = NULL;
     g_iv_opt = g_iv_copy = g_iv_busy = g_iv_cover = g_iv_fwd = g_iv_exposed = NULL;
-    g_kept = NULL, g_kept_comm = g_kept_exposed = NULL;
-    g_n_kept = g_kept_stopped = 0, g_kept_comm_used = g_kept_exposed_used = 0;
+    g_join = NULL, g_join_comm = g_join_exposed = NULL;
+    g_n_join = g_join_stopped = 0, g_join_comm_used = g_join_exposed_used = 0;
     g_origin = NULL;
     memset(g_cap, 0, sizeof g_cap);
 }
@@ -253,21 +258,24 @@ void zl_trace_comm(int op, int purpose, int unit, zl_event start, zl_event end) 
                                        (uint8_t)op, (uint8_t)purpose};
 }
 
-/* A timed step's collectives for the join waits: 1 if kept (keep_exposed then completes the
+/* A timed step's collectives for the join waits: 1 if kept (join_keep_exposed then completes the
  * step), 0 once the pools are full. */
-static int keep_collectives(const zl_interval *comm, int n) {
-    if (g_kept_stopped || !g_kept || g_n_kept >= timed_steps() || g_kept_comm_used + (size_t)n > g_kept_comm_cap)
-        return g_kept_stopped = 1, 0;
-    g_kept[g_n_kept] = (kept_step){g_step_no, n, 0, g_kept_comm_used, g_kept_exposed_used};
-    memcpy(g_kept_comm + g_kept_comm_used, comm, (size_t)n * sizeof *comm);
+static int join_keep_collectives(const zl_interval *comm, int n) {
+    if (g_join_stopped || !g_join || g_n_join >= timed_steps() || g_join_comm_used + (size_t)n > g_join_comm_cap)
+        return g_join_stopped = 1, 0;
+    g_join[g_n_join] = (join_step){g_step_no, n, 0, g_join_comm_used, g_join_exposed_used};
+    memcpy(g_join_comm + g_join_comm_used, comm, (size_t)n * sizeof *comm);
     return 1;
 }
-static void keep_exposed(const zl_interval *exposed, int n) {
-    if (g_kept_exposed_used + (size_t)n > g_kept_exposed_cap) { g_kept_stopped = 1; return; } /* the step is not kept */
-    memcpy(g_kept_exposed + g_kept_exposed_used, exposed, (size_t)n * sizeof *exposed);
-    kept_step *k = &g_kept[g_n_kept++];
+static void join_keep_exposed(const zl_interval *exposed, int n) {
+    if (g_join_exposed_used + (size_t)n > g_join_exposed_cap) { /* the step is not kept */
+        g_join_stopped = 1;
+        return;
+    }
+    memcpy(g_join_exposed + g_join_exposed_used, exposed, (size_t)n * sizeof *exposed);
+    join_step *k = &g_join[g_n_join++];
     k->n_exposed = n;
-    g_kept_comm_used += (size_t)k->n_comm, g_kept_exposed_used += (size_t)n;
+    g_join_comm_used += (size_t)k->n_comm, g_join_exposed_used += (size_t)n;
 }
 
 static void keep(record r) {
@@ -313,13 +321,13 @@ void zl_trace_step_end(int timed) {
             if (g_iv_busy[i].t0 < loss) g_iv_fwd[nf++] = (zl_interval){g_iv_busy[i].t0, fmin(g_iv_busy[i].t1, loss)};
         g_sum.steps++;
         g_sum.span_ms += last > first ? last - first : 0;
-        int kept = keep_collectives(g_iv_comm, nm); /* in issue order: before zl_union_ms sorts them */
+        int kept = join_keep_collectives(g_iv_comm, nm); /* in issue order: before zl_union_ms sorts them */
         int mm, mc;
         g_sum.comm_busy_ms += zl_union_ms(g_iv_comm, nm, &mm);
         g_sum.compute_busy_ms += zl_union_ms(g_iv_compute, nc, &mc);
         int ne = zl_subtract_intervals(g_iv_comm, mm, g_iv_compute, mc, g_iv_exposed);
         for (int i = 0; i < ne; i++) g_sum.exposed_comm_ms += g_iv_exposed[i].t1 - g_iv_exposed[i].t0;
-        if (kept) keep_exposed(g_iv_exposed, ne);
+        if (kept) join_keep_exposed(g_iv_exposed, ne);
         g_sum.optimizer_ms += zl_union_ms(g_iv_opt, no, NULL);
         g_sum.model_comm_busy_ms += zl_union_ms(g_iv_busy, nb, NULL);
         g_sum.copy_busy_ms += zl_union_ms(g_iv_copy, ny, NULL);
@@ -355,69 +363,91 @@ const double *zl_trace_step_times(int *n) {
 
 /* The steps every rank kept, with the same collectives in each (NCCL needs that; a mismatch
  * would mean the figures pair different collectives): their count, else 0. Collective. */
-static int steps_kept_alike(size_t *total, int *most) {
-    int n = g_n_kept;
+static int join_steps_alike(size_t *total, int *most) {
+    int n = g_n_join;
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (n == 0) return 0;
     int *lo = zl_host_calloc(4 * (size_t)n, sizeof *lo), *hi = lo + 2 * n, alike = 1;
-    for (int k = 0; k < n; k++) lo[2 * k] = hi[2 * k] = g_kept[k].step, lo[2 * k + 1] = hi[2 * k + 1] = g_kept[k].n_comm;
+    for (int k = 0; k < n; k++)
+        lo[2 * k] = hi[2 * k] = g_join[k].step, lo[2 * k + 1] = hi[2 * k + 1] = g_join[k].n_comm;
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, lo, 2 * n, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, hi, 2 * n, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     *total = 0, *most = 0;
     for (int k = 0; k < 2 * n; k++) alike &= lo[k] == hi[k];
-    for (int k = 0; k < n; k++) *total += (size_t)g_kept[k].n_comm, *most = g_kept[k].n_comm > *most ? g_kept[k].n_comm : *most;
+    for (int k = 0; k < n; k++)
+        *total += (size_t)g_join[k].n_comm, *most = g_join[k].n_comm > *most ? g_join[k].n_comm : *most;
     free(lo);
     return alike && *total > 0 && *total <= INT32_MAX ? n : 0; /* the same answer on every rank */
+}
+
+typedef struct {
+    double t;
+    int rank;
+} double_int; /* MPI_DOUBLE_INT's layout */
+
+/* Step by step: this rank's clock offset against rank 0 (the median of its ends minus rank 0's,
+ * ref), each collective's start moved onto rank 0's clock (last and first: to be reduced over
+ * the ranks), and the ends' residuals once aligned. Returns the largest residual. */
+static double align_on_rank0(int n, int rank, const double *ref, double *offset, double_int *last, double *first,
+                             double *resid, double *scratch) {
+    double most = 0;
+    for (int k = 0, at = 0; k < n; at += g_join[k].n_comm, k++) {
+        const zl_interval *mine = g_join_comm + g_join[k].at_comm;
+        offset[k] = zl_clock_offset_ms(mine, ref + at, g_join[k].n_comm, scratch);
+        for (int i = 0; i < g_join[k].n_comm; i++) {
+            resid[at + i] = fabs(mine[i].t1 - offset[k] - ref[at + i]);
+            most = fmax(most, resid[at + i]);
+            last[at + i] = (double_int){mine[i].t0 - offset[k], rank};
+            first[at + i] = mine[i].t0 - offset[k];
+        }
+    }
+    return most;
+}
+
+/* With every collective's last and first join (rank 0's clock): this rank's waits, their exposed
+ * part, the exposed time after the last joins, and how long after the first rank it joined the
+ * collectives it joined last — what it kept the others waiting. Sums over the n steps. */
+static void sum_join_figures(int n, int rank, const double *offset, const double_int *last, const double *first,
+                             double *scratch, zl_interval *iv, double f[4]) {
+    for (int k = 0, at = 0; k < n; at += g_join[k].n_comm, k++) {
+        const join_step *js = &g_join[k];
+        const zl_interval *exposed = g_join_exposed + js->at_exposed;
+        for (int i = 0; i < js->n_comm; i++) {
+            scratch[i] = last[at + i].t + offset[k]; /* back on this rank's clock */
+            if (last[at + i].rank == rank) f[3] += last[at + i].t - first[at + i];
+        }
+        double w, ew, ex = 0;
+        zl_join_wait_ms(g_join_comm + js->at_comm, scratch, js->n_comm, exposed, js->n_exposed, iv, &w, &ew);
+        for (int i = 0; i < js->n_exposed; i++) ex += exposed[i].t1 - exposed[i].t0;
+        f[0] += w, f[1] += ew, f[2] += ex - ew;
+    }
 }
 
 void zl_trace_join_waits(int rank, int world) {
     if (!g_step_ms || world < 2) return; /* the same on every rank */
     size_t total;
-    int most, n = steps_kept_alike(&total, &most);
+    int most, n = join_steps_alike(&total, &most);
     if (n == 0) return;
-    typedef struct {
-        double t;
-        int rank;
-    } double_int; /* MPI_DOUBLE_INT's layout */
     double *ref = zl_host_calloc(total, sizeof *ref), *resid = zl_host_calloc(total, sizeof *resid);
-    double *offset = zl_host_calloc((size_t)n, sizeof *offset), *scratch = zl_host_calloc((size_t)most, sizeof *scratch);
+    double *first = zl_host_calloc(total, sizeof *first), *offset = zl_host_calloc((size_t)n, sizeof *offset);
+    double *scratch = zl_host_calloc((size_t)most, sizeof *scratch);
     zl_interval *iv = zl_host_calloc((size_t)most, sizeof *iv);
-    double_int *late = zl_host_calloc(total, sizeof *late);
+    double_int *last = zl_host_calloc(total, sizeof *last);
     if (rank == 0)
-        for (size_t i = 0; i < total; i++) ref[i] = g_kept_comm[i].t1; /* kept steps lie back to back in the pool */
+        for (size_t i = 0; i < total; i++) ref[i] = g_join_comm[i].t1; /* the steps lie back to back in the pool */
     mpiCheck(MPI_Bcast(ref, (int)total, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-    double resid_max = 0;
-    for (int k = 0, at = 0; k < n; at += g_kept[k].n_comm, k++) { /* align, then say when each collective was joined */
-        const zl_interval *mine = g_kept_comm + g_kept[k].at_comm;
-        offset[k] = zl_clock_offset_ms(mine, ref + at, g_kept[k].n_comm, scratch);
-        for (int i = 0; i < g_kept[k].n_comm; i++) {
-            resid[at + i] = fabs(mine[i].t1 - offset[k] - ref[at + i]);
-            resid_max = fmax(resid_max, resid[at + i]);
-            late[at + i] = (double_int){mine[i].t0 - offset[k], rank}; /* on rank 0's clock */
-        }
-    }
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, late, (int)total, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD));
-    double wait = 0, exposed_wait = 0, exposed = 0, last = 0;
-    for (int k = 0, at = 0; k < n; at += g_kept[k].n_comm, k++) {
-        const kept_step *ks = &g_kept[k];
-        for (int i = 0; i < ks->n_comm; i++) {
-            scratch[i] = late[at + i].t + offset[k]; /* back on this rank's clock */
-            last += late[at + i].rank == rank;
-        }
-        double w, ew;
-        zl_join_wait_ms(g_kept_comm + ks->at_comm, scratch, ks->n_comm, g_kept_exposed + ks->at_exposed, ks->n_exposed,
-                        iv, &w, &ew);
-        wait += w, exposed_wait += ew;
-        for (int i = 0; i < ks->n_exposed; i++) exposed += g_kept_exposed[ks->at_exposed + i].t1 - g_kept_exposed[ks->at_exposed + i].t0;
-    }
+    double resid_max = align_on_rank0(n, rank, ref, offset, last, first, resid, scratch);
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, last, (int)total, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD));
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, first, (int)total, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
+    double f[4] = {0}; /* wait, its exposed part, exposed after the last join, late join */
+    sum_join_figures(n, rank, offset, last, first, scratch, iv, f);
     g_sum.join_steps = n;
-    g_sum.join_wait_ms = wait / n, g_sum.exposed_join_wait_ms = exposed_wait / n;
-    g_sum.exposed_less_join_wait_ms = fmax(0, exposed - exposed_wait) / n;
-    g_sum.last_to_join_share = last / (double)total;
+    g_sum.join_wait_ms = f[0] / n, g_sum.exposed_join_wait_ms = f[1] / n;
+    g_sum.exposed_after_join_ms = fmax(0, f[2]) / n, g_sum.late_join_ms = f[3] / n;
     g_sum.end_residual_max_us = 1e3 * resid_max;
     g_sum.end_residual_median_us = 1e3 * zl_median(resid, total);
     g_sum.clock_offset_ms = zl_median(offset, (size_t)n);
-    free(ref), free(resid), free(offset), free(scratch), free(iv), free(late);
+    free(ref), free(resid), free(first), free(offset), free(scratch), free(iv), free(last);
 }
 
 /* ---- the Chrome trace-event file --------------------------------------------------------- */
@@ -490,7 +520,8 @@ static void write_file(FILE *f, const record *all, const int *counts, int world,
     cJSON *other = cJSON_CreateObject();
     cJSON_AddStringToObject(other, "format",
                             "zerolab trace 3: one event per span; pid = rank, tid = lane (3: optimizer, counted as compute); "
-                            "times on rank 0's clock");
+                            "each rank's times shifted by its clock_offset_ms (the join waits' median over "
+                            "join_steps; 0 where join_steps is 0: the rank's own clock)");
     cJSON_AddNumberToObject(other, "stage", stage);
     cJSON_AddNumberToObject(other, "world", world);
     cJSON_AddNumberToObject(other, "first_step", g_steps > 1 ? 2 : 1);
@@ -499,6 +530,7 @@ static void write_file(FILE *f, const record *all, const int *counts, int world,
     /* what was subtracted from each rank's times: its clock offset against rank 0, the join
      * waits' median over steps (0 for rank 0 and at N = 1) */
     cJSON_AddItemToObject(other, "clock_offset_ms", cJSON_CreateDoubleArray(offsets, world));
+    cJSON_AddNumberToObject(other, "join_steps", g_sum.join_steps); /* the same on every rank */
     int ok = fputs("{\"displayTimeUnit\": \"ms\",\n \"otherData\": ", f) >= 0 && put(f, other, "") &&
              fputs(",\n \"traceEvents\": [", f) >= 0;
     const char *sep = "\n  ";

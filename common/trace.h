@@ -53,8 +53,8 @@ const char *zl_lane_name(zl_lane l);   /* "compute", "communication", "copy" */
 zl_lane zl_lane_of_phase(zl_phase p);
 
 /* ---- set-up (before step 1) ------------------------------------------------------ */
-/* steps = the run's step count; recording = 1 when --trace asks for the file. */
-void zl_trace_setup(int steps, int recording);
+/* steps = the run's step count; recording = 1 when --trace asks for the file; world = N. */
+void zl_trace_setup(int steps, int recording, int world);
 /* Room for spans_per_step more spans per step on `lane`, before zl_mem_freeze. Whoever
  * records spans reserves them: zl_model_create (its own, and one optimizer span per unit
  * for the stage file), zl_comm_init (its collectives). A step gets room for twice as many
@@ -101,8 +101,9 @@ typedef struct {
     double join_steps;           /* timed steps analysed: all, or the first ones if their record filled */
     double join_wait_ms;         /* |∪ [start, last rank's join]| over this rank's collectives */
     double exposed_join_wait_ms; /* its part while the compute lane is idle: of exposed_comm_ms */
-    double exposed_less_join_wait_ms; /* exposed communication on those steps less that part */
-    double last_to_join_share;   /* of the analysed collectives, the share this rank joined last */
+    double exposed_after_join_ms; /* the rest of the exposed communication: after the last joins */
+    double late_join_ms;         /* over the collectives this rank joined last, how long after the */
+                                 /* first rank it joined: what it kept the others waiting */
     double clock_offset_ms;      /* a moment on this rank's timeline minus the same on rank 0's (median) */
     double end_residual_median_us, end_residual_max_us; /* |end − rank 0's end| once aligned */
 } zl_trace_summary;
