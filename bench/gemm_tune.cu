@@ -71,7 +71,9 @@ extern "C" {                    /* C headers without C++ guards */
 
 typedef struct {
     int dim, rows, layers, bf16, algos, reps, rounds, warmup;
-    double sustain; /* seconds of one candidate alone a block (--sustain), 0: off */
+    double sustain;    /* seconds of one candidate alone a block (--sustain), 0: off */
+    const char *table; /* --table PATH: the sustained choices for ZL_GEMM_TABLE (common/gemm_table.h) */
+    double table_margin; /* --table-margin P: how much faster alone than the default, in %, to make the table */
 } options;
 
 /* ---- device buffers ---------------------------------------------------------------------- */
@@ -330,29 +332,7 @@ static int heuristic(cublasLtHandle_t lt, const lt_plan *p, int count, cublasLtM
 
 /* ---- algorithm descriptions ------------------------------------------------------------------ */
 
-typedef struct {
-    int32_t id, splitk;
-    uint32_t tile, stages, reduction, swizzle, custom;
-    uint16_t inner, cluster;
-} algo_config;
-
-/* Attributes an older cuBLASLt does not know stay 0. */
-static algo_config config_of(const cublasLtMatmulAlgo_t *a) {
-    algo_config c;
-    memset(&c, 0, sizeof c);
-    size_t w;
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_ID, &c.id, sizeof c.id, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &c.tile, sizeof c.tile, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &c.stages, sizeof c.stages, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &c.splitk, sizeof c.splitk, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &c.reduction, sizeof c.reduction,
-                                         &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &c.swizzle, sizeof c.swizzle, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &c.custom, sizeof c.custom, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &c.inner, sizeof c.inner, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &c.cluster, sizeof c.cluster, &w);
-    return c;
-}
+/* zl_cu_algo_config (cuda_common.cuh) reads an algorithm's configuration: the GEMM table's too. */
 
 /* Names of the enum values (cublasLt.h; the values are ABI, so a table by value holds for every
  * version). Only the common ones: anything else prints as #value. */
@@ -378,9 +358,9 @@ static const char *enum_name(char *buf, size_t len, const char *const *names, si
 
 /* "id 66 tile 128x256 stages 64xAUTO splitK 1 red 0 swz 0 cust 0 cluster 2x1x1" */
 static void describe_algo(char *buf, size_t len, const cublasLtMatmulAlgo_t *a) {
-    algo_config c = config_of(a);
+    zl_gemm_algo c = zl_cu_algo_config(a);
     char t[16], s[16], k[16];
-    snprintf(buf, len, "id %-3d tile %-8s stages %-8s splitK %-2d red %u swz %u cust %-2u cluster %s", c.id,
+    snprintf(buf, len, "id %-3d tile %-8s stages %-8s splitK %-2d red %d swz %d cust %-2d cluster %s", c.id,
              enum_name(t, sizeof t, TILE_NAMES, sizeof TILE_NAMES / sizeof *TILE_NAMES, c.tile),
              enum_name(s, sizeof s, STAGE_NAMES, sizeof STAGE_NAMES / sizeof *STAGE_NAMES, c.stages), c.splitk,
              c.reduction, c.swizzle, c.custom,
@@ -541,6 +521,8 @@ typedef struct {
     int best_bitwise;    /* the best candidate's bits equal the default's */
     int trainer_mismatch;
     double sustained_default_ms, sustained_best_ms; /* --sustain: a launch alone, the default and the fastest with its bits */
+    int in_table;        /* --table: the fastest sustained one goes into the table (entry) */
+    zl_gemm_entry entry;
     char best_rank[16], best_algo[160], default_algo[160];
 } gemm_result;
 
@@ -635,7 +617,8 @@ static sustained sustain_block(const gemm_ctx *x, candidate *c, double seconds) 
 
 /* The default (always: it is the reference) and every candidate with its bits that repeats
  * them; returns the fastest one's mean ms a launch over the rounds (the default's in *def_ms). */
-static double sustain_candidates(const gemm_ctx *x, candidate *c, int n, const options *o, double *def_ms) {
+static double sustain_candidates(const gemm_ctx *x, candidate *c, int n, const options *o, double *def_ms,
+                                 double *mean_of) {
     int idx[MAX_ALGOS + 2], m = 0;
     for (int i = 1; i < n; i++)
         if (i == 1 || (c[i].ok && c[i].repeats && c[i].vs_default.unequal == 0)) idx[m++] = i;
@@ -670,8 +653,30 @@ static double sustain_candidates(const gemm_ctx *x, candidate *c, int n, const o
         printf(" | mean %7.4f ms\n", mean_ms);
         if (c[idx[j]].is_default) *def_ms = mean_ms;
         if (best == 0 || mean_ms < best) best = mean_ms;
+        mean_of[idx[j]] = mean_ms;
     }
     return best;
+}
+
+/* --table: the fastest candidate alone at the cap but the default goes into the table where it
+ * is one of the heuristic's (the trainer's path is the default), it beat the default alone by
+ * margin % or more (1 by default: less is within what two rounds tell apart; a negative margin
+ * takes it even when slower, for the tests of the trainer's side) and the GEMM is large enough
+ * for the trainer to take anything but the first answer (ZL_TUNE_MIN_OUTPUTS). */
+static void table_entry(gemm_result *r, const block_gemm *bg, const candidate *c, int n, const double *mean_of,
+                        double margin) {
+    const gemm_args *g = &bg->g;
+    int b = -1;
+    for (int i = 2; i < n; i++)
+        if (mean_of[i] > 0 && c[i].rank >= 0 && !c[i].is_default && (b < 0 || mean_of[i] < mean_of[b])) b = i;
+    if (b < 0 || mean_of[b] > (1 - margin / 100) * r->sustained_default_ms || (long long)g->m * g->n < ZL_TUNE_MIN_OUTPUTS)
+        return;
+    r->in_table = 1;
+    zl_gemm_entry *e = &r->entry;
+    snprintf(e->what, sizeof e->what, "%s", bg->name);
+    e->shape = zl_cu_gemm_shape(g);
+    e->algo = zl_cu_algo_config(&c[b].res.algo);
+    e->first_ms = r->sustained_default_ms, e->ms = mean_of[b];
 }
 
 /* Everything for one GEMM: plan, heuristic, check, timing, the table. */
@@ -809,7 +814,11 @@ static gemm_result tune_gemm(cublasLtHandle_t lt, block_gemm *bg, const buffers 
                "plan_create has drifted\n",
                c[0].vs_default.unequal);
     if (!c[1].repeats) printf("  !! the default algorithm does not repeat its own bits\n");
-    if (o->sustain > 0) r.sustained_best_ms = sustain_candidates(&x, c, n, o, &r.sustained_default_ms);
+    if (o->sustain > 0) {
+        double mean_of[MAX_ALGOS + 2] = {0}; /* 0: not run alone */
+        r.sustained_best_ms = sustain_candidates(&x, c, n, o, &r.sustained_default_ms, mean_of);
+        table_entry(&r, bg, c, n, mean_of, o->table_margin);
+    }
 
     plan_destroy(&x.plan);
     free(samples);
@@ -864,15 +873,43 @@ static void print_step(const block_gemm *bg, const gemm_result *r, int n, const 
            o->sustain, SUSTAIN_ROUNDS, sd, tflops(f, sd), sb, tflops(f, sb), sd > 0 ? 100.0 * (sb - sd) / sd : 0.0);
 }
 
+/* ---- the table (--table) ----------------------------------------------------------------------- */
+
+/* The GEMMs whose sustained choice made the table, for ZL_GEMM_TABLE; 0, or 1 on a failed write. */
+static int write_table(const char *path, const gemm_result *r, int n, const cudaDeviceProp *prop, int argc,
+                       char **argv) {
+    zl_gemm_table t;
+    zl_gemm_entry e[6];
+    memset(&t, 0, sizeof t);
+    snprintf(t.gpu, sizeof t.gpu, "%s", prop->name);
+    t.cublaslt_version = (int)cublasLtGetVersion();
+    for (int i = 0, at = 0; i < argc && at < (int)sizeof t.made_by - 1; i++) /* the command that made it */
+        at += snprintf(t.made_by + at, sizeof t.made_by - (size_t)at, "%s%s", i ? " " : "", argv[i]);
+    t.e = e;
+    for (int i = 0; i < n; i++)
+        if (r[i].in_table) e[t.n++] = r[i].entry;
+    char err[512];
+    if (zl_gemm_table_save(path, &t, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    printf("\ntable: %s, %d GEMM(s) for ZL_GEMM_TABLE:", path, t.n);
+    for (int i = 0; i < t.n; i++) printf(" %s (%.4f -> %.4f ms alone)", e[i].what, e[i].first_ms, e[i].ms);
+    printf("\n");
+    return 0;
+}
+
 /* ---- main ------------------------------------------------------------------------------------ */
 
 static int usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--dim D] [--rows R] [--layers L] [--bf16] [--algos N] [--reps N] [--rounds N] [--warmup N]\n"
-            "          [--sustain S]\n"
+            "          [--sustain S [--table PATH [--table-margin P]]]\n"
             "  defaults: lab-1b (--dim 4096 --rows 8192 --layers 8), fp16, --algos 16 (1..%d), --reps 10,\n"
             "  --rounds 3, --warmup 3, --sustain 0 (off; S in [0, 60]: seconds each candidate with the default's\n"
-            "  bits runs alone, its power read from NVML). ZL_CUBLASLT_EPILOGUES selects the epilogues as in the trainer.\n",
+            "  bits runs alone, its power read from NVML); --table PATH writes the sustained choices that beat the\n"
+            "  default by P %% (--table-margin, 1; in [-100, 100]) or more for the trainer (ZL_GEMM_TABLE=PATH).\n"
+            "  ZL_CUBLASLT_EPILOGUES selects the epilogues as in the trainer.\n",
             argv0, MAX_ALGOS);
     return 2;
 }
@@ -887,7 +924,7 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 
 static int parse_args(int argc, char **argv, options *o) {
     o->dim = 4096, o->rows = 8192, o->layers = 8, o->bf16 = 0, o->algos = 16, o->reps = 10, o->rounds = 3,
-    o->warmup = 3, o->sustain = 0;
+    o->warmup = 3, o->sustain = 0, o->table = NULL, o->table_margin = 1;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
@@ -908,11 +945,17 @@ static int parse_args(int argc, char **argv, options *o) {
             o->sustain = strtod(v, &end);
             ok = *v != '\0' && *end == '\0' && o->sustain >= 0 && o->sustain <= 60;
         }
+        else if (!strcmp(f, "--table")) o->table = v;
+        else if (!strcmp(f, "--table-margin")) {
+            char *end;
+            o->table_margin = strtod(v, &end);
+            ok = *v != '\0' && *end == '\0' && o->table_margin >= -100 && o->table_margin <= 100;
+        }
         else ok = 0;
         if (!ok) return 0;
         i++;
     }
-    return 1;
+    return !o->table || o->sustain > 0; /* the table holds sustained choices */
 }
 
 int main(int argc, char **argv) {
@@ -953,6 +996,7 @@ int main(int argc, char **argv) {
     }
     print_step(gemms, r, n, &o);
     cublasCheck(cublasLtDestroy(lt));
+    if (o.table && write_table(o.table, r, n, &prop, argc, argv)) return 1;
     if (mismatch) {
         printf("the trainer's path differs from the copied default: the numbers above are not the trainer's\n");
         return 4;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_table.h"
 #include "util.h"
 #include "../kernels/gpt_kernels.h" /* zl_gpt_flash_supported, zl_gpt_flash_by_shape */
 
@@ -440,7 +441,21 @@ static const env_knob env_knobs[] = {
     {"ZL_NCCL_WINDOWS", 0, 1, NULL, "1: the all-gathers' buffers as NCCL windows"},
 };
 
+/* ZL_GEMM_TABLE=PATH: a table of GEMM algorithms (gemm_table.h). A file that does not load is
+ * bad input: exit 2 now, not a runtime error at the first GEMM. */
+static int check_gemm_table(char *err, int len) {
+    const char *path = getenv("ZL_GEMM_TABLE");
+    if (!path || !*path) return ZL_ARGS_OK;
+    zl_gemm_table t;
+    char why[512];
+    if (zl_gemm_table_load(path, &t, why, sizeof why)) return fail(err, len, "ZL_GEMM_TABLE: %s", why);
+    zl_gemm_table_free(&t);
+    return ZL_ARGS_OK;
+}
+
 static int check_env_knobs(char *err, int len) {
+    int rc = check_gemm_table(err, len);
+    if (rc != ZL_ARGS_OK) return rc;
     for (size_t i = 0; i < sizeof env_knobs / sizeof env_knobs[0]; i++) {
         const env_knob *k = &env_knobs[i];
         const char *e = getenv(k->name);
@@ -455,7 +470,7 @@ static int check_env_knobs(char *err, int len) {
 
 /* Names a ZL_ variable may have besides the knobs: the test hooks (README) and what the test
  * harness sets for itself (tests/zl_test_util.h), which reaches the ranks too. */
-static const char *const env_other[] = {"ZL_CPU_DEVICE_BYTES", "ZL_CKPT_TEST_SLEEP_MS", "ZL_TEST_",
+static const char *const env_other[] = {"ZL_GEMM_TABLE",       "ZL_CPU_DEVICE_BYTES", "ZL_CKPT_TEST_SLEEP_MS", "ZL_TEST_",
                                          "ZL_BUILD",            "ZL_REFERENCE_BUILD",    "ZL_MPIEXEC",
                                          "ZL_MAX_WORLD",        "ZL_CKPT_FUZZ_N"};
 

@@ -17,6 +17,7 @@
 #include "alloc.h"
 #include "clocks.h" /* each rank's GPU clocks through the timed steps */
 #include "comm.h"
+#include "../kernels/kernels.h" /* zl_kernels_gemm_table_used: what ZL_GEMM_TABLE changed */
 #include "offload.h"
 #include "outputs.h"
 #include "preflight.h" /* zl_preflight_last: what the preflight compared */
@@ -499,6 +500,12 @@ static void print_who(const zl_report *r, const rank_identity *ids, const char *
     char line[160];
     printf("\nrun: commit %s | %s%s%s\n", ZL_GIT_COMMIT, first_line(mpi_lib, line, sizeof line),
            zl_backend_nccl_version() ? " | " : "", zl_backend_nccl_version() ? zl_backend_nccl_version() : "");
+    const char *table = getenv("ZL_GEMM_TABLE");
+    if (table && *table) {
+        int entries, used = zl_kernels_gemm_table_used(&entries);
+        if (used >= 0) printf("gemm table: %s: %d of its %d entries taken (rank 0)\n", table, used, entries);
+        else printf("gemm table: %s: not used (made on another GPU or cuBLASLt; the CPU backend has none)\n", table);
+    }
     for (int i = 0; i < N && i < 8; i++) {
         printf("rank %d: host %s | device %s | %s", i, ids[i].hostname, ids[i].device, ids[i].pci_bus_id);
         print_clocks(&ids[i].clocks);
@@ -806,6 +813,17 @@ static cJSON *json_run(const zl_report *r, const char *mpi_lib) {
     cJSON *argv = cJSON_AddArrayToObject(run, "argv");
     for (int i = 0; i < r->rt->argc; i++) cJSON_AddItemToArray(argv, cJSON_CreateString(r->rt->argv[i]));
     cJSON_AddItemToObject(run, "trace", string_or_null(r->rt->cfg.trace_path[0] ? r->rt->cfg.trace_path : NULL));
+    const char *table = getenv("ZL_GEMM_TABLE");
+    if (table && *table) { /* rank 0's: the entries some GEMM took */
+        int entries, used = zl_kernels_gemm_table_used(&entries);
+        cJSON *t = cJSON_AddObjectToObject(run, "gemm_table");
+        cJSON_AddStringToObject(t, "path", table);
+        cJSON_AddBoolToObject(t, "in_use", used >= 0);
+        add_number(t, "entries", entries);
+        add_number(t, "used", used >= 0 ? used : 0);
+    } else {
+        cJSON_AddNullToObject(run, "gemm_table");
+    }
     return run;
 }
 

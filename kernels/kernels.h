@@ -42,6 +42,11 @@ float zl_storage_to_float(zl_half v);   /* host: the stored value, exact */
 size_t zl_kernels_workspace_bytes(int rows, int dim);
 void zl_kernels_set_workspace(void *ws, size_t bytes);
 
+/* The entries of ZL_GEMM_TABLE (common/gemm_table.h) whose algorithm some GEMM configuration
+ * has taken so far, and how many it has (*entries); -1 where no table is in use (none given,
+ * made for another GPU or cuBLASLt; on the CPU backend always). */
+int zl_kernels_gemm_table_used(int *entries);
+
 /* Synthetic batch: rows [row0, row0+rows) of the global sample stream (zl_math.h). */
 void zl_data_generate(zl_half *x, zl_half *target, uint64_t seed, uint64_t row0, int rows, int dim,
                       zl_stream s);

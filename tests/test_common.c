@@ -9,11 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/clocks.h"
 #include "common/args.h"
 #include "common/formulas.h"
+#include "common/gemm_table.h"
 #include "common/preflight.h"
 #include "common/report.h"
 #include "common/throughput.h"
@@ -713,6 +715,97 @@ Test(trace, join_wait_hand_cases) {
     zl_join_wait_ms((zl_interval[]){{0, 10}, {1, 5}}, (double[]){6, 6}, 2, NULL, 0, iv, &w, &ew);
     cr_expect_float_eq(w, 6, 1e-12);
     cr_expect_float_eq(ew, 0, 1e-12);
+}
+
+/* ---- gemm_table: the ZL_GEMM_TABLE file (common/gemm_table.h) ---------------------------- */
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+#define TABLE_HEAD "{\"format\": \"zerolab gemm table 1\", \"gpu\": \"NVIDIA H200\", \"cublaslt_version\": 130100, "
+#define DH "{\"what\": \"bwd dh\", \"m\": 16384, \"n\": 8192, \"k\": 4096, \"transa\": \"T\", \"transb\": \"N\", " \
+           "\"epilogue\": 192, \"dtype\": \"fp16\", \"algo\": {\"id\": 39, \"tile\": 20, \"stages\": 35, \"splitk\": 1, " \
+           "\"reduction\": 0, \"swizzle\": 1, \"custom\": 0, \"inner\": 0, \"cluster\": 3}, \"first_ms\": 1.85, \"ms\": 1.776}"
+
+/* A table as the benchmark writes it loads field by field; find matches the whole key and
+ * nothing else; save then load gives the same table back. */
+Test(gemm_table, loads_finds_and_saves) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/zl_gemm_table_%d.json", getpid());
+    write_text(path, TABLE_HEAD "\"made_by\": \"bench\", \"gemms\": [" DH "]}");
+    zl_gemm_table t;
+    char err[512];
+    cr_assert_eq(zl_gemm_table_load(path, &t, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.n, 1);
+    cr_expect_str_eq(t.gpu, "NVIDIA H200");
+    cr_expect_eq(t.cublaslt_version, 130100);
+    const zl_gemm_entry *e = &t.e[0];
+    cr_expect_str_eq(e->what, "bwd dh");
+    cr_expect(e->shape.m == 16384 && e->shape.n == 8192 && e->shape.k == 4096 && e->shape.transa == 1 &&
+              e->shape.transb == 0 && e->shape.epilogue == 192 && e->shape.bf16 == 0);
+    cr_expect(e->algo.id == 39 && e->algo.tile == 20 && e->algo.stages == 35 && e->algo.splitk == 1 &&
+              e->algo.reduction == 0 && e->algo.swizzle == 1 && e->algo.custom == 0 && e->algo.inner == 0 &&
+              e->algo.cluster == 3);
+    cr_expect(e->first_ms == 1.85 && e->ms == 1.776);
+    zl_gemm_shape key = e->shape;
+    cr_expect_eq(zl_gemm_table_find(&t, &key), e);
+    key.bf16 = 1; /* any field of the key differs: none */
+    cr_expect_null(zl_gemm_table_find(&t, &key));
+    key = e->shape, key.epilogue = 0;
+    cr_expect_null(zl_gemm_table_find(&t, &key));
+    key = e->shape, key.transb = 1;
+    cr_expect_null(zl_gemm_table_find(&t, &key));
+    cr_expect_null(zl_gemm_table_find(NULL, &e->shape));
+    cr_assert_eq(zl_gemm_table_save(path, &t, err, sizeof err), 0, "%s", err);
+    zl_gemm_table u;
+    cr_assert_eq(zl_gemm_table_load(path, &u, err, sizeof err), 0, "%s", err);
+    cr_expect(u.n == 1 && !memcmp(&u.e[0].shape, &e->shape, sizeof e->shape) &&
+              !memcmp(&u.e[0].algo, &e->algo, sizeof e->algo) && !strcmp(u.made_by, "bench"));
+    zl_gemm_table_free(&t), zl_gemm_table_free(&u);
+    unlink(path);
+}
+
+/* What is wrong with a table is said, with the entry it is in. */
+Test(gemm_table, refuses_what_it_cannot_use) {
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"not json", "is not JSON"},
+        {"{\"format\": \"zerolab gemm table 2\"}", "want \"format\": \"zerolab gemm table 1\""},
+        {TABLE_HEAD "\"gemms\": {}}", "\"gemms\" (a list)"},
+        {"{\"format\": \"zerolab gemm table 1\", \"gpu\": \"x\", \"cublaslt_version\": 1.5, \"gemms\": []}",
+         "\"cublaslt_version\" (a number)"},
+        {TABLE_HEAD "\"gemms\": [{\"m\": 1}]}", "gemms[0]: want m, n, k"},
+        {TABLE_HEAD "\"gemms\": [" DH ", " DH "]}", "gemms[0] and gemms[1] are the same GEMM"},
+    };
+    char path[64], err[512];
+    snprintf(path, sizeof path, "/tmp/zl_gemm_table_bad_%d.json", getpid());
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_text(path, bad[i].text);
+        zl_gemm_table t;
+        cr_expect_eq(zl_gemm_table_load(path, &t, err, sizeof err), -1, "case %zu loaded", i);
+        cr_expect(strstr(err, bad[i].why) != NULL, "case %zu: '%s' lacks '%s'", i, err, bad[i].why);
+    }
+    /* an algorithm missing a field, a transpose that is neither N nor T */
+    char text[2048];
+    snprintf(text, sizeof text, TABLE_HEAD "\"gemms\": [%s]}", DH);
+    char *c = strstr(text, "\"cluster\": 3"), *t = strstr(text, "\"transa\": \"T\"");
+    memcpy(c, "\"clustex\"", 9);
+    write_text(path, text);
+    zl_gemm_table tb;
+    cr_expect_eq(zl_gemm_table_load(path, &tb, err, sizeof err), -1);
+    cr_expect(strstr(err, "gemms[0] (bwd dh): want algo {id, tile"), "%s", err);
+    memcpy(c, "\"cluster\"", 9), t[11] = 'X';
+    write_text(path, text);
+    cr_expect_eq(zl_gemm_table_load(path, &tb, err, sizeof err), -1);
+    cr_expect(strstr(err, "transa and transb (\"N\" or \"T\")"), "%s", err);
+    unlink(path);
+    cr_expect_eq(zl_gemm_table_load(path, &tb, err, sizeof err), -1);
+    cr_expect(strstr(err, "cannot open"), "%s", err);
 }
 
 /* ---- throughput: model FLOPs per token and MFU (PaLM's convention) ---------------- */

@@ -20,7 +20,8 @@ static const char *const top_keys[] = {
     "param_hash", "check", "ranks"};
 static const char *const config_keys[] = {"preset", "model", "layers", "dim", "batch", "seed", "loss_scale", "lr",
                                           "beta1", "beta2", "eps", "weight_decay", "prefetch"};
-static const char *const run_keys[] = {"git_commit", "mpi_library", "nccl_version", "command_line", "argv", "trace"};
+static const char *const run_keys[] = {"git_commit", "mpi_library", "nccl_version", "command_line", "argv", "trace",
+                                       "gemm_table"};
 static const char *const check_keys[] = {"ok", "enforced", "compared", "mismatches"};
 static const char *const rank_keys[] = {"rank", "hostname", "device", "pci_bus_id", "memory", "comm",
                                         "ms_per_step", "step_ms", "timeline", "clocks"};

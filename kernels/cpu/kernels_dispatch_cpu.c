@@ -6,6 +6,11 @@
  * points while still exporting zl_cpu_* for the GPU-vs-CPU tests. */
 #include "kernels.h"
 
+int zl_kernels_gemm_table_used(int *entries) { /* the CPU has no cuBLASLt: a table is not used */
+    *entries = 0;
+    return -1;
+}
+
 size_t zl_kernels_workspace_bytes(int rows, int dim) { return zl_cpu_workspace_bytes(rows, dim); }
 
 void zl_kernels_set_workspace(void *ws, size_t bytes) { zl_cpu_set_workspace(ws, bytes); }

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "../../common/gemm_table.h" /* zl_gemm_algo, zl_gemm_shape: a GEMM table's key and value */
 #include "cuda_check.h"
 #include "kernels.h"
 
@@ -108,6 +109,39 @@ typedef struct {
     int batch;     /* strided-batched when > 1: batch products, operands stride_* elements apart */
     long long stride_a, stride_b, stride_d; /* C, when used, strides like D */
 } gemm_args;
+
+/* The configuration of a cuBLASLt algorithm as a GEMM table records it (common/gemm_table.h);
+ * attributes an older cuBLASLt does not know stay 0. Each read at its type's size: a wrong size
+ * makes the call fail and leave the value as it was. */
+static inline zl_gemm_algo zl_cu_algo_config(const cublasLtMatmulAlgo_t *a) {
+    int32_t id = 0, splitk = 0;
+    uint32_t tile = 0, stages = 0, reduction = 0, swizzle = 0, custom = 0;
+    uint16_t inner = 0, cluster = 0;
+    size_t w;
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction, sizeof reduction, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle, sizeof swizzle, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof custom, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &inner, sizeof inner, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster, &w);
+    zl_gemm_algo c = {id, (int)tile, (int)stages, splitk, (int)reduction, (int)swizzle, (int)custom, inner, cluster};
+    return c;
+}
+
+/* Below this many outputs a GEMM keeps the heuristic's first answer: equal bits on a few hundred
+ * outputs are no evidence of the same order of accumulation (why: kernels_cuda.cu). A GEMM table
+ * holds no smaller GEMM. */
+#define ZL_TUNE_MIN_OUTPUTS (1ll << 20)
+
+/* The table's key of a GEMM (common/gemm_table.h). */
+static inline zl_gemm_shape zl_cu_gemm_shape(const gemm_args *g) {
+    zl_gemm_shape s = {g->m, g->n, g->k, g->transa == CUBLAS_OP_T, g->transb == CUBLAS_OP_T, (int)g->epilogue,
+                       g->type == CUDA_R_16BF};
+    return s;
+}
 
 /* Runs the GEMM and returns 1, or returns 0 when cuBLASLt has no algorithm for it and the
  * caller has a fallback (required = 0). A required GEMM without an algorithm is fatal. */

@@ -370,18 +370,20 @@ static cublasStatus_t launch(const gemm_plan *p, const gemm_args *g, const cubla
  * candidates found 1.4–14 % faster a launch made the step 0.9–2.6 % slower and the clock lower —
  * a launch timed beside the step's other kernels ranks them wrong (results/gpu/speed/gemm-trial-h200/).
  * Timed alone at the cap, the same-bits choice is worth 0.9–1.3 % of lab-1b's GEMM time, too little
- * for seconds of timing at start-up (results/gpu/speed/gemm-sustained-h200/).
+ * for seconds of timing at start-up (results/gpu/speed/gemm-sustained-h200/) — and 1.2–2.5 % of its
+ * step when taken (results/gpu/speed/gemm-pick-h200/): bench_gemm_tune --sustain writes such
+ * choices into a table that ZL_GEMM_TABLE hands the trainer (below).
  * gpt2-1.5b's DGELU product gains 1.64×. */
 #define ZL_TUNE_MARGIN 0.9f
-/* Equal bits on one set of operands stand for the same order of accumulation only when the
+/* ZL_TUNE_MIN_OUTPUTS (cuda_common.cuh: bench_gemm_tune's tables heed it too). Equal bits on
+ * one set of operands stand for the same order of accumulation only when the
  * output is large: each 16-bit output rounds away most of an fp32 reordering, so over a few
  * hundred outputs another order often leaves every bit alike. test_ckpt's model (D = 31,
  * 2 rows a rank) showed it on 4 × H200 (2026-11-26): the dy·W2ᵀ product (124 × 2, k = 31)
  * kept a candidate that matched the first answer in step 1 and not later, and runs of the
  * same command ended with different param_hash (results/gpu/verify-db9427d-4xH200/). With
  * 2²⁰ outputs a different order shows in hundreds of them; below that a GEMM is a few
- * microseconds and nothing is to be won, so it keeps the first answer. */
-#define ZL_TUNE_MIN_OUTPUTS (1ll << 20)
+ * microseconds and nothing is to be won, so it keeps the first answer — table or not. */
 
 __device__ __forceinline__ unsigned long long mix64(unsigned long long x) { /* splitmix64's finalizer */
     x ^= x >> 30, x *= 0xbf58476d1ce4e5b9ull;
@@ -472,6 +474,75 @@ static int same_split(const cublasLtMatmulAlgo_t *a, const cublasLtMatmulAlgo_t 
            algo_config(b, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cb, sizeof cb) && ta == tb && ca == cb;
 }
 
+/* ---- ZL_GEMM_TABLE: algorithms chosen ahead of time (common/gemm_table.h) ---------------------- */
+
+static zl_gemm_table g_table;
+static int g_table_state; /* 0: not read yet; 1: in use; -1: none, or made for another GPU or cuBLASLt */
+static char *g_table_taken; /* [entries]: 1 once a GEMM configuration took that entry's algorithm */
+
+/* The table, read on the first GEMM (args.c has checked that it loads). A table made on another
+ * GPU or cuBLASLt names algorithms this one may not have or rank alike: not used, and said so. */
+static const zl_gemm_table *gemm_table(void) {
+    if (g_table_state != 0) return g_table_state == 1 ? &g_table : NULL;
+    g_table_state = -1;
+    const char *path = getenv("ZL_GEMM_TABLE");
+    if (!path || !*path) return NULL;
+    char err[640];
+    if (zl_gemm_table_load(path, &g_table, err, sizeof err)) zl_cuda_fatal(__FILE__, __LINE__, "ZL_GEMM_TABLE", err);
+    int dev, version = (int)cublasLtGetVersion();
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    if (strcmp(prop.name, g_table.gpu) || version != g_table.cublaslt_version) {
+        fprintf(stderr, "ZL_GEMM_TABLE %s: made on %s with cuBLASLt %d, this is %s with cuBLASLt %d: not used\n", path,
+                g_table.gpu, g_table.cublaslt_version, prop.name, version);
+        zl_gemm_table_free(&g_table);
+        return NULL;
+    }
+    g_table_taken = (char *)calloc((size_t)(g_table.n ? g_table.n : 1), 1);
+    if (!g_table_taken) zl_cuda_fatal(__FILE__, __LINE__, "ZL_GEMM_TABLE", "out of host memory");
+    g_table_state = 1;
+    return &g_table;
+}
+
+int zl_kernels_gemm_table_used(int *entries) {
+    int used = 0;
+    *entries = g_table_state == 1 ? g_table.n : 0;
+    for (int i = 0; g_table_state == 1 && i < g_table.n; i++) used += g_table_taken[i];
+    return g_table_state == 1 ? used : -1;
+}
+
+/* The table's algorithm for this GEMM where the heuristic offers it (among its top 64), it splits
+ * k as the first answer does, and it writes the first answer's bits (ref) on the call's operands;
+ * else the first answer, and a line saying why. */
+#define ZL_TABLE_CANDIDATES 64 /* the benchmark looks further than the top 8 (--algos) */
+static void take_table_algo(gemm_plan *p, const gemm_args *g, const zl_gemm_entry *te, const unsigned long long ref[2],
+                            cudaStream_t s, int log) {
+    cublasLtMatmulHeuristicResult_t res[ZL_TABLE_CANDIDATES];
+    int found = 0;
+    cublasLtMatmulPreference_t pref = make_preference(p);
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle(), p->desc, p->la, p->lb, p->lcd, p->lcd, pref,
+                                                       ZL_TABLE_CANDIDATES, res, &found);
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    const char *why = "the heuristic does not offer it";
+    for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < found; i++) {
+        zl_gemm_algo a = zl_cu_algo_config(&res[i].algo);
+        if (res[i].state != CUBLAS_STATUS_SUCCESS || memcmp(&a, &te->algo, sizeof a)) continue;
+        unsigned long long h[2];
+        if (!same_split(&res[i].algo, &p->algo)) why = "it splits k otherwise than the first answer";
+        else if (launch(p, g, &res[i].algo, s) != CUBLAS_STATUS_SUCCESS) why = "it does not run here";
+        else if (output_hash(g, s, h), h[0] != ref[0] || h[1] != ref[1]) why = "it writes other bits here";
+        else {
+            p->algo = res[i].algo, g_table_taken[te - g_table.e] = 1;
+            if (log) fprintf(stderr, "gemm-tune: %s m=%d n=%d k=%d: the table's algorithm (%s, %.3f ms alone against "
+                             "%.3f) taken\n", g->what, g->m, g->n, g->k, te->what, te->ms, te->first_ms);
+            return;
+        }
+        break;
+    }
+    fprintf(stderr, "ZL_GEMM_TABLE: %s m=%d n=%d k=%d: %s: the first answer kept\n", g->what, g->m, g->n, g->k, why);
+}
+
 static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t s) {
     p->tuned = 1;
     const char *env = getenv("ZL_GEMM_TUNE");
@@ -497,6 +568,14 @@ static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t
     unsigned long long ref[2], h[2];
     if (launch(p, g, &p->algo, s) != CUBLAS_STATUS_SUCCESS) goto done; /* the first answer: the reference bits */
     output_hash(g, s, ref);
+    if (gemm_table()) { /* the table's answer, taken ahead of time, or else the first answer: no timing */
+        zl_gemm_shape key = zl_cu_gemm_shape(g);
+        const zl_gemm_entry *te = zl_gemm_table_find(&g_table, &key);
+        if (te) {
+            take_table_algo(p, g, te, ref, s, log);
+            goto done;
+        }
+    }
     {
         cublasLtMatmulAlgo_t best = p->algo; /* the fastest candidate with the first answer's bits */
         float first_ms = time_algo(p, g, &p->algo, s, e0, e1), best_ms = -1.0f;
