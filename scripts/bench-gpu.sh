@@ -26,6 +26,12 @@ case $preset in
     fill) if [ "$mib" -gt 100000 ]; then shape=(--layers 14 --dim 8192 --batch 1024); else shape=(--layers 8 --dim 8192 --batch 1024); fi ;;
     *) echo "bench-gpu: PRESET is lab-1b or fill, got '$preset'" >&2; exit 2 ;;
 esac
+# zerolab's GEMM table (common/gemm_table.h): ZL_GEMM_TABLE if set (set and empty: none), else the
+# one committed for this preset and GPU, tables/PRESET-GPU.json (GPU: h100, h200, ... from
+# nvidia-smi); the trainer takes it only on the GPU and cuBLASLt it was made on, and its report
+# says so (run.gemm_table). It changes which cuBLASLt algorithms run, never a result.
+gpu_kind=$(nvidia-smi -L | head -1 | grep -o 'H[0-9][0-9][0-9]' | head -1 | tr H h)
+if [ -z "${ZL_GEMM_TABLE+set}" ] && [ -f "tables/$preset-$gpu_kind.json" ]; then export ZL_GEMM_TABLE=tables/$preset-$gpu_kind.json; fi
 out=${OUT:-results/gpu/bench-$preset}
 mkdir -p "$out"
 [ -x build/cuda/stage3 ] || make cuda >/dev/null || { echo "bench-gpu: make cuda failed" >&2; exit 1; }
@@ -56,7 +62,7 @@ else: print("%.0f" % c["sm_mhz_median"], "~%.1f" % (c["power_w_median"] * ms / 1
         echo "? ?"
 }
 
-echo "bench-gpu: $preset ${shape[*]}, $STEPS steps (first is warm-up), $gpus GPU(s): $(nvidia-smi -L | head -1)"
+echo "bench-gpu: $preset ${shape[*]}, $STEPS steps (first is warm-up), $gpus GPU(s): $(nvidia-smi -L | head -1); GEMM table: ${ZL_GEMM_TABLE:-none}"
 rows=()
 for n in ${NS:-2 4}; do # NS: the rank counts (NS=8 on an 8-GPU node)
     [ "$n" -le "$gpus" ] || continue
