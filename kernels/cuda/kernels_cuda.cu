@@ -474,6 +474,16 @@ static int same_split(const cublasLtMatmulAlgo_t *a, const cublasLtMatmulAlgo_t 
            algo_config(b, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cb, sizeof cb) && ta == tb && ca == cb;
 }
 
+/* The heuristic's top `want` for the plan (0 if it fails): the candidates a choice is made from. */
+static int heuristic_candidates(const gemm_plan *p, cublasLtMatmulHeuristicResult_t *res, int want) {
+    int found = 0;
+    cublasLtMatmulPreference_t pref = make_preference(p);
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle(), p->desc, p->la, p->lb, p->lcd, p->lcd, pref, want,
+                                                       res, &found);
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    return st == CUBLAS_STATUS_SUCCESS ? found : 0;
+}
+
 /* ---- ZL_GEMM_TABLE: algorithms chosen ahead of time (common/gemm_table.h) ---------------------- */
 
 static zl_gemm_table g_table;
@@ -519,13 +529,9 @@ int zl_kernels_gemm_table_used(int *entries) {
 static void take_table_algo(gemm_plan *p, const gemm_args *g, const zl_gemm_entry *te, const unsigned long long ref[2],
                             cudaStream_t s, int log) {
     cublasLtMatmulHeuristicResult_t res[ZL_TABLE_CANDIDATES];
-    int found = 0;
-    cublasLtMatmulPreference_t pref = make_preference(p);
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle(), p->desc, p->la, p->lb, p->lcd, p->lcd, pref,
-                                                       ZL_TABLE_CANDIDATES, res, &found);
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    int found = heuristic_candidates(p, res, ZL_TABLE_CANDIDATES);
     const char *why = "the heuristic does not offer it";
-    for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < found; i++) {
+    for (int i = 0; i < found; i++) {
         zl_gemm_algo a = zl_cu_algo_config(&res[i].algo);
         if (res[i].state != CUBLAS_STATUS_SUCCESS || memcmp(&a, &te->algo, sizeof a)) continue;
         unsigned long long h[2];
@@ -555,12 +561,8 @@ static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t
         (long long)g->m * g->n < ZL_TUNE_MIN_OUTPUTS)
         return;
     cublasLtMatmulHeuristicResult_t res[ZL_TUNE_CANDIDATES];
-    int found = 0;
-    cublasLtMatmulPreference_t pref = make_preference(p);
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_handle(), p->desc, p->la, p->lb, p->lcd, p->lcd, pref,
-                                                       ZL_TUNE_CANDIDATES, res, &found);
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-    if (st != CUBLAS_STATUS_SUCCESS || found < 1) return;
+    int found = heuristic_candidates(p, res, ZL_TUNE_CANDIDATES);
+    if (found < 1) return;
     const int log = env && !strcmp(env, "log");
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
