@@ -174,7 +174,7 @@ part_benches() {
 # every entry taken on rank 0 (JSON run.gemm_table), and the parameters bit for bit those of a run
 # without it. One rank: the table changes a GEMM's algorithm, not what any rank computes.
 gemm_table_round_trip() {
-    local t j0 j1 n out py=${PYTHON:-python3}
+    local t j0 j1 out py=${PYTHON:-python3}
     t=$(mktemp /tmp/zl_table_XXXXXX.json); j0=$(mktemp /tmp/zl_notable_XXXXXX.json); j1=$(mktemp /tmp/zl_withtable_XXXXXX.json)
     build/cuda/bench_gemm_tune --dim 1024 --rows 1024 --layers 2 --algos 8 --sustain 0.2 --table "$t" --table-margin -100 > /dev/null 2>&1 &&
         ZL_GEMM_TABLE=$t build/cuda/stage2 --layers 2 --dim 1024 --batch 1024 --steps 3 --quiet --json "$j1" > /dev/null &&
@@ -192,7 +192,7 @@ PY
     local rc=$?
     echo "gemm table round trip (bench_gemm_tune --table, ZL_GEMM_TABLE): rc=$rc ${out:-the benchmark or a run failed}"
     rm -f "$t" "$j0" "$j1"
-    return $rc
+    return "$rc"
 }
 
 # ---- run them: one after the other, or side by side (PARALLEL=1) ----

@@ -25,6 +25,20 @@ for p in test_kernels_gpu bench_attention bench_gemm_tune; do
     printf '#!/bin/bash\necho $$ > %s/%s.pid\nv=FAKE_%s_ESCAPE\n[ -z "${!v:-}" ] || { setsid sleep 41 & echo $! > %s/%s.escaped; }\necho "%s stdin $(readlink /proc/$$/fd/0)"\nv=FAKE_%s_SLEEP\nsleep ${!v:-0}\necho "%s ran"\nv=FAKE_%s_SAYS\necho "${!v:-}"\nv=FAKE_%s_RC\nexit ${!v:-0}\n' \
         "$tmp" "$p" "${p^^}" "$tmp" "$p" "$p" "${p^^}" "$p" "${p^^}" "${p^^}" > "$tmp/repo/build/cuda/$p"
 done
+# bench_gemm_tune --table PATH writes a table of one entry; stage2 writes a report whose
+# run.gemm_table says FAKE_TABLE_USED (default 1) entries were taken, and param_hash abc, or
+# FAKE_HASH_WITH with ZL_GEMM_TABLE set: the benches part's round trip must fail on either.
+# shellcheck disable=SC2016 # expanded when the pretend program runs
+printf '%s\n' 'for ((i = 1; i < $#; i++)); do j=$((i + 1)); [ "${!i}" != --table ] || echo "{\"gemms\": [{\"what\": \"bwd dh\"}]}" > "${!j}"; done' \
+    >> "$tmp/repo/build/cuda/bench_gemm_tune"
+sed -i '$!{/^exit /d}' "$tmp/repo/build/cuda/bench_gemm_tune" # its exit last, after the table
+# shellcheck disable=SC2016 # expanded when the pretend program runs
+echo 'v=FAKE_BENCH_GEMM_TUNE_RC; exit ${!v:-0}' >> "$tmp/repo/build/cuda/bench_gemm_tune"
+# shellcheck disable=SC2016 # expanded when the pretend program runs
+printf '%s\n' '#!/bin/bash' 'while [ $# -gt 0 ]; do [ "$1" != --json ] || json=$2; shift; done' \
+    'if [ -n "${ZL_GEMM_TABLE:-}" ]; then' \
+    '  echo "{\"param_hash\": \"${FAKE_HASH_WITH:-abc}\", \"run\": {\"gemm_table\": {\"in_use\": true, \"entries\": 1, \"used\": ${FAKE_TABLE_USED:-1}}}}" > "$json"' \
+    'else echo "{\"param_hash\": \"abc\", \"run\": {\"gemm_table\": null}}" > "$json"; fi' > "$tmp/repo/build/cuda/stage2"
 export FAKE_BENCH_GEMM_TUNE_SAYS="    0* id 66 | 0.1 ms   512 W ( 3) 51.2 mJ | mean 0.1 ms
   sustained (each alone for 0.3 s, mean of 2 rounds): default 1.000 ms"
 echo "what the caller's stdin holds" > "$tmp/stdin"
@@ -74,6 +88,13 @@ run 1 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_RC=3 PARTS="kernels benches"
 has "part kernels FAILED"; has "bench_gemm_tune --dim 256 --rows 512 --sustain 0.3: rc=0"; has "test-gpu: FAILURES"
 run 1 FAKE_GPUS=2 FAKE_BENCH_ATTENTION_RC=4 PARTS="benches kernels"
 has "part benches FAILED"; has "test_kernels_gpu ran"
+# the GEMM table's round trip: the benchmark's table taken whole by stage2, with the same hash
+run 0 FAKE_GPUS=1 PARTS="benches"
+has "gemm table round trip (bench_gemm_tune --table, ZL_GEMM_TABLE): rc=0 ok: 1 table entries, in use True, 1 taken"
+run 1 FAKE_GPUS=1 FAKE_TABLE_USED=0 PARTS="benches"
+has "rc=1 FAILED: 1 table entries, in use True, 0 taken"; has "part benches FAILED"
+run 1 FAKE_GPUS=1 FAKE_HASH_WITH=def PARTS="benches"
+has "param_hash def with, abc without"; has "part benches FAILED"
 # bench_gemm_tune --sustain must have read NVML: exit 0 without its power figures fails the part
 run 1 FAKE_GPUS=1 FAKE_BENCH_GEMM_TUNE_SAYS="  (no NVML readings: NVML not loaded)" PARTS="benches"
 has "bench_gemm_tune --sustain: no sustained step line, NVML not read, or no power figure"; has "part benches FAILED"
@@ -114,4 +135,4 @@ LIMIT="--foreground 3" run 124 FAKE_GPUS=2 FAKE_CRITERION_SLEEP=39 PARTS="kernel
 has "test_kernels_gpu ran"; has "test-gpu: stopped during part report"; has "test-gpu: ending 1 process(es) the parts started"
 pid=$(cat "$tmp/test_report.pid")
 if kill -0 "$pid" 2> /dev/null; then kill "$pid"; fail "one part at a time: the stopped part's binary still ran"; fi
-echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part, bench_gemm_tune --sustain must read NVML, and a stopped suite (side by side: printing what ended) leaves no process it started behind, and no other"
+echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part, bench_gemm_tune --sustain must read NVML, a GEMM table's round trip fails where an entry is not taken or the hash differs, and a stopped suite (side by side: printing what ended) leaves no process it started behind, and no other"
