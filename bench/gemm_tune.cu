@@ -39,14 +39,16 @@
  *
  *   build/cuda/bench_gemm_tune                    lab-1b: --dim 4096 --rows 8192 --layers 8, fp16
  *   build/cuda/bench_gemm_tune [--dim D] [--rows R] [--layers L] [--bf16] [--algos N] [--reps N]
- *                              [--rounds N] [--warmup N] [--sustain S]
+ *                              [--rounds N] [--warmup N] [--sustain S [--table PATH [--table-margin P]]]
  * --sustain S adds a fourth part (the "sustained" section below): each candidate with the default's
  * bits alone for S seconds, its time a launch and energy a launch at the clock it holds by itself.
+ * --table PATH writes the sustained choices for the trainer's ZL_GEMM_TABLE (common/gemm_table.h;
+ * table_entry below says which make it).
  * One GPU (the first visible), no mpiexec. The defaults take under a second of load, before a
  * busy H100/H200 reaches its power cap; to time at the clock a training step runs at, run one
  * copy per GPU at once with --reps 50 --rounds 6 --warmup 20 (docs/performance.md).
- * Exit: 0 ok · 1 CUDA error · 2 bad input or does not fit · 4 the trainer's path gave other bits
- * than the copied default. */
+ * Exit: 0 ok · 1 CUDA error, or the table could not be written · 2 bad input or does not fit · 4 the
+ * trainer's path gave other bits than the copied default (no table written then). */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <float.h>
@@ -67,6 +69,7 @@ extern "C" {                    /* C headers without C++ guards */
 #include "workspace.h"          /* ZL_LT_WS_BYTES: the trainer's cuBLASLt workspace size */
 
 #define MAX_ALGOS 64
+#define MAX_GEMMS 6 /* a block's: forward W1, W2; backward dW2, dh, dW1, dx */
 #define TOLERANCE 1e-2 /* max|Δ| / max|ref| above which a candidate is called broken */
 
 typedef struct {
@@ -658,18 +661,28 @@ static double sustain_candidates(const gemm_ctx *x, candidate *c, int n, const o
     return best;
 }
 
-/* --table: the fastest candidate alone at the cap but the default goes into the table where it
- * is one of the heuristic's (the trainer's path is the default), it beat the default alone by
- * margin % or more (1 by default: less is within what two rounds tell apart; a negative margin
- * takes it even when slower, for the tests of the trainer's side) and the GEMM is large enough
- * for the trainer to take anything but the first answer (ZL_TUNE_MIN_OUTPUTS). */
+/* --table: the fastest candidate alone at the cap goes into the table if the trainer could take
+ * it and it gained: one of the heuristic's (the trainer's path is the default), not the default's
+ * own configuration (a candidate may repeat it: the first answer need not be in the top N), splitting
+ * k as the default does (the trainer refuses others), faster alone than the default by margin % or
+ * more (2 by default: two rounds of one GEMM alone vary by about 1 %; a negative margin takes it even
+ * when slower, up to 1 − margin/100 times the default's time, for the tests of the trainer's side),
+ * on a GEMM large enough for the trainer to take anything but the first answer (ZL_GEMM_MIN_OUTPUTS).
+ * first_ms is the default row's time: the first answer's, run through the trainer's path where the
+ * heuristic's list lacks it (ZL_GEMM_TUNE=0 keeps that path on the first answer too). */
 static void table_entry(gemm_result *r, const block_gemm *bg, const candidate *c, int n, const double *mean_of,
                         double margin) {
     const gemm_args *g = &bg->g;
+    zl_gemm_algo def = zl_cu_algo_config(&c[1].res.algo);
     int b = -1;
-    for (int i = 2; i < n; i++)
-        if (mean_of[i] > 0 && c[i].rank >= 0 && !c[i].is_default && (b < 0 || mean_of[i] < mean_of[b])) b = i;
-    if (b < 0 || mean_of[b] > (1 - margin / 100) * r->sustained_default_ms || (long long)g->m * g->n < ZL_TUNE_MIN_OUTPUTS)
+    for (int i = 2; i < n; i++) {
+        zl_gemm_algo a = zl_cu_algo_config(&c[i].res.algo);
+        if (mean_of[i] > 0 && c[i].rank >= 0 && !c[i].is_default && memcmp(&a, &def, sizeof a) &&
+            zl_cu_same_split(&c[i].res.algo, &c[1].res.algo) && (b < 0 || mean_of[i] < mean_of[b]))
+            b = i;
+    }
+    if (b < 0 || mean_of[b] > (1 - margin / 100) * r->sustained_default_ms ||
+        (long long)g->m * g->n < ZL_GEMM_MIN_OUTPUTS)
         return;
     r->in_table = 1;
     zl_gemm_entry *e = &r->entry;
@@ -879,7 +892,7 @@ static void print_step(const block_gemm *bg, const gemm_result *r, int n, const 
 static int write_table(const char *path, const gemm_result *r, int n, const cudaDeviceProp *prop, int argc,
                        char **argv) {
     zl_gemm_table t;
-    zl_gemm_entry e[6];
+    zl_gemm_entry e[MAX_GEMMS];
     memset(&t, 0, sizeof t);
     snprintf(t.gpu, sizeof t.gpu, "%s", prop->name);
     t.cublaslt_version = (int)cublasLtGetVersion();
@@ -908,7 +921,7 @@ static int usage(const char *argv0) {
             "  defaults: lab-1b (--dim 4096 --rows 8192 --layers 8), fp16, --algos 16 (1..%d), --reps 10,\n"
             "  --rounds 3, --warmup 3, --sustain 0 (off; S in [0, 60]: seconds each candidate with the default's\n"
             "  bits runs alone, its power read from NVML); --table PATH writes the sustained choices that beat the\n"
-            "  default by P %% (--table-margin, 1; in [-100, 100]) or more for the trainer (ZL_GEMM_TABLE=PATH).\n"
+            "  default by P %% (--table-margin, 2; in [-100, 100]) or more for the trainer (ZL_GEMM_TABLE=PATH).\n"
             "  ZL_CUBLASLT_EPILOGUES selects the epilogues as in the trainer.\n",
             argv0, MAX_ALGOS);
     return 2;
@@ -923,8 +936,9 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 static int parse_args(int argc, char **argv, options *o) {
+    int margin_given = 0;
     o->dim = 4096, o->rows = 8192, o->layers = 8, o->bf16 = 0, o->algos = 16, o->reps = 10, o->rounds = 3,
-    o->warmup = 3, o->sustain = 0, o->table = NULL, o->table_margin = 1;
+    o->warmup = 3, o->sustain = 0, o->table = NULL, o->table_margin = 2;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
@@ -945,22 +959,34 @@ static int parse_args(int argc, char **argv, options *o) {
             o->sustain = strtod(v, &end);
             ok = *v != '\0' && *end == '\0' && o->sustain >= 0 && o->sustain <= 60;
         }
-        else if (!strcmp(f, "--table")) o->table = v;
+        else if (!strcmp(f, "--table")) o->table = v, ok = *v != '\0';
         else if (!strcmp(f, "--table-margin")) {
             char *end;
-            o->table_margin = strtod(v, &end);
+            o->table_margin = strtod(v, &end), margin_given = 1;
             ok = *v != '\0' && *end == '\0' && o->table_margin >= -100 && o->table_margin <= 100;
         }
         else ok = 0;
         if (!ok) return 0;
         i++;
     }
-    return !o->table || o->sustain > 0; /* the table holds sustained choices */
+    /* the table holds sustained choices; a margin without a table would do nothing */
+    return (!o->table || o->sustain > 0) && (o->table || !margin_given);
 }
 
 int main(int argc, char **argv) {
     options o;
     if (!parse_args(argc, argv, &o)) return usage(argv[0]);
+    unsetenv("ZL_GEMM_TABLE"); /* the trainer's path here is the reference: no table may steer it */
+    if (o.table) { /* a path that cannot be written: now, not after minutes of timing */
+        FILE *f = fopen(o.table, "a");
+        if (!f) {
+            fprintf(stderr, "--table %s: cannot write there\n", o.table);
+            return 2;
+        }
+        long at = ftell(f);
+        fclose(f);
+        if (at == 0) remove(o.table); /* made empty just now: no file until the table is ready */
+    }
     zl_kernels_set_dtype(o.bf16 ? ZL_BF16 : ZL_F16);
 
     cudaDeviceProp prop;
@@ -986,9 +1012,9 @@ int main(int argc, char **argv) {
     cublasLtHandle_t lt;
     cublasCheck(cublasLtCreate(&lt));
 
-    block_gemm gemms[6];
+    block_gemm gemms[MAX_GEMMS];
     int n = make_gemms(gemms, &b, &o);
-    gemm_result r[6];
+    gemm_result r[MAX_GEMMS];
     int mismatch = 0;
     for (int i = 0; i < n; i++) {
         r[i] = tune_gemm(lt, &gemms[i], &b, &o, dacc, st);
@@ -996,7 +1022,7 @@ int main(int argc, char **argv) {
     }
     print_step(gemms, r, n, &o);
     cublasCheck(cublasLtDestroy(lt));
-    if (o.table && write_table(o.table, r, n, &prop, argc, argv)) return 1;
+    if (!mismatch && o.table && write_table(o.table, r, n, &prop, argc, argv)) return 1;
     if (mismatch) {
         printf("the trainer's path differs from the copied default: the numbers above are not the trainer's\n");
         return 4;

@@ -444,8 +444,11 @@ static const env_knob env_knobs[] = {
 /* ZL_GEMM_TABLE=PATH: a table of GEMM algorithms (gemm_table.h). A file that does not load is
  * bad input: exit 2 now, not a runtime error at the first GEMM. */
 static int check_gemm_table(char *err, int len) {
-    const char *path = getenv("ZL_GEMM_TABLE");
+    const char *path = getenv("ZL_GEMM_TABLE"), *tune = getenv("ZL_GEMM_TUNE");
     if (!path || !*path) return ZL_ARGS_OK;
+    if (tune && !strcmp(tune, "0"))
+        return fail(err, len, "ZL_GEMM_TABLE=%s with ZL_GEMM_TUNE=0: 0 keeps every first answer, the table would not "
+                    "be used", path);
     zl_gemm_table t;
     char why[512];
     if (zl_gemm_table_load(path, &t, why, sizeof why)) return fail(err, len, "ZL_GEMM_TABLE: %s", why);
@@ -468,11 +471,12 @@ static int check_env_knobs(char *err, int len) {
     return ZL_ARGS_OK;
 }
 
-/* Names a ZL_ variable may have besides the knobs: the test hooks (README) and what the test
- * harness sets for itself (tests/zl_test_util.h), which reaches the ranks too. */
-static const char *const env_other[] = {"ZL_GEMM_TABLE",       "ZL_CPU_DEVICE_BYTES", "ZL_CKPT_TEST_SLEEP_MS", "ZL_TEST_",
-                                         "ZL_BUILD",            "ZL_REFERENCE_BUILD",    "ZL_MPIEXEC",
-                                         "ZL_MAX_WORLD",        "ZL_CKPT_FUZZ_N"};
+/* Names a ZL_ variable may have besides the knobs of numbers: ZL_GEMM_TABLE (a path, checked by
+ * check_gemm_table), the test hooks (README) and what the test harness sets for itself
+ * (tests/zl_test_util.h), which reaches the ranks too. */
+static const char *const env_other[] = {"ZL_GEMM_TABLE", "ZL_CPU_DEVICE_BYTES", "ZL_CKPT_TEST_SLEEP_MS", "ZL_TEST_",
+                                         "ZL_BUILD",      "ZL_REFERENCE_BUILD",  "ZL_MPIEXEC",            "ZL_MAX_WORLD",
+                                         "ZL_CKPT_FUZZ_N"};
 
 static int env_name_known(const char *var) { /* var: "NAME=value" */
     size_t n = strcspn(var, "=");

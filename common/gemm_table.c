@@ -3,11 +3,13 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* err gets the message; returns -1 (as the loader and saver do on failure). */
 static int fail(char *err, int len, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -16,14 +18,17 @@ static int fail(char *err, int len, const char *fmt, ...) {
     return -1;
 }
 
-/* A whole number field of o, into *v: 1, or 0 when it is missing or not a whole number. */
+/* A whole number field of o, into *v: 1, or 0 when it is missing, not a whole number or not an int. */
 static int int_field(const cJSON *o, const char *name, int *v) {
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!cJSON_IsNumber(f) || f->valuedouble != (double)(int)f->valuedouble) return 0;
+    if (!cJSON_IsNumber(f) || !(f->valuedouble >= INT_MIN && f->valuedouble <= INT_MAX) ||
+        f->valuedouble != (double)(int)f->valuedouble)
+        return 0;
     *v = (int)f->valuedouble;
     return 1;
 }
 
+/* A transpose, "N" or "T", into *v (0, 1): 1, or 0 when it is neither. */
 static int trans_field(const cJSON *o, const char *name, int *v) {
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, name);
     if (!cJSON_IsString(f) || (strcmp(f->valuestring, "N") && strcmp(f->valuestring, "T"))) return 0;
@@ -31,6 +36,7 @@ static int trans_field(const cJSON *o, const char *name, int *v) {
     return 1;
 }
 
+/* The whole file, NUL-terminated (the caller frees it), or NULL with why in err. */
 static char *read_all(const char *path, char *err, int len) {
     FILE *f = fopen(path, "rb");
     if (!f) return fail(err, len, "cannot open %s: %s", path, strerror(errno)), NULL;
@@ -52,8 +58,10 @@ static char *read_all(const char *path, char *err, int len) {
     return buf;
 }
 
+/* gemms[i] into *e: 0, or -1 with why. */
 static int entry_of(const cJSON *g, zl_gemm_entry *e, int i, char *err, int len) {
-    const cJSON *what = cJSON_GetObjectItemCaseSensitive(g, "what"), *algo = cJSON_GetObjectItemCaseSensitive(g, "algo");
+    const cJSON *what = cJSON_GetObjectItemCaseSensitive(g, "what");
+    const cJSON *algo = cJSON_GetObjectItemCaseSensitive(g, "algo");
     const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(g, "dtype");
     zl_gemm_shape *s = &e->shape;
     zl_gemm_algo *a = &e->algo;
@@ -66,6 +74,9 @@ static int entry_of(const cJSON *g, zl_gemm_entry *e, int i, char *err, int len)
                     "(\"fp16\" or \"bf16\")", i);
     s->bf16 = !strcmp(dtype->valuestring, "bf16");
     if (s->m < 1 || s->n < 1 || s->k < 1) return fail(err, len, "gemms[%d]: m, n, k must be positive", i);
+    if ((long long)s->m * s->n < ZL_GEMM_MIN_OUTPUTS)
+        return fail(err, len, "gemms[%d] (%s): %d x %d outputs, fewer than the %lld a table may hold (the trainer "
+                    "keeps the first answer there)", i, e->what, s->m, s->n, ZL_GEMM_MIN_OUTPUTS);
     if (!cJSON_IsObject(algo) || !int_field(algo, "id", &a->id) || !int_field(algo, "tile", &a->tile) ||
         !int_field(algo, "stages", &a->stages) || !int_field(algo, "splitk", &a->splitk) ||
         !int_field(algo, "reduction", &a->reduction) || !int_field(algo, "swizzle", &a->swizzle) ||
@@ -79,9 +90,12 @@ static int entry_of(const cJSON *g, zl_gemm_entry *e, int i, char *err, int len)
     return 0;
 }
 
+/* The parsed file into *t: 0, or -1 with why. */
 static int table_of(const cJSON *j, zl_gemm_table *t, char *err, int len) {
-    const cJSON *format = cJSON_GetObjectItemCaseSensitive(j, "format"), *gpu = cJSON_GetObjectItemCaseSensitive(j, "gpu");
-    const cJSON *by = cJSON_GetObjectItemCaseSensitive(j, "made_by"), *gemms = cJSON_GetObjectItemCaseSensitive(j, "gemms");
+    const cJSON *format = cJSON_GetObjectItemCaseSensitive(j, "format");
+    const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(j, "gpu");
+    const cJSON *by = cJSON_GetObjectItemCaseSensitive(j, "made_by");
+    const cJSON *gemms = cJSON_GetObjectItemCaseSensitive(j, "gemms");
     if (!cJSON_IsString(format) || strcmp(format->valuestring, ZL_GEMM_TABLE_FORMAT))
         return fail(err, len, "want \"format\": \"%s\"", ZL_GEMM_TABLE_FORMAT);
     if (!cJSON_IsString(gpu) || !int_field(j, "cublaslt_version", &t->cublaslt_version) || !cJSON_IsArray(gemms))
@@ -105,9 +119,9 @@ int zl_gemm_table_load(const char *path, zl_gemm_table *t, char *err, int len) {
     memset(t, 0, sizeof *t);
     char *text = read_all(path, err, len);
     if (!text) return -1;
-    cJSON *j = cJSON_Parse(text);
+    cJSON *j = cJSON_ParseWithOpts(text, NULL, 1); /* one JSON value, nothing after it */
     free(text);
-    if (!j) return fail(err, len, "%s is not JSON", path);
+    if (!j) return fail(err, len, "%s is not one JSON value", path);
     char why[384];
     int rc = table_of(j, t, why, sizeof why);
     cJSON_Delete(j);
@@ -124,6 +138,10 @@ const zl_gemm_entry *zl_gemm_table_find(const zl_gemm_table *t, const zl_gemm_sh
     return NULL;
 }
 
+int zl_gemm_table_matches(const zl_gemm_table *t, const char *gpu, int cublaslt_version) {
+    return !strcmp(t->gpu, gpu) && t->cublaslt_version == cublaslt_version;
+}
+
 static cJSON *entry_json(const zl_gemm_entry *e) {
     const zl_gemm_shape *s = &e->shape;
     const zl_gemm_algo *a = &e->algo;
@@ -137,7 +155,8 @@ static cJSON *entry_json(const zl_gemm_entry *e) {
     cJSON_AddNumberToObject(g, "epilogue", s->epilogue);
     cJSON_AddStringToObject(g, "dtype", s->bf16 ? "bf16" : "fp16");
     const char *names[] = {"id", "tile", "stages", "splitk", "reduction", "swizzle", "custom", "inner", "cluster"};
-    const int values[] = {a->id, a->tile, a->stages, a->splitk, a->reduction, a->swizzle, a->custom, a->inner, a->cluster};
+    const int values[] = {a->id,        a->tile,   a->stages, a->splitk, a->reduction,
+                          a->swizzle,   a->custom, a->inner,  a->cluster};
     for (int i = 0; i < 9; i++) cJSON_AddNumberToObject(algo, names[i], values[i]);
     cJSON_AddItemToObject(g, "algo", algo);
     cJSON_AddNumberToObject(g, "first_ms", e->first_ms);

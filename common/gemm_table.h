@@ -6,11 +6,14 @@
  * apart at the clock a training step runs at — the power cap — but seconds of each alone can
  * (bench_gemm_tune --sustain). This table carries that ranking from the benchmark to the
  * trainer: bench_gemm_tune --sustain S --table PATH writes, for each GEMM whose fastest
- * same-bits candidate beat the first answer alone by 1 % or more, that candidate's
- * configuration; the trainer, given ZL_GEMM_TABLE=PATH, takes it where the heuristic offers it
- * and it writes the first answer's bits on the call's own operands (a hash of every output),
- * else keeps the first answer and says why. The table names the GPU and the cuBLASLt version it
- * was made on; on another it is not used. A table changes speed, never results.
+ * same-bits candidate (not the first answer's own configuration, splitting k as it does) beat
+ * the first answer alone by 2 % or more, that candidate's configuration; the trainer, given
+ * ZL_GEMM_TABLE=PATH, takes it where the heuristic offers it and it writes the first answer's
+ * bits on the call's own operands (a hash of every output), else keeps the first answer and says
+ * why. The table names the GPU and the cuBLASLt version it was made on; on another it is not
+ * used. What keeps the results is the same check as the step-1 choice's: equal output hashes on
+ * the first call's operands, over at least ZL_GEMM_MIN_OUTPUTS outputs — evidence of the same
+ * order of accumulation, not proof (the GPU tests compare param_hash with and without).
  *
  * The format is JSON (cJSON): {"format": "zerolab gemm table 1", "gpu": name,
  * "cublaslt_version": v, "made_by": command, "gemms": [{"what", "m", "n", "k", "transa",
@@ -25,6 +28,10 @@
 #define ZL_GEMM_TABLE_H
 
 #define ZL_GEMM_TABLE_FORMAT "zerolab gemm table 1"
+/* Below this many outputs (m·n) a GEMM keeps the heuristic's first answer, table or not: equal
+ * bits on a few hundred outputs are no evidence of the same order of accumulation (why:
+ * kernels_cuda.cu). A table with a smaller GEMM is refused. */
+#define ZL_GEMM_MIN_OUTPUTS (1ll << 20)
 
 #ifdef __cplusplus
 extern "C" { /* kernels_cuda.cu and bench_gemm_tune read it too */
@@ -59,6 +66,8 @@ typedef struct {
 int zl_gemm_table_load(const char *path, zl_gemm_table *t, char *err, int len);
 int zl_gemm_table_save(const char *path, const zl_gemm_table *t, char *err, int len);
 const zl_gemm_entry *zl_gemm_table_find(const zl_gemm_table *t, const zl_gemm_shape *s); /* NULL: none */
+/* 1 if the table was made on this GPU (its name) and cuBLASLt version: only then is it used. */
+int zl_gemm_table_matches(const zl_gemm_table *t, const char *gpu, int cublaslt_version);
 void zl_gemm_table_free(zl_gemm_table *t);
 
 #ifdef __cplusplus

@@ -18,6 +18,7 @@
 #include "clocks.h" /* each rank's GPU clocks through the timed steps */
 #include "comm.h"
 #include "../kernels/kernels.h" /* zl_kernels_gemm_table_used: what ZL_GEMM_TABLE changed */
+#include "gemm_table.h"
 #include "offload.h"
 #include "outputs.h"
 #include "preflight.h" /* zl_preflight_last: what the preflight compared */
@@ -66,6 +67,7 @@ typedef struct {
     double phase_ms[ZL_NPHASES]; /* per step: time in each phase's spans (trace.h) */
     double join_steps, join_wait_ms, exposed_join_wait_ms, exposed_after_join_ms; /* trace.h: join waits */
     double late_join_ms, clock_offset_ms, end_residual_median_us, end_residual_max_us;
+    double gemm_taken, gemm_refused; /* ZL_GEMM_TABLE's entries taken, refused (kernels.h; taken < 0: why none) */
     double host_adam_bytes, host_threads; /* --offload: bytes host Adam moves per timed step; its OpenMP threads */
 } rank_summary;
 
@@ -145,6 +147,8 @@ static void summarize(const zl_report *r, rank_summary *s) {
     s->exposed_after_join_ms = ts.exposed_after_join_ms, s->late_join_ms = ts.late_join_ms;
     s->clock_offset_ms = ts.clock_offset_ms, s->end_residual_median_us = ts.end_residual_median_us;
     s->end_residual_max_us = ts.end_residual_max_us;
+    int entries, refused;
+    s->gemm_taken = zl_kernels_gemm_table_used(&entries, &refused), s->gemm_refused = refused;
     if (r->fc.offload) {
         /* Host Adam moves 28 bytes an element (gradient 2 + master, m, v 4 read; master, m, v 4 +
          * parameter 2 written) over the elements whose parameters it copies up: 14 per h2d byte. */
@@ -495,17 +499,51 @@ static void print_clocks(const zl_clock_summary *c) {
     if (c->why[0]) printf(" (reading stopped early: %s)", c->why);
 }
 
+/* ---- ZL_GEMM_TABLE: what it changed ------------------------------------------------------- */
+
+static const char *gemm_table_path(void) {
+    const char *p = getenv("ZL_GEMM_TABLE");
+    return p && *p ? p : NULL;
+}
+static int gemm_table_entries(const char *path) { /* the file's (args.c has loaded it once) */
+    zl_gemm_table t;
+    char err[512];
+    if (zl_gemm_table_load(path, &t, err, sizeof err)) return 0;
+    int n = t.n;
+    zl_gemm_table_free(&t);
+    return n;
+}
+static const char *why_no_table(double taken) {
+    return taken == -2 ? "made on another GPU or cuBLASLt" : taken == -1 ? "the CPU backend has no cuBLASLt"
+                                                                          : "no GEMM ran";
+}
+
+/* One line: how many of the table's entries each rank took (the same on every rank, or the least
+ * and the most) and refused, or why it was not used. */
+static void print_gemm_table(const rank_summary *all, int N) {
+    const char *path = gemm_table_path();
+    if (!path) return;
+    int lo = 0, hi = 0, refused = 0;
+    for (int i = 0; i < N; i++) {
+        if (all[i].gemm_taken < all[lo].gemm_taken) lo = i;
+        if (all[i].gemm_taken > all[hi].gemm_taken) hi = i;
+        refused += all[i].gemm_refused > 0;
+    }
+    int n = gemm_table_entries(path);
+    if (all[0].gemm_taken < 0) printf("gemm table: %s: not used (%s)\n", path, why_no_table(all[0].gemm_taken));
+    else if (all[lo].gemm_taken == all[hi].gemm_taken)
+        printf("gemm table: %s: %.0f of its %d entries taken on every rank%s\n", path, all[0].gemm_taken, n,
+               refused ? "; some refused on some ranks (stderr says which and why)" : "");
+    else
+        printf("gemm table: %s: %d entries; ranks took different numbers: %.0f (rank %d) to %.0f (rank %d)\n", path, n,
+               all[lo].gemm_taken, lo, all[hi].gemm_taken, hi);
+}
+
 static void print_who(const zl_report *r, const rank_identity *ids, const char *mpi_lib) {
     int N = r->rt->world;
     char line[160];
     printf("\nrun: commit %s | %s%s%s\n", ZL_GIT_COMMIT, first_line(mpi_lib, line, sizeof line),
            zl_backend_nccl_version() ? " | " : "", zl_backend_nccl_version() ? zl_backend_nccl_version() : "");
-    const char *table = getenv("ZL_GEMM_TABLE");
-    if (table && *table) {
-        int entries, used = zl_kernels_gemm_table_used(&entries);
-        if (used >= 0) printf("gemm table: %s: %d of its %d entries taken (rank 0)\n", table, used, entries);
-        else printf("gemm table: %s: not used (made on another GPU or cuBLASLt; the CPU backend has none)\n", table);
-    }
     for (int i = 0; i < N && i < 8; i++) {
         printf("rank %d: host %s | device %s | %s", i, ids[i].hostname, ids[i].device, ids[i].pci_bus_id);
         print_clocks(&ids[i].clocks);
@@ -767,6 +805,11 @@ static cJSON *json_rank(const zl_report *r, const rank_summary *s, const rank_id
     cJSON_AddStringToObject(o, "hostname", id->hostname);
     cJSON_AddStringToObject(o, "device", id->device);
     cJSON_AddStringToObject(o, "pci_bus_id", id->pci_bus_id);
+    if (gemm_table_path()) { /* this rank's take of ZL_GEMM_TABLE: each rank checks its own bits */
+        cJSON *gt = add_object(o, "gemm_table");
+        add_number(gt, "taken", s->gemm_taken >= 0 ? s->gemm_taken : 0);
+        add_number(gt, "refused", s->gemm_refused);
+    }
     cJSON *mem = add_object(o, "memory");
     cJSON_AddItemToObject(mem, "measured", json_mem_object(s->mem_measured, s->states_measured, s->peak_measured,
                                                                 s->host_states_measured));
@@ -802,6 +845,20 @@ static cJSON *json_rank(const zl_report *r, const rank_summary *s, const rank_id
     return o;
 }
 
+/* run.gemm_table: rank 0's figures and the file's entries (each rank's: ranks[].gemm_table). */
+static cJSON *json_gemm_table(const rank_summary *s) {
+    const char *path = gemm_table_path();
+    if (!path) return cJSON_CreateNull();
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "path", path);
+    cJSON_AddBoolToObject(t, "in_use", s->gemm_taken >= 0);
+    if (s->gemm_taken < 0) cJSON_AddStringToObject(t, "why_not", why_no_table(s->gemm_taken));
+    add_number(t, "entries", gemm_table_entries(path));
+    add_number(t, "taken", s->gemm_taken >= 0 ? s->gemm_taken : 0);
+    add_number(t, "refused", s->gemm_refused);
+    return t;
+}
+
 static cJSON *json_run(const zl_report *r, const char *mpi_lib) {
     cJSON *run = cJSON_CreateObject();
     cJSON_AddStringToObject(run, "git_commit", ZL_GIT_COMMIT);
@@ -813,17 +870,6 @@ static cJSON *json_run(const zl_report *r, const char *mpi_lib) {
     cJSON *argv = cJSON_AddArrayToObject(run, "argv");
     for (int i = 0; i < r->rt->argc; i++) cJSON_AddItemToArray(argv, cJSON_CreateString(r->rt->argv[i]));
     cJSON_AddItemToObject(run, "trace", string_or_null(r->rt->cfg.trace_path[0] ? r->rt->cfg.trace_path : NULL));
-    const char *table = getenv("ZL_GEMM_TABLE");
-    if (table && *table) { /* rank 0's: the entries some GEMM took */
-        int entries, used = zl_kernels_gemm_table_used(&entries);
-        cJSON *t = cJSON_AddObjectToObject(run, "gemm_table");
-        cJSON_AddStringToObject(t, "path", table);
-        cJSON_AddBoolToObject(t, "in_use", used >= 0);
-        add_number(t, "entries", entries);
-        add_number(t, "used", used >= 0 ? used : 0);
-    } else {
-        cJSON_AddNullToObject(run, "gemm_table");
-    }
     return run;
 }
 
@@ -907,7 +953,9 @@ static cJSON *json_report(const zl_report *r, const gathered *g, const check_res
     cJSON_AddStringToObject(cf, "dtype", zl_dtype_name(c->dtype));
     cJSON_AddStringToObject(cf, "loss_scale_mode", c->loss_scale_dynamic ? "dynamic" : "static");
     add_number(cf, "clip_grad_norm", c->clip_grad_norm);
-    cJSON_AddItemToObject(j, "run", json_run(r, g->mpi_lib));
+    cJSON *run = json_run(r, g->mpi_lib);
+    cJSON_AddItemToObject(run, "gemm_table", json_gemm_table(&g->all[0]));
+    cJSON_AddItemToObject(j, "run", run);
     add_number(j, "steps", r->steps);
     cJSON_AddItemToObject(j, "loss", float_array(r->losses, r->steps));
     json_mixed_precision(j, r);
@@ -1086,6 +1134,7 @@ static int print_and_write(const zl_report *r) {
     print_timeline(all, N);
     if (c->offload) print_offload_model(&all[0], r->fc.early_update);
     print_who(r, g.ids, mpi_lib);
+    print_gemm_table(all, N);
     char hash[24] = "not computed";
     int hashed = !c->no_param_hash && !r->no_hash_why;
     if (hashed) snprintf(hash, sizeof hash, "%016llx", (unsigned long long)r->param_hash);

@@ -519,9 +519,9 @@ static void write_file(FILE *f, const record *all, const int *counts, int world,
 
     cJSON *other = cJSON_CreateObject();
     cJSON_AddStringToObject(other, "format",
-                            "zerolab trace 3: one event per span; pid = rank, tid = lane (3: optimizer, counted as compute); "
-                            "each rank's times shifted by its clock_offset_ms (the join waits' median over "
-                            "join_steps; 0 where join_steps is 0: the rank's own clock)");
+                            "zerolab trace 3: one event per span; pid = rank, tid = lane (3: optimizer, counted "
+                            "as compute); each rank's times shifted by its clock_offset_ms (the join waits' median "
+                            "over join_steps; 0 where join_steps is 0: the rank's own clock)");
     cJSON_AddNumberToObject(other, "stage", stage);
     cJSON_AddNumberToObject(other, "world", world);
     cJSON_AddNumberToObject(other, "first_step", g_steps > 1 ? 2 : 1);
@@ -563,7 +563,8 @@ void zl_trace_write(int rank, int world, const char *const *rank_names, int stag
     record *all = NULL;
     if (rank == 0) {
         counts = calloc((size_t)world, sizeof *counts), displs = calloc((size_t)world, sizeof *displs);
-        all_exposed = calloc((size_t)world, sizeof *all_exposed), all_offsets = calloc((size_t)world, sizeof *all_offsets);
+        all_exposed = calloc((size_t)world, sizeof *all_exposed);
+        all_offsets = calloc((size_t)world, sizeof *all_offsets);
         if (!counts || !displs || !all_exposed || !all_offsets) zl_fatal("out of host memory gathering --trace");
     }
     mpiCheck(MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD));

@@ -42,10 +42,11 @@ float zl_storage_to_float(zl_half v);   /* host: the stored value, exact */
 size_t zl_kernels_workspace_bytes(int rows, int dim);
 void zl_kernels_set_workspace(void *ws, size_t bytes);
 
-/* The entries of ZL_GEMM_TABLE (common/gemm_table.h) whose algorithm some GEMM configuration
- * has taken so far, and how many it has (*entries); -1 where no table is in use (none given,
- * made for another GPU or cuBLASLt; on the CPU backend always). */
-int zl_kernels_gemm_table_used(int *entries);
+/* The entries of ZL_GEMM_TABLE (common/gemm_table.h) whose algorithm some GEMM configuration has
+ * taken so far; *refused: those some configuration did not take (the first answer kept; said on
+ * stderr); *entries: the file's. Or why none were: -1 no table given (the CPU backend: always),
+ * -2 made on another GPU or cuBLASLt, -3 no GEMM has run yet. */
+int zl_kernels_gemm_table_used(int *entries, int *refused);
 
 /* Synthetic batch: rows [row0, row0+rows) of the global sample stream (zl_math.h). */
 void zl_data_generate(zl_half *x, zl_half *target, uint64_t seed, uint64_t row0, int rows, int dim,

@@ -29,7 +29,8 @@ esac
 # zerolab's GEMM table (common/gemm_table.h): ZL_GEMM_TABLE if set (set and empty: none), else the
 # one committed for this preset and GPU, tables/PRESET-GPU.json (GPU: h100, h200, ... from
 # nvidia-smi); the trainer takes it only on the GPU and cuBLASLt it was made on, and its report
-# says so (run.gemm_table). It changes which cuBLASLt algorithms run, never a result.
+# says so (run.gemm_table). It changes which cuBLASLt algorithms run; each must write the first
+# answer's bits on the first call's operands (the step-1 choice's check).
 gpu_kind=$(nvidia-smi -L | head -1 | grep -o 'H[0-9][0-9][0-9]' | head -1 | tr H h)
 if [ -z "${ZL_GEMM_TABLE+set}" ] && [ -f "tables/$preset-$gpu_kind.json" ]; then export ZL_GEMM_TABLE=tables/$preset-$gpu_kind.json; fi
 out=${OUT:-results/gpu/bench-$preset}

@@ -37,7 +37,7 @@ echo 'v=FAKE_BENCH_GEMM_TUNE_RC; exit ${!v:-0}' >> "$tmp/repo/build/cuda/bench_g
 # shellcheck disable=SC2016 # expanded when the pretend program runs
 printf '%s\n' '#!/bin/bash' 'while [ $# -gt 0 ]; do [ "$1" != --json ] || json=$2; shift; done' \
     'if [ -n "${ZL_GEMM_TABLE:-}" ]; then' \
-    '  echo "{\"param_hash\": \"${FAKE_HASH_WITH:-abc}\", \"run\": {\"gemm_table\": {\"in_use\": true, \"entries\": 1, \"used\": ${FAKE_TABLE_USED:-1}}}}" > "$json"' \
+    '  echo "{\"param_hash\": \"${FAKE_HASH_WITH:-abc}\", \"run\": {\"gemm_table\": {\"in_use\": true, \"entries\": 1, \"taken\": ${FAKE_TABLE_USED:-1}}}}" > "$json"' \
     'else echo "{\"param_hash\": \"abc\", \"run\": {\"gemm_table\": null}}" > "$json"; fi' > "$tmp/repo/build/cuda/stage2"
 export FAKE_BENCH_GEMM_TUNE_SAYS="    0* id 66 | 0.1 ms   512 W ( 3) 51.2 mJ | mean 0.1 ms
   sustained (each alone for 0.3 s, mean of 2 rounds): default 1.000 ms"

@@ -727,9 +727,10 @@ static void write_text(const char *path, const char *text) {
 }
 
 #define TABLE_HEAD "{\"format\": \"zerolab gemm table 1\", \"gpu\": \"NVIDIA H200\", \"cublaslt_version\": 130100, "
-#define DH "{\"what\": \"bwd dh\", \"m\": 16384, \"n\": 8192, \"k\": 4096, \"transa\": \"T\", \"transb\": \"N\", " \
-           "\"epilogue\": 192, \"dtype\": \"fp16\", \"algo\": {\"id\": 39, \"tile\": 20, \"stages\": 35, \"splitk\": 1, " \
-           "\"reduction\": 0, \"swizzle\": 1, \"custom\": 0, \"inner\": 0, \"cluster\": 3}, \"first_ms\": 1.85, \"ms\": 1.776}"
+#define DH "{\"what\": \"bwd dh\", \"m\": 16384, \"n\": 8192, \"k\": 4096, \"transa\": \"T\", " \
+           "\"transb\": \"N\", \"epilogue\": 192, \"dtype\": \"fp16\", \"algo\": {\"id\": 39, \"tile\": 20, " \
+           "\"stages\": 35, \"splitk\": 1, \"reduction\": 0, \"swizzle\": 1, \"custom\": 0, \"inner\": 0, " \
+           "\"cluster\": 3}, \"first_ms\": 1.85, \"ms\": 1.776}"
 
 /* A table as the benchmark writes it loads field by field; find matches the whole key and
  * nothing else; save then load gives the same table back. */
@@ -760,6 +761,10 @@ Test(gemm_table, loads_finds_and_saves) {
     key = e->shape, key.transb = 1;
     cr_expect_null(zl_gemm_table_find(&t, &key));
     cr_expect_null(zl_gemm_table_find(NULL, &e->shape));
+    cr_expect(zl_gemm_table_matches(&t, "NVIDIA H200", 130100)); /* used only where it was made */
+    cr_expect(!zl_gemm_table_matches(&t, "NVIDIA H100 80GB HBM3", 130100));
+    cr_expect(!zl_gemm_table_matches(&t, "NVIDIA H200", 130200));
+    cr_expect(!zl_gemm_table_matches(&t, "NVIDIA H20", 130100));
     cr_assert_eq(zl_gemm_table_save(path, &t, err, sizeof err), 0, "%s", err);
     zl_gemm_table u;
     cr_assert_eq(zl_gemm_table_load(path, &u, err, sizeof err), 0, "%s", err);
@@ -774,7 +779,12 @@ Test(gemm_table, refuses_what_it_cannot_use) {
     static const struct {
         const char *text, *why;
     } bad[] = {
-        {"not json", "is not JSON"},
+        {"not json", "is not one JSON value"},
+        {TABLE_HEAD "\"gemms\": []} {}", "is not one JSON value"}, /* something after the table */
+        {TABLE_HEAD "\"gemms\": [{\"what\": \"small\", \"m\": 1024, \"n\": 1023, \"k\": 8, \"transa\": \"N\", "
+         "\"transb\": \"N\", \"epilogue\": 1, \"dtype\": \"fp16\"}]}",
+         "gemms[0] (small): 1024 x 1023 outputs, fewer than the 1048576"},
+        {TABLE_HEAD "\"gemms\": [{\"m\": 1e20, \"n\": 1, \"k\": 1}]}", "gemms[0]: want m, n, k"},
         {"{\"format\": \"zerolab gemm table 2\"}", "want \"format\": \"zerolab gemm table 1\""},
         {TABLE_HEAD "\"gemms\": {}}", "\"gemms\" (a list)"},
         {"{\"format\": \"zerolab gemm table 1\", \"gpu\": \"x\", \"cublaslt_version\": 1.5, \"gemms\": []}",

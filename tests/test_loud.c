@@ -455,9 +455,10 @@ Test(flags, bad_environment_knobs_are_refused_before_anything_is_allocated) {
     set_knobs((const char *const[4]){NULL, NULL, NULL, NULL});
 }
 
-/* ZL_GEMM_TABLE (common/gemm_table.h) is input too: a table that does not load is refused in one
- * line, exit 2, before anything is allocated; one that loads but was made on another GPU runs
- * with the first answers, and the report says the table was not used (JSON run.gemm_table). */
+/* ZL_GEMM_TABLE (common/gemm_table.h) is input too: a table that does not load, or one beside
+ * ZL_GEMM_TUNE=0, is refused in one line, exit 2, before anything is allocated; one that loads but
+ * was made on another GPU runs with the first answers, and the report says the table was not used
+ * and why (JSON run.gemm_table). */
 Test(flags, a_gemm_table_is_checked_and_one_for_another_gpu_is_not_used) {
     char path[64], json[64];
     snprintf(path, sizeof path, "/tmp/zl_loud_table_%d.json", getpid());
@@ -469,20 +470,30 @@ Test(flags, a_gemm_table_is_checked_and_one_for_another_gpu_is_not_used) {
     fputs("{\"format\": \"zerolab gemm table 1\", \"gpu\": \"no such GPU\", \"cublaslt_version\": 1}", f);
     fclose(f);
     setenv("ZL_GEMM_TABLE", path, 1);
-    expect_refused("-n 2 {stage2} --steps 2 --quiet", "want \"gpu\" (a name), \"cublaslt_version\" (a number) and \"gemms\"");
+    expect_refused("-n 2 {stage2} --steps 2 --quiet",
+                   "want \"gpu\" (a name), \"cublaslt_version\" (a number) and \"gemms\"");
     f = fopen(path, "w");
     cr_assert_not_null(f);
-    fputs("{\"format\": \"zerolab gemm table 1\", \"gpu\": \"no such GPU\", \"cublaslt_version\": 1, \"gemms\": []}", f);
+    fputs("{\"format\": \"zerolab gemm table 1\", \"gpu\": \"no such GPU\", \"cublaslt_version\": 1, "
+          "\"gemms\": []}", f);
     fclose(f);
+    setenv("ZL_GEMM_TUNE", "0", 1); /* 0 keeps every first answer: the table would do nothing */
+    expect_refused("-n 2 {stage2} --steps 2 --quiet", "with ZL_GEMM_TUNE=0: 0 keeps every first answer");
+    unsetenv("ZL_GEMM_TUNE");
     zl_run_result r;
     zl_run(&r, "-n 2 {stage2} --steps 2 --json %s", json);
     unsetenv("ZL_GEMM_TABLE");
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
-    cr_expect(strstr(r.out, "gemm table: ") && strstr(r.out, ": not used (made on another GPU or cuBLASLt"), "%s", r.out);
+    const char *why = zl_build_is_cuda() ? "made on another GPU or cuBLASLt" : "the CPU backend has no cuBLASLt";
+    char line[256];
+    snprintf(line, sizeof line, "gemm table: %s: not used (%s)", path, why);
+    cr_expect(strstr(r.out, line), "no '%s' in: %s", line, r.out);
     cJSON *j = zl_load_json(json);
     cr_expect(cJSON_IsFalse(zl_get(j, "run.gemm_table.in_use")));
     cr_expect_str_eq(zl_get(j, "run.gemm_table.path")->valuestring, path);
-    cr_expect_eq(zl_num(j, "run.gemm_table.used"), 0);
+    cr_expect_str_eq(zl_get(j, "run.gemm_table.why_not")->valuestring, why);
+    cr_expect_eq(zl_num(j, "run.gemm_table.taken"), 0);
+    cr_expect_eq(zl_num(j, "run.gemm_table.entries"), 0);
     cJSON_Delete(j);
     unlink(path), unlink(json);
 }

@@ -443,7 +443,8 @@ static void expect_join_waits(cJSON *ev, cJSON *j, int N, int S, const char *whe
         }
         double off[NMAX], d[CAP];
         for (int r = 0; r < N; r++) {
-            cr_assert_eq(nm[r], nm[0], "%s step %d: rank %d has %d collectives, rank 0 %d", where, step, r, nm[r], nm[0]);
+            cr_assert_eq(nm[r], nm[0], "%s step %d: rank %d has %d collectives, rank 0 %d", where, step, r, nm[r],
+                         nm[0]);
             qsort(comm[r], (size_t)nm[r], sizeof(iv), by_t0);
             for (int i = 0; i < nm[r]; i++) d[i] = comm[r][i].t1 - comm[0][i].t1;
             off[r] = nm[r] ? median_of(d, nm[r]) : 0;

@@ -6,8 +6,8 @@
  * points while still exporting zl_cpu_* for the GPU-vs-CPU tests. */
 #include "kernels.h"
 
-int zl_kernels_gemm_table_used(int *entries) { /* the CPU has no cuBLASLt: a table is not used */
-    *entries = 0;
+int zl_kernels_gemm_table_used(int *entries, int *refused) { /* the CPU has no cuBLASLt: a table is not used */
+    *entries = 0, *refused = 0;
     return -1;
 }
 

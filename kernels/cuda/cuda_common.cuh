@@ -131,10 +131,38 @@ static inline zl_gemm_algo zl_cu_algo_config(const cublasLtMatmulAlgo_t *a) {
     return c;
 }
 
-/* Below this many outputs a GEMM keeps the heuristic's first answer: equal bits on a few hundred
- * outputs are no evidence of the same order of accumulation (why: kernels_cuda.cu). A GEMM table
- * holds no smaller GEMM. */
-#define ZL_TUNE_MIN_OUTPUTS (1ll << 20)
+/* One attribute of an algorithm's configuration, of the size cublasLt.h gives it (a wrong size
+ * makes the call fail and leaves the buffer as it was): 1 if read. */
+static inline int zl_cu_algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr, void *buf,
+                                  size_t size) {
+    size_t written = 0;
+    return cublasLtMatmulAlgoConfigGetAttribute(a, attr, buf, size, &written) == CUBLAS_STATUS_SUCCESS &&
+           written == size;
+}
+
+/* Split-K changes the order in which each output's products are added; candidates must split
+ * (or not) as the first answer does. Where the first answer splits, the tile and cluster shape
+ * must match too: a split count of -1 leaves the split to cuBLASLt, which may size it from the
+ * number of tiles, so two candidates that both say -1 need not split alike (a precaution, not a
+ * measured case: it only narrows the candidates). An attribute that cannot be read counts as a
+ * difference. */
+static inline int zl_cu_same_split(const cublasLtMatmulAlgo_t *a, const cublasLtMatmulAlgo_t *b) {
+    int32_t sa, sb;      /* SPLITK_NUM */
+    uint32_t ra, rb;     /* REDUCTION_SCHEME */
+    uint32_t ta, tb;     /* TILE_ID */
+    uint16_t ca, cb;     /* CLUSTER_SHAPE_ID */
+    if (!zl_cu_algo_attr(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sa, sizeof sa) ||
+        !zl_cu_algo_attr(b, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sb, sizeof sb) ||
+        !zl_cu_algo_attr(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &ra, sizeof ra) ||
+        !zl_cu_algo_attr(b, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &rb, sizeof rb) || sa != sb || ra != rb)
+        return 0;
+    if (sa == 1) return 1;
+    return zl_cu_algo_attr(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &ta, sizeof ta) &&
+           zl_cu_algo_attr(b, CUBLASLT_ALGO_CONFIG_TILE_ID, &tb, sizeof tb) &&
+           zl_cu_algo_attr(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &ca, sizeof ca) &&
+           zl_cu_algo_attr(b, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cb, sizeof cb) && ta == tb && ca == cb;
+}
+
 
 /* The table's key of a GEMM (common/gemm_table.h). */
 static inline zl_gemm_shape zl_cu_gemm_shape(const gemm_args *g) {

@@ -375,7 +375,7 @@ static cublasStatus_t launch(const gemm_plan *p, const gemm_args *g, const cubla
  * choices into a table that ZL_GEMM_TABLE hands the trainer (below).
  * gpt2-1.5b's DGELU product gains 1.64×. */
 #define ZL_TUNE_MARGIN 0.9f
-/* ZL_TUNE_MIN_OUTPUTS (cuda_common.cuh: bench_gemm_tune's tables heed it too). Equal bits on
+/* ZL_GEMM_MIN_OUTPUTS (cuda_common.cuh: bench_gemm_tune's tables heed it too). Equal bits on
  * one set of operands stand for the same order of accumulation only when the
  * output is large: each 16-bit output rounds away most of an fp32 reordering, so over a few
  * hundred outputs another order often leaves every bit alike. test_ckpt's model (D = 31,
@@ -442,37 +442,8 @@ static float time_algo(const gemm_plan *p, const gemm_args *g, const cublasLtMat
     return ms / ZL_TUNE_LAUNCHES;
 }
 
-/* One attribute of an algorithm's configuration, of the size cublasLt.h gives it (a wrong size
- * makes the call fail and leaves the buffer as it was): 1 if read. */
-static int algo_config(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr, void *buf,
-                       size_t size) {
-    size_t written = 0;
-    return cublasLtMatmulAlgoConfigGetAttribute(a, attr, buf, size, &written) == CUBLAS_STATUS_SUCCESS &&
-           written == size;
-}
+/* zl_cu_same_split (cuda_common.cuh): whether a candidate splits k as the first answer does. */
 
-/* Split-K changes the order in which each output's products are added; candidates must split
- * (or not) as the first answer does. Where the first answer splits, the tile and cluster shape
- * must match too: a split count of -1 leaves the split to cuBLASLt, which may size it from the
- * number of tiles, so two candidates that both say -1 need not split alike (a precaution, not a
- * measured case: it only narrows the candidates). An attribute that cannot be read counts as a
- * difference. */
-static int same_split(const cublasLtMatmulAlgo_t *a, const cublasLtMatmulAlgo_t *b) {
-    int32_t sa, sb;      /* SPLITK_NUM */
-    uint32_t ra, rb;     /* REDUCTION_SCHEME */
-    uint32_t ta, tb;     /* TILE_ID */
-    uint16_t ca, cb;     /* CLUSTER_SHAPE_ID */
-    if (!algo_config(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sa, sizeof sa) ||
-        !algo_config(b, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sb, sizeof sb) ||
-        !algo_config(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &ra, sizeof ra) ||
-        !algo_config(b, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &rb, sizeof rb) || sa != sb || ra != rb)
-        return 0;
-    if (sa == 1) return 1;
-    return algo_config(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &ta, sizeof ta) &&
-           algo_config(b, CUBLASLT_ALGO_CONFIG_TILE_ID, &tb, sizeof tb) &&
-           algo_config(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &ca, sizeof ca) &&
-           algo_config(b, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cb, sizeof cb) && ta == tb && ca == cb;
-}
 
 /* The heuristic's top `want` for the plan (0 if it fails): the candidates a choice is made from. */
 static int heuristic_candidates(const gemm_plan *p, cublasLtMatmulHeuristicResult_t *res, int want) {
@@ -487,11 +458,13 @@ static int heuristic_candidates(const gemm_plan *p, cublasLtMatmulHeuristicResul
 /* ---- ZL_GEMM_TABLE: algorithms chosen ahead of time (common/gemm_table.h) ---------------------- */
 
 static zl_gemm_table g_table;
-static int g_table_state; /* 0: not read yet; 1: in use; -1: none, or made for another GPU or cuBLASLt */
-static char *g_table_taken; /* [entries]: 1 once a GEMM configuration took that entry's algorithm */
+static int g_table_state;   /* 0: not read yet; 1: in use; -1: none given; -2: made on another GPU or cuBLASLt */
+static int g_table_entries; /* the file's, whether it is used or not */
+static int *g_table_taken, *g_table_refused; /* [entries]: GEMM configurations that took, refused each */
 
 /* The table, read on the first GEMM (args.c has checked that it loads). A table made on another
- * GPU or cuBLASLt names algorithms this one may not have or rank alike: not used, and said so. */
+ * GPU or cuBLASLt names algorithms this one may not have or rank alike: not used, and each rank
+ * says so once. */
 static const zl_gemm_table *gemm_table(void) {
     if (g_table_state != 0) return g_table_state == 1 ? &g_table : NULL;
     g_table_state = -1;
@@ -499,27 +472,44 @@ static const zl_gemm_table *gemm_table(void) {
     if (!path || !*path) return NULL;
     char err[640];
     if (zl_gemm_table_load(path, &g_table, err, sizeof err)) zl_cuda_fatal(__FILE__, __LINE__, "ZL_GEMM_TABLE", err);
+    g_table_entries = g_table.n;
     int dev, version = (int)cublasLtGetVersion();
     cudaDeviceProp prop;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaGetDeviceProperties(&prop, dev));
-    if (strcmp(prop.name, g_table.gpu) || version != g_table.cublaslt_version) {
+    if (!zl_gemm_table_matches(&g_table, prop.name, version)) {
         fprintf(stderr, "ZL_GEMM_TABLE %s: made on %s with cuBLASLt %d, this is %s with cuBLASLt %d: not used\n", path,
                 g_table.gpu, g_table.cublaslt_version, prop.name, version);
         zl_gemm_table_free(&g_table);
+        g_table_state = -2;
         return NULL;
     }
-    g_table_taken = (char *)calloc((size_t)(g_table.n ? g_table.n : 1), 1);
-    if (!g_table_taken) zl_cuda_fatal(__FILE__, __LINE__, "ZL_GEMM_TABLE", "out of host memory");
+    g_table_taken = (int *)calloc((size_t)(g_table.n ? g_table.n : 1), sizeof *g_table_taken);
+    g_table_refused = (int *)calloc((size_t)(g_table.n ? g_table.n : 1), sizeof *g_table_refused);
+    if (!g_table_taken || !g_table_refused) zl_cuda_fatal(__FILE__, __LINE__, "ZL_GEMM_TABLE", "out of host memory");
     g_table_state = 1;
     return &g_table;
 }
 
-int zl_kernels_gemm_table_used(int *entries) {
-    int used = 0;
-    *entries = g_table_state == 1 ? g_table.n : 0;
-    for (int i = 0; g_table_state == 1 && i < g_table.n; i++) used += g_table_taken[i];
-    return g_table_state == 1 ? used : -1;
+int zl_kernels_gemm_table_used(int *entries, int *refused) {
+    int taken = 0;
+    *entries = g_table_entries, *refused = 0;
+    for (int i = 0; g_table_state == 1 && i < g_table.n; i++)
+        taken += g_table_taken[i] > 0, *refused += g_table_refused[i] > 0;
+    return g_table_state == 1 ? taken : g_table_state == 0 ? -3 : g_table_state;
+}
+
+/* The table's entry for this GEMM (NULL: none, or no table in use). */
+static const zl_gemm_entry *table_entry(const gemm_args *g) {
+    if (!gemm_table()) return NULL;
+    zl_gemm_shape key = zl_cu_gemm_shape(g);
+    return zl_gemm_table_find(&g_table, &key);
+}
+
+/* A table entry this configuration does not take: counted, and said (stderr). */
+static void refuse_table_entry(const gemm_args *g, const zl_gemm_entry *te, const char *why) {
+    g_table_refused[te - g_table.e]++;
+    fprintf(stderr, "ZL_GEMM_TABLE: %s m=%d n=%d k=%d: %s: the first answer kept\n", g->what, g->m, g->n, g->k, why);
 }
 
 /* The table's algorithm for this GEMM where the heuristic offers it (among its top 64), it splits
@@ -535,22 +525,23 @@ static void take_table_algo(gemm_plan *p, const gemm_args *g, const zl_gemm_entr
         zl_gemm_algo a = zl_cu_algo_config(&res[i].algo);
         if (res[i].state != CUBLAS_STATUS_SUCCESS || memcmp(&a, &te->algo, sizeof a)) continue;
         unsigned long long h[2];
-        if (!same_split(&res[i].algo, &p->algo)) why = "it splits k otherwise than the first answer";
+        if (!zl_cu_same_split(&res[i].algo, &p->algo)) why = "it splits k otherwise than the first answer";
         else if (launch(p, g, &res[i].algo, s) != CUBLAS_STATUS_SUCCESS) why = "it does not run here";
         else if (output_hash(g, s, h), h[0] != ref[0] || h[1] != ref[1]) why = "it writes other bits here";
         else {
-            p->algo = res[i].algo, g_table_taken[te - g_table.e] = 1;
+            p->algo = res[i].algo, g_table_taken[te - g_table.e]++;
             if (log) fprintf(stderr, "gemm-tune: %s m=%d n=%d k=%d: the table's algorithm (%s, %.3f ms alone against "
                              "%.3f) taken\n", g->what, g->m, g->n, g->k, te->what, te->ms, te->first_ms);
             return;
         }
         break;
     }
-    fprintf(stderr, "ZL_GEMM_TABLE: %s m=%d n=%d k=%d: %s: the first answer kept\n", g->what, g->m, g->n, g->k, why);
+    refuse_table_entry(g, te, why);
 }
 
 static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t s) {
     p->tuned = 1;
+    const zl_gemm_entry *te = table_entry(g);
     const char *env = getenv("ZL_GEMM_TUNE");
     if (env && *env && strcmp(env, "0") && strcmp(env, "1") && strcmp(env, "log")) /* a typo must not pass unseen */
         zl_cuda_fatal(__FILE__, __LINE__, "ZL_GEMM_TUNE",
@@ -558,8 +549,10 @@ static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t
     /* not: when asked, when running again would change an input (C is D), strided-batched
      * products, outputs too small for equal bits to mean the same order */
     if ((env && !strcmp(env, "0")) || (g->beta != 0.0f && (!g->C || g->C == g->D)) || g->batch > 1 ||
-        (long long)g->m * g->n < ZL_TUNE_MIN_OUTPUTS)
+        (long long)g->m * g->n < ZL_GEMM_MIN_OUTPUTS) {
+        if (te) refuse_table_entry(g, te, "a GEMM that adds into its output or a batched one is not tried");
         return;
+    }
     cublasLtMatmulHeuristicResult_t res[ZL_TUNE_CANDIDATES];
     int found = heuristic_candidates(p, res, ZL_TUNE_CANDIDATES);
     if (found < 1) return;
@@ -570,20 +563,16 @@ static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t
     unsigned long long ref[2], h[2];
     if (launch(p, g, &p->algo, s) != CUBLAS_STATUS_SUCCESS) goto done; /* the first answer: the reference bits */
     output_hash(g, s, ref);
-    if (gemm_table()) { /* the table's answer, taken ahead of time, or else the first answer: no timing */
-        zl_gemm_shape key = zl_cu_gemm_shape(g);
-        const zl_gemm_entry *te = zl_gemm_table_find(&g_table, &key);
-        if (te) {
-            take_table_algo(p, g, te, ref, s, log);
-            goto done;
-        }
+    if (te) { /* the table's answer, taken ahead of time, or else the first answer: no timing */
+        take_table_algo(p, g, te, ref, s, log);
+        goto done;
     }
     {
         cublasLtMatmulAlgo_t best = p->algo; /* the fastest candidate with the first answer's bits */
         float first_ms = time_algo(p, g, &p->algo, s, e0, e1), best_ms = -1.0f;
         for (int i = 0; i < found && first_ms > 0.0f; i++) {
             if (res[i].state != CUBLAS_STATUS_SUCCESS || !memcmp(&res[i].algo, &p->algo, sizeof p->algo) ||
-                !same_split(&res[i].algo, &p->algo))
+                !zl_cu_same_split(&res[i].algo, &p->algo))
                 continue;
             if (launch(p, g, &res[i].algo, s) != CUBLAS_STATUS_SUCCESS) continue;
             output_hash(g, s, h);
