@@ -555,13 +555,19 @@ static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t
     }
     cublasLtMatmulHeuristicResult_t res[ZL_TUNE_CANDIDATES];
     int found = heuristic_candidates(p, res, ZL_TUNE_CANDIDATES);
-    if (found < 1) return;
+    if (found < 1) {
+        if (te) refuse_table_entry(g, te, "the heuristic offers no algorithm");
+        return;
+    }
     const int log = env && !strcmp(env, "log");
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
     cudaCheck(cudaEventCreate(&e1));
     unsigned long long ref[2], h[2];
-    if (launch(p, g, &p->algo, s) != CUBLAS_STATUS_SUCCESS) goto done; /* the first answer: the reference bits */
+    if (launch(p, g, &p->algo, s) != CUBLAS_STATUS_SUCCESS) { /* the first answer: the reference bits */
+        if (te) refuse_table_entry(g, te, "the first answer does not run");
+        goto done;
+    }
     output_hash(g, s, ref);
     if (te) { /* the table's answer, taken ahead of time, or else the first answer: no timing */
         take_table_algo(p, g, te, ref, s, log);
