@@ -375,7 +375,7 @@ static cublasStatus_t launch(const gemm_plan *p, const gemm_args *g, const cubla
  * choices into a table that ZL_GEMM_TABLE hands the trainer (below).
  * gpt2-1.5b's DGELU product gains 1.64×. */
 #define ZL_TUNE_MARGIN 0.9f
-/* ZL_GEMM_MIN_OUTPUTS (cuda_common.cuh: bench_gemm_tune's tables heed it too). Equal bits on
+/* ZL_GEMM_MIN_OUTPUTS (common/gemm_table.h: a GEMM table holds no smaller GEMM). Equal bits on
  * one set of operands stand for the same order of accumulation only when the
  * output is large: each 16-bit output rounds away most of an fp32 reordering, so over a few
  * hundred outputs another order often leaves every bit alike. test_ckpt's model (D = 31,
@@ -443,7 +443,6 @@ static float time_algo(const gemm_plan *p, const gemm_args *g, const cublasLtMat
 }
 
 /* zl_cu_same_split (cuda_common.cuh): whether a candidate splits k as the first answer does. */
-
 
 /* The heuristic's top `want` for the plan (0 if it fails): the candidates a choice is made from. */
 static int heuristic_candidates(const gemm_plan *p, cublasLtMatmulHeuristicResult_t *res, int want) {
