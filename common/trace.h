@@ -128,8 +128,11 @@ typedef struct {
 /* Length of the union of iv[0..n); sorts and merges iv in place, returns the number of
  * disjoint intervals left in iv through *merged (may be NULL). */
 double zl_union_ms(zl_interval *iv, int n, int *merged);
-/* |∪comm \ ∪compute|: communication time not covered by compute. Reorders both arrays. */
-double zl_exposed_ms(zl_interval *compute, int n_compute, zl_interval *comm, int n_comm);
+/* |∪comm \ ∪compute|: communication time not covered by compute. Reorders both arrays; the
+ * uncovered pieces go to pieces (room for n_compute + n_comm; their count to *n_pieces if not
+ * NULL), sorted and disjoint: what the join waits keep of a step. */
+double zl_exposed_ms(zl_interval *compute, int n_compute, zl_interval *comm, int n_comm, zl_interval *pieces,
+                     int *n_pieces);
 /* For sorted, disjoint a and b (zl_union_ms's output): the pieces of a that b does not cover,
  * into out (room for na + nb), sorted and disjoint; returns how many. And |a ∩ b|. */
 int zl_subtract_intervals(const zl_interval *a, int na, const zl_interval *b, int nb, zl_interval *out);

@@ -645,10 +645,10 @@ Test(preflight, a_small_model_in_megabytes_and_only_useful_advice) {
  * Hand-worked cases: lengths read off the intervals, not computed by the code under test. */
 
 static double exposed(const double *compute, int nc, const double *comm, int nm) {
-    zl_interval c[8], m[8];
+    zl_interval c[8], m[8], pieces[16];
     for (int i = 0; i < nc; i++) c[i] = (zl_interval){compute[2 * i], compute[2 * i + 1]};
     for (int i = 0; i < nm; i++) m[i] = (zl_interval){comm[2 * i], comm[2 * i + 1]};
-    return zl_exposed_ms(c, nc, m, nm);
+    return zl_exposed_ms(c, nc, m, nm, pieces, NULL);
 }
 
 Test(trace, union_counts_overlaps_once) {
