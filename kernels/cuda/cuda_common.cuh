@@ -110,27 +110,6 @@ typedef struct {
     long long stride_a, stride_b, stride_d; /* C, when used, strides like D */
 } gemm_args;
 
-/* The configuration of a cuBLASLt algorithm as a GEMM table records it (common/gemm_table.h);
- * attributes an older cuBLASLt does not know stay 0. Each read at its type's size: a wrong size
- * makes the call fail and leave the value as it was. */
-static inline zl_gemm_algo zl_cu_algo_config(const cublasLtMatmulAlgo_t *a) {
-    int32_t id = 0, splitk = 0;
-    uint32_t tile = 0, stages = 0, reduction = 0, swizzle = 0, custom = 0;
-    uint16_t inner = 0, cluster = 0;
-    size_t w;
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction, sizeof reduction, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle, sizeof swizzle, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof custom, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &inner, sizeof inner, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster, &w);
-    zl_gemm_algo c = {id, (int)tile, (int)stages, splitk, (int)reduction, (int)swizzle, (int)custom, inner, cluster};
-    return c;
-}
-
 /* One attribute of an algorithm's configuration, of the size cublasLt.h gives it (a wrong size
  * makes the call fail and leaves the buffer as it was): 1 if read. */
 static inline int zl_cu_algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t attr, void *buf,
@@ -138,6 +117,25 @@ static inline int zl_cu_algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulA
     size_t written = 0;
     return cublasLtMatmulAlgoConfigGetAttribute(a, attr, buf, size, &written) == CUBLAS_STATUS_SUCCESS &&
            written == size;
+}
+
+/* The configuration of a cuBLASLt algorithm as a GEMM table records it (common/gemm_table.h);
+ * attributes an older cuBLASLt does not know stay 0 (zl_cu_algo_attr leaves what it cannot read). */
+static inline zl_gemm_algo zl_cu_algo_config(const cublasLtMatmulAlgo_t *a) {
+    int32_t id = 0, splitk = 0;
+    uint32_t tile = 0, stages = 0, reduction = 0, swizzle = 0, custom = 0;
+    uint16_t inner = 0, cluster = 0;
+    zl_cu_algo_attr(a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id);
+    zl_cu_algo_attr(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile);
+    zl_cu_algo_attr(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages);
+    zl_cu_algo_attr(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk);
+    zl_cu_algo_attr(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction, sizeof reduction);
+    zl_cu_algo_attr(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle, sizeof swizzle);
+    zl_cu_algo_attr(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof custom);
+    zl_cu_algo_attr(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &inner, sizeof inner);
+    zl_cu_algo_attr(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster);
+    zl_gemm_algo c = {id, (int)tile, (int)stages, splitk, (int)reduction, (int)swizzle, (int)custom, inner, cluster};
+    return c;
 }
 
 /* Split-K changes the order in which each output's products are added; candidates must split
@@ -162,7 +160,6 @@ static inline int zl_cu_same_split(const cublasLtMatmulAlgo_t *a, const cublasLt
            zl_cu_algo_attr(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &ca, sizeof ca) &&
            zl_cu_algo_attr(b, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cb, sizeof cb) && ta == tb && ca == cb;
 }
-
 
 /* The table's key of a GEMM (common/gemm_table.h). */
 static inline zl_gemm_shape zl_cu_gemm_shape(const gemm_args *g) {
