@@ -505,12 +505,14 @@ static const char *gemm_table_path(void) {
     const char *p = getenv("ZL_GEMM_TABLE");
     return p && *p ? p : NULL;
 }
-static int gemm_table_entries(const char *path) { /* the file's (args.c has loaded it once) */
-    zl_gemm_table t;
-    char err[512];
-    if (zl_gemm_table_load(path, &t, err, sizeof err)) return 0;
-    int n = t.n;
-    zl_gemm_table_free(&t);
+static int gemm_table_entries(const char *path) { /* the file's, read once for the line and the JSON */
+    static int n = -1;
+    if (n < 0) {
+        zl_gemm_table t;
+        char err[512];
+        n = 0; /* args.c has checked that it loads */
+        if (!zl_gemm_table_load(path, &t, err, sizeof err)) n = t.n, zl_gemm_table_free(&t);
+    }
     return n;
 }
 static const char *why_no_table(double taken) {
