@@ -935,6 +935,14 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
     return 1;
 }
 
+static int parse_double(const char *s, double lo, double hi, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || !(v >= lo && v <= hi)) return 0;
+    *out = v;
+    return 1;
+}
+
 static int parse_args(int argc, char **argv, options *o) {
     int margin_given = 0;
     o->dim = 4096, o->rows = 8192, o->layers = 8, o->bf16 = 0, o->algos = 16, o->reps = 10, o->rounds = 3,
@@ -954,17 +962,9 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(f, "--reps")) ok = parse_int(v, 1, 1000, &o->reps);
         else if (!strcmp(f, "--rounds")) ok = parse_int(v, 1, 100, &o->rounds);
         else if (!strcmp(f, "--warmup")) ok = parse_int(v, 0, 1000, &o->warmup);
-        else if (!strcmp(f, "--sustain")) {
-            char *end;
-            o->sustain = strtod(v, &end);
-            ok = *v != '\0' && *end == '\0' && o->sustain >= 0 && o->sustain <= 60;
-        }
+        else if (!strcmp(f, "--sustain")) ok = parse_double(v, 0, 60, &o->sustain);
         else if (!strcmp(f, "--table")) o->table = v, ok = *v != '\0';
-        else if (!strcmp(f, "--table-margin")) {
-            char *end;
-            o->table_margin = strtod(v, &end), margin_given = 1;
-            ok = *v != '\0' && *end == '\0' && o->table_margin >= -100 && o->table_margin <= 100;
-        }
+        else if (!strcmp(f, "--table-margin")) ok = parse_double(v, -100, 100, &o->table_margin), margin_given = 1;
         else ok = 0;
         if (!ok) return 0;
         i++;
