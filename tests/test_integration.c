@@ -260,6 +260,39 @@ Test(accum, stage1_N2_K3_equals_K1_three_times_the_rows) { check_accum_equivalen
 Test(accum, stage2_N2_K2_equals_K1_twice_the_rows) { check_accum_equivalence(2, 2, 2, 2); }
 Test(accum, stage3_N2_K3_equals_K1_three_times_the_rows) { check_accum_equivalence(3, 2, 3, 2); }
 
+/* With --accum, dW1 = xᵀ·dh is written by a step's first micro-batch (beta = 0) and added into by
+ * the others (beta = 1, C is D). The same-bits choice (kernels_cuda.cu) is made and checked on
+ * the first; the adding call must not inherit it (its bits were never checked at beta = 1) and is
+ * not tried itself (running it twice would add twice): it keeps the heuristic's first answer and,
+ * under ZL_GEMM_TUNE=log, says so. And the bits equal those of ZL_GEMM_TUNE=0. D = 512 gives
+ * dW1 4D·D = 2^20 outputs, the fewest a choice is made for. */
+Test(accum, the_adding_gemm_keeps_the_first_answer_and_the_bits) {
+    if (!zl_build_is_cuda()) cr_skip_test("the CPU backend has no cuBLASLt");
+    char j0[128], j1[128];
+    snprintf(j0, sizeof j0, "/tmp/zl_accg0_%d.json", getpid());
+    snprintf(j1, sizeof j1, "/tmp/zl_accg1_%d.json", getpid());
+    const char *cmd = "-n 1 {stage0_ddp} --dim 512 --layers 1 --batch 64 --accum 2 --steps 2 --quiet --json %s";
+    zl_run_result r;
+    setenv("ZL_GEMM_TUNE", "log", 1);
+    zl_run(&r, cmd, j1);
+    setenv("ZL_GEMM_TUNE", "0", 1);
+    zl_run_result r0;
+    zl_run(&r0, cmd, j0);
+    unsetenv("ZL_GEMM_TUNE");
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cr_assert_eq(r0.exit_code, 0, "%s", r0.err);
+    const char *write = strstr(r.err, "gemm-tune: backward dW1 = xᵀ·dh m=2048 n=512 k=64: first answer");
+    const char *add = strstr(r.err, "gemm-tune: backward dW1 = xᵀ·dh m=2048 n=512 k=64: it adds into its output "
+                                    "(C is D): not tried, first answer kept");
+    cr_expect(write, "no choice logged for the writing dW1: %s", r.err);
+    cr_expect(add, "the adding dW1 logged no plan of its own: %s", r.err);
+    cJSON *a = zl_load_json(j1), *b = zl_load_json(j0);
+    cr_expect_str_eq(zl_get(a, "param_hash")->valuestring, zl_get(b, "param_hash")->valuestring,
+                     "--accum 2: the same-bits choice changed the bits");
+    cJSON_Delete(a), cJSON_Delete(b);
+    unlink(j0), unlink(j1);
+}
+
 /* Activation checkpointing recomputes, deterministically: the same bits with and without. */
 static void check_checkpoint_bitwise(int stage, int N, const char *extra) {
     char a[128], b[128];

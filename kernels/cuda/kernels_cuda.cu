@@ -163,6 +163,7 @@ typedef struct {
     int type, transa, transb, m, n, k, lda, ldb, ldd, epilogue, ldaux;
     int align_a, align_b, align_c, align_d, align_bias, align_aux;
     int batch;
+    int adds; /* beta ≠ 0: a choice checked at beta = 0 says nothing of the bits at beta = 1 */
     long long stride_a, stride_b, stride_d;
 } gemm_key;
 
@@ -230,6 +231,10 @@ static gemm_key make_key(const gemm_args *g) {
      * class, which the heuristic also reads from the descriptor, and whole columns on the same */
     k.align_aux = epilogue_has_aux(g->epilogue) ? operand_align(g->aux, g->ldaux, 0, 1) : 0;
     k.batch = g->batch;
+    /* With --accum, dW1 and dW2 are written by a micro-batch's first backward (beta = 0) and
+     * added into by the others (beta = 1, C is D): one key for both made the second reuse the
+     * algorithm chosen, and its bits checked, on the first. */
+    k.adds = g->beta != 0.0f;
     k.stride_a = g->stride_a, k.stride_b = g->stride_b, k.stride_d = g->stride_d;
     return k;
 }
@@ -547,9 +552,20 @@ static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t
                       "want 0 (the heuristic's first answer), 1 (the same-bits choice; the default) or log");
     /* not: when asked, when running again would change an input (C is D), strided-batched
      * products, outputs too small for equal bits to mean the same order */
-    if ((env && !strcmp(env, "0")) || (g->beta != 0.0f && (!g->C || g->C == g->D)) || g->batch > 1 ||
-        (long long)g->m * g->n < ZL_GEMM_MIN_OUTPUTS) {
-        if (te) refuse_table_entry(g, te, "a GEMM that adds into its output or a batched one is not tried");
+    const int log = env && !strcmp(env, "log");
+    if (env && !strcmp(env, "0")) {
+        if (te) refuse_table_entry(g, te, "ZL_GEMM_TUNE=0");
+        return;
+    }
+    const char *not_tried = g->beta != 0.0f && (!g->C || g->C == g->D) ? "it adds into its output (C is D)"
+                            : g->batch > 1                              ? "it is strided-batched"
+                            : (long long)g->m * g->n < ZL_GEMM_MIN_OUTPUTS ? "fewer outputs than ZL_GEMM_MIN_OUTPUTS"
+                                                                          : NULL;
+    if (not_tried) {
+        if (te) refuse_table_entry(g, te, not_tried);
+        if (log && (long long)g->m * g->n >= ZL_GEMM_MIN_OUTPUTS) /* small ones: too many lines, nothing to win */
+            fprintf(stderr, "gemm-tune: %s m=%d n=%d k=%d: %s: not tried, first answer kept\n", g->what, g->m, g->n,
+                    g->k, not_tried);
         return;
     }
     cublasLtMatmulHeuristicResult_t res[ZL_TUNE_CANDIDATES];
@@ -558,7 +574,6 @@ static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t
         if (te) refuse_table_entry(g, te, "the heuristic offers no algorithm");
         return;
     }
-    const int log = env && !strcmp(env, "log");
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
     cudaCheck(cudaEventCreate(&e1));
