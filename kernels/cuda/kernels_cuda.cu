@@ -360,7 +360,8 @@ static cublasStatus_t launch(const gemm_plan *p, const gemm_args *g, const cubla
  * equal. The caller's own launch follows, so the outputs are the chosen algorithm's.
  * ZL_GEMM_TUNE=0 keeps the first answer; ZL_GEMM_TUNE=log makes the choice and prints it, one
  * line per configuration on stderr (every rank): the first answer's time before and after the
- * candidates, the fastest same-bits candidate's, and which was kept. */
+ * candidates, the fastest same-bits candidate's, and which was kept — or, for one of at least
+ * ZL_GEMM_MIN_OUTPUTS outputs that is not tried (it adds into its output, it is batched), why. */
 #define ZL_TUNE_CANDIDATES 8
 #define ZL_TUNE_LAUNCHES 3
 /* A candidate replaces the first answer only when at least 10 % faster: in-run timings (a few
