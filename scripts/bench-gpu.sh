@@ -76,10 +76,11 @@ for n in ${NS:-2 4}; do # NS: the rank counts (NS=8 on an 8-GPU node)
         zms=$(field ms "$z" summary:) pms=$(field ms "$p" peer:)
         # the medians of the timed steps: zerolab's final line "... ms/step (median M) ...", the peer's ms_median=
         zmed=$(grep -m1 -o '(median [0-9.]*)' "$z" | tr -d '()' | cut -d' ' -f2) pmed=$(field ms_median "$p" peer:)
+        # three decimals: a ratio of 1.146 printed as 1.15× would read as the 1.15× target met
         ratio=n/a mratio=n/a
-        [ -n "$zms" ] && [ -n "$pms" ] && ratio=$(awk -v z="$zms" -v p="$pms" 'BEGIN { printf "%.2f×", p / z }')
+        [ -n "$zms" ] && [ -n "$pms" ] && ratio=$(awk -v z="$zms" -v p="$pms" 'BEGIN { printf "%.3f×", p / z }')
         [ -n "$zmed" ] && [ -n "$pmed" ] &&
-            mratio=$(awk -v z="$zmed" -v p="$pmed" 'BEGIN { printf "%.1f / %.1f = %.2f×", z, p, p / z }')
+            mratio=$(awk -v z="$zmed" -v p="$pmed" 'BEGIN { printf "%.1f / %.1f = %.3f×", z, p, p / z }')
         # rank 0's median SM clock and energy a step (measured by the energy counter, or ~ median
         # power × median step) from each side's JSON clocks: zerolab's report (common/clocks.h),
         # the peer's (bench/nvml_clocks.py)

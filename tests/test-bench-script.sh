@@ -52,14 +52,14 @@ out=$(cd "$tmp/repo" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" MPIEXE
     fail "exit $?: $out"
 has() { grep -qF -- "$1" <<< "$out" || fail "no '$1' in: $out"; }
 has "| SM MHz, zerolab / PyTorch | J a step (W by the energy counter), zerolab / PyTorch (~: estimated) |"
-# stage 1, N = 2: 103 vs 113 ms (1.10×), medians 101 vs 112 (1.11×); zerolab's energy measured
+# stage 1, N = 2: 103 vs 113 ms (1.097×), medians 101 vs 112 (1.109×); zerolab's energy measured
 # (69.4 J), the peer's estimated: 655 W × 112 ms = 73.36 J
-has "| stage1 vs ZeroRedundancyOptimizer | 2 | 103.0 · 500 | 113.0 · 450 | 1.10× | 101.0 / 112.0 = 1.11× | 1410 / 1450 | 69.4 (703 W) / ~73.4 |"
+has "| stage1 vs ZeroRedundancyOptimizer | 2 | 103.0 · 500 | 113.0 · 450 | 1.097× | 101.0 / 112.0 = 1.109× | 1410 / 1450 | 69.4 (703 W) / ~73.4 |"
 # stage 0, N = 4: 104 vs 114 ms, medians 102 vs 113; zerolab's estimated, 700 W × 102 ms = 71.4 J,
 # the peer's measured (72.5 J)
-has "| stage0_ddp vs DDP + fp32 master | 4 | 104.0 · 500 | 114.0 · 450 | 1.10× | 102.0 / 113.0 = 1.11× | 1400 / 1450 | ~71.4 / 72.5 (698 W) |"
+has "| stage0_ddp vs DDP + fp32 master | 4 | 104.0 · 500 | 114.0 · 450 | 1.096× | 102.0 / 113.0 = 1.108× | 1400 / 1450 | ~71.4 / 72.5 (698 W) |"
 # stage 3: the peer read no clocks
-has "| stage3 vs FSDP2 fully_shard | 2 | 105.0 · 500 | 115.0 · 450 | 1.10× | 103.0 / 114.0 = 1.11× | 1430 / none | ~72.1 / none |"
+has "| stage3 vs FSDP2 fully_shard | 2 | 105.0 · 500 | 115.0 · 450 | 1.095× | 103.0 / 114.0 = 1.107× | 1430 / none | ~72.1 / none |"
 # stage 2 at N = 4: zerolab failed, so no ratio, clock or energy on its side
 has "| stage2 vs FSDP1 SHARD_GRAD_OP | 4 | failed | 116.0 · 450 | n/a | n/a | ? / 1450 | ? / ~75.3 |"
 [ "$(grep -c '^| stage[0-9]' <<< "$out")" -eq 8 ] || fail "want 8 rows: $out"
