@@ -32,7 +32,8 @@
  * epilogues off one by one, 0 = all; the GPU test runs the fused and unfused paths.
  *
  * cuBLASLt descriptors, layouts and the algorithm are cached per GEMM configuration
- * (shape, transposes, epilogue, operands' alignment: operand_align), so after the first step
+ * (shape, transposes, epilogue, operands' alignment: operand_align; whether it adds into its
+ * output, beta ≠ 0), so after the first step
  * a GEMM costs one attribute update and one launch. The algorithm is the heuristic's first answer, or, timed
  * on the configuration's first call, a faster one of its top 8 that writes the same bits
  * (choose_same_bits_algo). Nothing here allocates device memory:
@@ -158,14 +159,18 @@ static cublasLtHandle_t lt_handle(void) {
 }
 
 
-/* Everything the heuristic's answer may depend on. All ints: compared with memcmp. */
+/* Everything the heuristic's answer may depend on, and whether the GEMM adds into its output
+ * (adds: beta ≠ 0 — the heuristic does not read beta, but the same-bits choice, checked at
+ * beta = 0, says nothing of the bits at beta = 1). Compared with memcmp: every byte is a field. */
 typedef struct {
     int type, transa, transb, m, n, k, lda, ldb, ldd, epilogue, ldaux;
     int align_a, align_b, align_c, align_d, align_bias, align_aux;
     int batch;
-    int adds; /* beta ≠ 0: a choice checked at beta = 0 says nothing of the bits at beta = 1 */
+    int adds;
+    int zero; /* 0: an even count of ints, so no padding lies before the long longs */
     long long stride_a, stride_b, stride_d;
 } gemm_key;
+static_assert(sizeof(gemm_key) == 20 * sizeof(int) + 3 * sizeof(long long), "gemm_key has padding: memcmp would read it");
 
 typedef struct {
     gemm_key key;
@@ -231,9 +236,10 @@ static gemm_key make_key(const gemm_args *g) {
      * class, which the heuristic also reads from the descriptor, and whole columns on the same */
     k.align_aux = epilogue_has_aux(g->epilogue) ? operand_align(g->aux, g->ldaux, 0, 1) : 0;
     k.batch = g->batch;
-    /* With --accum, dW1 and dW2 are written by a micro-batch's first backward (beta = 0) and
-     * added into by the others (beta = 1, C is D): one key for both made the second reuse the
-     * algorithm chosen, and its bits checked, on the first. */
+    /* With --accum, dW1 is written by the backward of a step's first micro-batch (beta = 0) and
+     * added into by the step's other micro-batches (beta = 1, C is D) — dW2 and the GPT's linear
+     * dW too where the BGRADA epilogue is off: one key for both made the adding calls reuse the
+     * algorithm chosen, and its bits checked, at beta = 0. */
     k.adds = g->beta != 0.0f;
     k.stride_a = g->stride_a, k.stride_b = g->stride_b, k.stride_d = g->stride_d;
     return k;
@@ -243,10 +249,10 @@ static void describe_gemm(char *buf, size_t len, const gemm_args *g) {
     gemm_key k = make_key(g);
     snprintf(buf, len,
              "%s: %s batch=%d m=%d n=%d k=%d op(A)=%c op(B)=%c lda=%d ldb=%d ldd=%d epilogue=%d, "
-             "align A/B/C/D=%d/%d/%d/%d",
+             "align A/B/C/D=%d/%d/%d/%d, beta=%g",
              g->what, g->type == CUDA_R_16BF ? "bf16" : "fp16", g->batch, g->m, g->n, g->k,
              g->transa == CUBLAS_OP_T ? 'T' : 'N', g->transb == CUBLAS_OP_T ? 'T' : 'N', g->lda, g->ldb, g->ldd,
-             (int)g->epilogue, k.align_a, k.align_b, k.align_c, k.align_d);
+             (int)g->epilogue, k.align_a, k.align_b, k.align_c, k.align_d, (double)g->beta);
 }
 
 /* What every algorithm must satisfy: the 32 MiB workspace, fp32 split-K partial sums, the
