@@ -564,13 +564,14 @@ static void choose_same_bits_algo(gemm_plan *p, const gemm_args *g, cudaStream_t
         if (te) refuse_table_entry(g, te, "ZL_GEMM_TUNE=0");
         return;
     }
+    const int small = (long long)g->m * g->n < ZL_GEMM_MIN_OUTPUTS;
     const char *not_tried = g->beta != 0.0f && (!g->C || g->C == g->D) ? "it adds into its output (C is D)"
                             : g->batch > 1                              ? "it is strided-batched"
-                            : (long long)g->m * g->n < ZL_GEMM_MIN_OUTPUTS ? "fewer outputs than ZL_GEMM_MIN_OUTPUTS"
-                                                                          : NULL;
+                            : small                                     ? "fewer outputs than ZL_GEMM_MIN_OUTPUTS"
+                                                                        : NULL;
     if (not_tried) {
         if (te) refuse_table_entry(g, te, not_tried);
-        if (log && (long long)g->m * g->n >= ZL_GEMM_MIN_OUTPUTS) /* small ones: too many lines, nothing to win */
+        if (log && !small) /* small ones: too many lines, nothing to win */
             fprintf(stderr, "gemm-tune: %s m=%d n=%d k=%d: %s: not tried, first answer kept\n", g->what, g->m, g->n,
                     g->k, not_tried);
         return;
