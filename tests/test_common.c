@@ -4,6 +4,8 @@
  * brute-force loops and numbers worked out by hand, never the function under test. */
 #define _POSIX_C_SOURCE 200809L /* setenv, nanosleep: the clock-reader test */
 #include <criterion/criterion.h>
+#include <ctype.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -816,6 +818,56 @@ Test(gemm_table, refuses_what_it_cannot_use) {
     unlink(path);
     cr_expect_eq(zl_gemm_table_load(path, &tb, err, sizeof err), -1);
     cr_expect(strstr(err, "cannot open"), "%s", err);
+}
+
+/* The tables committed under tables/ (PRESET-GPU.json, the name scripts/bench-gpu.sh looks for):
+ * each loads, was made on the GPU its name says (bench-gpu.sh takes the first "H" and three digits
+ * of nvidia-smi's name; the trainer refuses a table from another GPU, so a misnamed one would
+ * silently go unused), and every entry is one of its preset's block GEMMs: for the MLP, m, n and k
+ * are D, 4D and the rows per rank in some order (taken here from args.c's preset, not the table). */
+Test(gemm_table, the_committed_tables_load_and_fit_their_names) {
+    DIR *d = opendir("tables");
+    cr_assert_not_null(d, "run from the repository root: no tables/");
+    int seen = 0;
+    for (struct dirent *f; (f = readdir(d));) {
+        size_t len = strlen(f->d_name);
+        if (len < 6 || strcmp(f->d_name + len - 5, ".json")) continue;
+        char name[256], path[512], err[512];
+        snprintf(name, sizeof name, "%.*s", (int)(len - 5), f->d_name);
+        snprintf(path, sizeof path, "tables/%s", f->d_name);
+        char *dash = strrchr(name, '-');
+        cr_assert_not_null(dash, "%s: want PRESET-GPU.json", path);
+        *dash = '\0';
+        const char *gpu = dash + 1, *preset = name;
+        zl_gemm_table t;
+        cr_assert_eq(zl_gemm_table_load(path, &t, err, sizeof err), 0, "%s", err);
+        const char *h = strchr(t.gpu, 'H');
+        while (h && !(isdigit((unsigned char)h[1]) && isdigit((unsigned char)h[2]) && isdigit((unsigned char)h[3])))
+            h = strchr(h + 1, 'H');
+        cr_assert_not_null(h, "%s: made on '%s', no H and three digits in it", path, t.gpu);
+        cr_expect(tolower((unsigned char)h[0]) == gpu[0] && !strncmp(h + 1, gpu + 1, 3) && strlen(gpu) == 4,
+                  "%s: named for '%s', made on '%s'", path, gpu, t.gpu);
+        zl_config c;
+        char line[300];
+        snprintf(line, sizeof line, "--preset %s", preset);
+        cr_assert_eq(parse(0, err, &c, line), ZL_ARGS_OK, "%s: %s", path, err);
+        cr_assert_eq(c.model, ZL_MODEL_MLP, "%s: a GPT preset's GEMMs need their own shapes here", path);
+        cr_expect_gt(t.n, 0, "%s: no entries", path);
+        for (int i = 0; i < t.n; i++) {
+            const zl_gemm_shape *s = &t.e[i].shape;
+            long long want[3] = {c.dim, 4LL * c.dim, c.batch}, got[3] = {s->m, s->n, s->k};
+            int used[3] = {0, 0, 0}, matched = 0;
+            for (int a = 0; a < 3; a++)
+                for (int b = 0; b < 3; b++)
+                    if (!used[b] && got[a] == want[b]) { used[b] = 1, matched++; break; }
+            cr_expect_eq(matched, 3, "%s: gemms[%d] (%s) is %d x %d x %d, not a GEMM of %s (D = %d, rows %d)", path,
+                         i, t.e[i].what, s->m, s->n, s->k, preset, c.dim, c.batch);
+        }
+        zl_gemm_table_free(&t);
+        seen++;
+    }
+    closedir(d);
+    cr_expect_gt(seen, 0, "no tables/*.json");
 }
 
 /* ---- throughput: model FLOPs per token and MFU (PaLM's convention) ---------------- */
