@@ -106,6 +106,13 @@ static cJSON *manifest_json(const zl_ckpt_manifest *m) {
     cJSON_AddNumberToObject(j, "rows_per_rank", m->shape.rows);
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)m->seed);
     cJSON_AddStringToObject(j, "seed", buf);
+    if (m->data.kind == ZL_CKPT_DATA_SYNTHETIC) cJSON_AddStringToObject(j, "data", "synthetic");
+    if (m->data.kind == ZL_CKPT_DATA_TEXT) {
+        cJSON *d = cJSON_AddObjectToObject(j, "data");
+        cJSON_AddNumberToObject(d, "bytes", (double)m->data.bytes);
+        hex64(buf, m->data.xxh3);
+        cJSON_AddStringToObject(d, "xxh3_64", buf);
+    }
     cJSON_AddNumberToObject(j, "params", (double)m->part.psi);
     cJSON_AddNumberToObject(j, "params_padded", (double)m->part.psi_pad);
     cJSON *units = cJSON_AddObjectToObject(j, "units");
@@ -166,14 +173,6 @@ static int write_all(int fd, const void *p, size_t n) {
         c += w, n -= (size_t)w;
     }
     return 0;
-}
-
-static int fsync_path(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno;
-    int e = fsync(fd) ? errno : 0;
-    close(fd);
-    return e == EINVAL ? 0 : e; /* some file systems cannot fsync a directory */
 }
 
 int zl_ckpt_write_manifest(const char *dir, const zl_ckpt_manifest *m) {
@@ -381,6 +380,23 @@ static int parse_categories(ctx *c, const cJSON *j, zl_ckpt_manifest *m) {
     return 0;
 }
 
+/* "data" (the GPT's; absent in an MLP's and in checkpoints written before it was recorded):
+ * "synthetic", or {"bytes", "xxh3_64"} of the --data text. */
+static int parse_data(ctx *c, const cJSON *j, zl_ckpt_manifest *m) {
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "data");
+    double bytes;
+    const char *h;
+    if (!d) return 0;
+    if (m->shape.kind != ZL_MODEL_GPT) return msg(c->err, c->n, "%s: field 'data': only a GPT reads a text", c->file);
+    if (cJSON_IsString(d) && !strcmp(d->valuestring, "synthetic")) return m->data.kind = ZL_CKPT_DATA_SYNTHETIC, 0;
+    if (!cJSON_IsObject(d) || get_int(c, d, "bytes", 1, 9007199254740992.0, &bytes) ||
+        !(h = get_str(c, d, "xxh3_64")) || parse_hex64(h, &m->data.xxh3))
+        return msg(c->err, c->n, "%s: field 'data': expected \"synthetic\" or {\"bytes\": n, \"xxh3_64\": 16 hex "
+                   "digits}", c->file);
+    m->data.kind = ZL_CKPT_DATA_TEXT, m->data.bytes = (uint64_t)bytes;
+    return 0;
+}
+
 static int parse_progress(ctx *c, const cJSON *j, zl_ckpt_manifest *m) {
     double v;
     if (get_int(c, j, "step", 0, 2e9, &v)) return -1;
@@ -465,7 +481,7 @@ int zl_ckpt_read_manifest(const char *dir, zl_ckpt_manifest *m, char *err, size_
     cJSON *j = rc ? NULL : cJSON_ParseWithLength(text, len);
     if (!rc && !cJSON_IsObject(j)) rc = msg(err, n, "%s: not a JSON object", path);
     if (!rc)
-        rc = parse_model(&c, j, m) || parse_units(&c, j, m) || parse_categories(&c, j, m) ||
+        rc = parse_model(&c, j, m) || parse_data(&c, j, m) || parse_units(&c, j, m) || parse_categories(&c, j, m) ||
                      parse_progress(&c, j, m) || parse_files(&c, j, m)
                  ? -1
                  : 0;
@@ -478,6 +494,29 @@ void zl_ckpt_manifest_free(zl_ckpt_manifest *m) {
     zl_partition_free(&m->part);
     free(m->file_hash);
     m->file_hash = NULL;
+}
+
+int zl_ckpt_data_of(const zl_config *c, zl_ckpt_data *d, char *err, size_t n) {
+    *d = (zl_ckpt_data){ZL_CKPT_DATA_UNRECORDED, 0, 0};
+    if (c->model != ZL_MODEL_GPT) return 0;
+    if (!c->data_path[0]) return d->kind = ZL_CKPT_DATA_SYNTHETIC, 0;
+    int fd = open(c->data_path, O_RDONLY | O_CLOEXEC), e = fd < 0 ? errno : 0;
+    if (fd < 0) return msg(err, n, "--data '%s': %s", c->data_path, strerror(e)), e;
+    unsigned char buf[1 << 16];
+    XXH3_state_t s;
+    XXH3_64bits_reset(&s);
+    for (;;) {
+        ssize_t got = read(fd, buf, sizeof buf);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) e = errno;
+        if (got <= 0) break;
+        XXH3_64bits_update(&s, buf, (size_t)got);
+        d->bytes += (uint64_t)got;
+    }
+    close(fd);
+    if (e) return msg(err, n, "--data '%s': %s", c->data_path, strerror(e)), e;
+    d->kind = ZL_CKPT_DATA_TEXT, d->xxh3 = XXH3_64bits_digest(&s);
+    return 0;
 }
 
 int zl_ckpt_verify_file(const char *dir, const zl_ckpt_manifest *m, int r, void *buf, size_t cap, char *err, size_t n) {
@@ -635,14 +674,18 @@ struct zl_ckpt {
     void *staging; /* host, staging_bytes: category ckpt_staging */
     size_t staging_bytes;
     zl_ckpt_progress start; /* where this run started */
+    zl_ckpt_data data;      /* rank 0, with --save: what the GPT reads, for the manifest */
 };
 
 zl_ckpt *zl_ckpt_create(const zl_runtime *rt, const zl_partition *part, zl_model_shape shape, int stage) {
     zl_ckpt *ck = zl_host_calloc(1, sizeof *ck);
-    *ck = (zl_ckpt){rt, part, shape, stage, NULL, 0, {0}};
+    *ck = (zl_ckpt){rt, part, shape, stage, NULL, 0, {0}, {0}};
     size_t elems = part->max_unit_pad < ZL_CKPT_CHUNK_ELEMS ? part->max_unit_pad : ZL_CKPT_CHUNK_ELEMS;
     ck->staging_bytes = 4 * elems;
     ck->staging = zl_mem_alloc(ZL_MEM_CKPT_STAGING, ck->staging_bytes, "checkpoint staging (host)");
+    char err[ZL_PATH_MAX + 128];
+    int e = rt->rank == 0 && rt->cfg.save_dir[0] ? zl_ckpt_data_of(&rt->cfg, &ck->data, err, sizeof err) : 0;
+    if (e) zl_fatal("%s", err); /* the model read it moments ago */
     return ck;
 }
 
@@ -792,7 +835,42 @@ static int count_entries(const char *dir, int *foreign, char *first, size_t n) {
     return entries;
 }
 
-int zl_ckpt_probe_dir(const char *dir, char *m, size_t n) {
+/* A save first clears DIR.zl-tmp (what a killed save left), and on a file system without
+ * RENAME_EXCHANGE DIR.zl-old: neither may be the checkpoint this run resumes from. */
+static int resume_is_scratch(const char *dir, const char *resume, char *m, size_t n) {
+    struct stat r, s;
+    char path[ZL_PATH_MAX + 32];
+    if (!resume[0] || stat(resume, &r)) return 0;
+    static const char *const scratch[] = {".zl-tmp", ".zl-old"};
+    for (int i = 0; i < 2; i++) {
+        sibling(path, sizeof path, dir, scratch[i]);
+        if (!stat(path, &s) && s.st_dev == r.st_dev && s.st_ino == r.st_ino)
+            return msg(m, n, "--resume '%s': a save into '%s' clears this directory (as '%s') before its new "
+                       "checkpoint is in place: rename it first, or save elsewhere", resume, dir, path);
+    }
+    return 0;
+}
+
+/* DIR.zl-tmp holds a whole checkpoint newer than DIR's (or DIR has none): a save ended between
+ * its manifest and its rename, and the next save would clear the newest state there is. */
+static int newer_in_tmp(const char *dir, char *m, size_t n) {
+    char tmp[ZL_PATH_MAX + 32], e[ZL_PATH_MAX + 256];
+    sibling(tmp, sizeof tmp, dir, ".zl-tmp");
+    zl_ckpt_manifest t, d;
+    int whole = !zl_ckpt_read_manifest(tmp, &t, e, sizeof e), has = !zl_ckpt_read_manifest(dir, &d, e, sizeof e);
+    int newer = whole && (!has || t.at.step > d.at.step);
+    if (newer && has)
+        msg(m, n, "--save: '%s' holds a whole checkpoint at step %d, newer than '%s' (step %d), that no save put in "
+            "place (its job ended before the rename): rename it to '%s' (zlckpt verify first) or remove it", tmp,
+            t.at.step, dir, d.at.step, dir);
+    else if (newer)
+        msg(m, n, "--save: '%s' holds a whole checkpoint that no save put in place, and '%s' none: rename it to '%s' "
+            "(zlckpt verify first) or remove it", tmp, dir, dir);
+    zl_ckpt_manifest_free(&t), zl_ckpt_manifest_free(&d);
+    return newer;
+}
+
+int zl_ckpt_probe_dir(const char *dir, const char *resume_dir, char *m, size_t n) {
     struct stat st;
     char path[ZL_PATH_MAX + 32], name[ZL_PATH_MAX];
     sibling(name, sizeof name, dir, ""); /* without trailing slashes, as the save names it */
@@ -830,12 +908,14 @@ int zl_ckpt_probe_dir(const char *dir, char *m, size_t n) {
                 "move it out", dir, foreign_name);
             return EEXIST;
         }
+        if (newer_in_tmp(dir, m, n)) return EEXIST;
         if (access(dir, W_OK | X_OK)) { /* the save swaps DIR out and empties it: found after training, too late */
             int e = errno;
             msg(m, n, "--save: cannot write '%s': %s", dir, strerror(e));
             return e;
         }
     }
+    if (resume_is_scratch(dir, resume_dir, m, n)) return EINVAL;
     sibling(path, sizeof path, dir, ".zl-tmp");
     if (!lstat(path, &st) &&
         (!S_ISDIR(st.st_mode) || (count_entries(path, &foreign, foreign_name, sizeof foreign_name), foreign))) {
@@ -897,7 +977,8 @@ static int publish(zl_ckpt *ck, int has_params, zl_ckpt_progress at, const uint6
                    char *what, size_t n) {
     const char *dir = ck->rt->cfg.save_dir;
     zl_ckpt_manifest m = {.version = ZL_CKPT_VERSION, .shape = ck->shape, .dtype = zl_kernels_dtype(),
-                          .stage = ck->stage, .world = ck->rt->world, .seed = ck->rt->cfg.seed, .part = *ck->part,
+                          .stage = ck->stage, .world = ck->rt->world, .seed = ck->rt->cfg.seed, .data = ck->data,
+                          .part = *ck->part,
                           .has_params = has_params, .at = at, .file_hash = (uint64_t *)hashes};
     for (int c = 0; c < ZL_CKPT_NCAT; c++) m.file_bytes += zl_ckpt_cat_bytes(&m, c);
     char old[ZL_PATH_MAX + 32], parent[ZL_PATH_MAX];
@@ -909,7 +990,7 @@ static int publish(zl_ckpt *ck, int has_params, zl_ckpt_progress at, const uint6
     int had = !stat(dir, &st);
     if (had && chmod(tmp, st.st_mode & 07777)) /* the previous DIR's permissions: a chmod 700 stays */
         return snprintf(what, n, "chmod %s", tmp), errno;
-    if ((e = fsync_path(tmp))) return snprintf(what, n, "%s", tmp), e;
+    if ((e = zl_fsync_path(tmp))) return snprintf(what, n, "%s", tmp), e;
     if (!had) { /* no previous checkpoint */
         if (rename(tmp, dir)) return snprintf(what, n, "rename %s -> %s", tmp, dir), errno;
     } else if (!renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE)) {
@@ -920,7 +1001,7 @@ static int publish(zl_ckpt *ck, int has_params, zl_ckpt_progress at, const uint6
         if (rename(tmp, dir)) return snprintf(what, n, "rename %s -> %s", tmp, dir), errno;
         remove_checkpoint_dir(old);
     }
-    if ((e = fsync_path(parent))) return snprintf(what, n, "%s", parent), e;
+    if ((e = zl_fsync_path(parent))) return snprintf(what, n, "%s", parent), e;
     return 0;
 }
 
@@ -963,6 +1044,7 @@ static void save(zl_ckpt *ck, zl_ckpt_owned o, zl_ckpt_progress at, zl_stream s)
     if (rt->rank == 0) e = publish(ck, o.params_layout == ZL_CKPT_SLICES, at, hashes, tmp, what, sizeof what);
     if (rt->rank == 0 && hashes != ck->staging) free(hashes);
     mpiCheck(MPI_Bcast(&e, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (e) mpiCheck(MPI_Bcast(what, (int)sizeof what, MPI_CHAR, 0, MPI_COMM_WORLD)); /* rank 0 knows what failed */
     if (e) zl_fatal("--save: %s: %s", what, strerror(e));
     struct stat st;
     zl_ckpt_rank_path(path, sizeof path, rt->cfg.save_dir, rt->rank);
@@ -1001,6 +1083,28 @@ static void scale_flag(char *out, size_t n, int dynamic, float scale) {
     else snprintf(out, n, "%g", scale);
 }
 
+/* The GPT's data stream walks its --data text (or the synthetic tokens): another text, or none,
+ * would continue from the same row of different data. */
+static void data_words(char *out, size_t n, const zl_ckpt_data *d, const char *path) {
+    if (d->kind == ZL_CKPT_DATA_SYNTHETIC) snprintf(out, n, "the synthetic token stream (no --data)");
+    else if (path) snprintf(out, n, "--data '%s' (%llu bytes, XXH3-64 %016llx)", path, (unsigned long long)d->bytes,
+                            (unsigned long long)d->xxh3);
+    else snprintf(out, n, "a --data text of %llu bytes, XXH3-64 %016llx", (unsigned long long)d->bytes,
+                  (unsigned long long)d->xxh3);
+}
+
+static int same_data(const zl_ckpt_manifest *m, const char *dir, const zl_config *c, char *err, size_t n) {
+    if (m->data.kind == ZL_CKPT_DATA_UNRECORDED) return 0; /* an MLP, or written before it was recorded */
+    zl_ckpt_data d;
+    char e[ZL_PATH_MAX + 128], was[ZL_PATH_MAX + 96], is[ZL_PATH_MAX + 96];
+    if (zl_ckpt_data_of(c, &d, e, sizeof e)) return msg(err, n, "%s", e);
+    if (d.kind == m->data.kind && d.bytes == m->data.bytes && d.xxh3 == m->data.xxh3) return 0;
+    data_words(was, sizeof was, &m->data, NULL);
+    data_words(is, sizeof is, &d, c->data_path);
+    return msg(err, n, "%s: trained on %s, this run reads %s (%s to continue it)", dir, was, is,
+               m->data.kind == ZL_CKPT_DATA_SYNTHETIC ? "drop --data" : "give --data the same text");
+}
+
 static int same_training(const zl_ckpt_manifest *m, const char *dir, const zl_config *c, char *err, size_t n) {
     const zl_loss_scaler *sc = &m->at.scaler;
     if (m->seed != c->seed)
@@ -1019,7 +1123,7 @@ static int same_training(const zl_ckpt_manifest *m, const char *dir, const zl_co
     if (sc->dynamic && sc->window != c->loss_scale_window)
         return msg(err, n, "%s: its loss scaler doubles after %d clean steps, this run's after %d (give "
                    "--loss-scale-window %d to continue it)", dir, sc->window, c->loss_scale_window, sc->window);
-    return 0;
+    return same_data(m, dir, c, err, n);
 }
 
 void zl_ckpt_check_resume(zl_runtime *rt, zl_model_shape shape) {

@@ -100,13 +100,27 @@ void zl_ckpt_save_if_due(zl_ckpt *ck, zl_ckpt_owned o, int step, int adam_step, 
  * r, r + N, …); on any fault every rank exits 2, one line from the lowest faulty rank. */
 void zl_ckpt_check_resume(zl_runtime *rt, zl_model_shape shape);
 /* Rank 0, at start-up (outputs.c): can DIR be written, and replaced whole (new, empty, or a
- * checkpoint holding nothing a save does not write)? 0, or errno with msg filled. */
-int zl_ckpt_probe_dir(const char *dir, char *msg, size_t n);
+ * checkpoint holding nothing a save does not write)? Nor may the save clear what is still
+ * needed: the --resume directory (resume_dir, "" for none) when it is DIR.zl-tmp or DIR.zl-old,
+ * or a whole checkpoint in DIR.zl-tmp newer than DIR's (a save cut before its rename).
+ * 0, or errno with msg filled. */
+int zl_ckpt_probe_dir(const char *dir, const char *resume_dir, char *msg, size_t n);
 
 /* ---- the format (no MPI, no device: zlckpt and the fuzz test use these) ----------- */
 
 enum { ZL_CKPT_MASTER = 0, ZL_CKPT_M, ZL_CKPT_V, ZL_CKPT_PARAMS, ZL_CKPT_NCAT };
 const char *zl_ckpt_cat_name(int cat); /* "master_fp32", "adam_m", "adam_v", "params" */
+
+/* What the GPT trained on: its data stream is the seed's walk over this (--data), so a resumed
+ * run must read the same. An MLP's data is the seed's alone: nothing recorded. */
+typedef enum { ZL_CKPT_DATA_UNRECORDED = 0, ZL_CKPT_DATA_SYNTHETIC, ZL_CKPT_DATA_TEXT } zl_ckpt_data_kind;
+typedef struct {
+    zl_ckpt_data_kind kind; /* UNRECORDED: an MLP, or a GPT checkpoint written before this was */
+    uint64_t bytes, xxh3;   /* TEXT: the file's size and XXH3-64 */
+} zl_ckpt_data;
+/* This run's data: the synthetic token stream, or the --data file read and hashed (0, or errno
+ * with msg filled). */
+int zl_ckpt_data_of(const zl_config *c, zl_ckpt_data *d, char *msg, size_t n);
 
 typedef struct {
     int version;
@@ -114,6 +128,7 @@ typedef struct {
     zl_dtype dtype;       /* storage format of the fp16/bf16 params */
     int stage, world;
     uint64_t seed;
+    zl_ckpt_data data;    /* the GPT's --data ("data" in the manifest; absent in older checkpoints) */
     zl_partition part;    /* the writing run's partition (from the unit sizes and world) */
     int has_params;       /* the params category is present (stage 3) */
     zl_ckpt_progress at;

@@ -86,7 +86,7 @@ static int inside_save_dir(const output *o, const zl_config *c) {
 }
 
 static int open_all(const zl_runtime *rt, char *msg, size_t n) {
-    if (rt->cfg.save_dir[0] && zl_ckpt_probe_dir(rt->cfg.save_dir, msg, n)) return 1; /* --save DIR */
+    if (rt->cfg.save_dir[0] && zl_ckpt_probe_dir(rt->cfg.save_dir, rt->cfg.resume_dir, msg, n)) return 1; /* --save DIR */
     g_out[ZL_OUT_JSON] = (output){"--json", rt->cfg.json_path, NULL, 0, 0, 0};
     g_out[ZL_OUT_DUMP] = (output){"--dump-params", rt->cfg.dump_path, NULL, 0, 0, 0};
     g_out[ZL_OUT_TRACE] = (output){"--trace", rt->cfg.trace_path, NULL, 0, 0, 0};

@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static volatile int g_ending;
 void zl_set_ending(void) { g_ending = 1; }
@@ -94,6 +97,14 @@ void *zl_host_calloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) zl_fatal("out of host memory (%zu x %zu bytes)", n, size);
     return p;
+}
+
+int zl_fsync_path(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    int e = fsync(fd) ? errno : 0;
+    close(fd);
+    return e == EINVAL ? 0 : e;
 }
 
 void zl_path_parent(char *out, size_t n, const char *path) {

@@ -196,6 +196,58 @@ Test(resume, gpt_saved_by_stage2_resumed_by_stage3) {
     rm_rf(dir);
 }
 
+/* The GPT's data stream is the seed's walk over its --data text: a resume that read another text,
+ * or none, continued from the same row of other data and exited 0. The manifest records the text
+ * (its size and XXH3-64, or "synthetic"); the same text resumes bit for bit, another is refused. */
+Test(resume, a_gpt_resumes_on_its_own_data_only) {
+    int N = zl_max_world() < 2 ? 1 : 2;
+    char dir[256], synth[256], other[256], straight[17], resumed[17], unused[17], cmd[700];
+    tmp_path(dir, sizeof dir, "gptdata");
+    tmp_path(synth, sizeof synth, "gptsynth");
+    tmp_path(other, sizeof other, "other.txt");
+    rm_rf(dir), rm_rf(synth);
+    const char *gpt = "--preset gpt-tiny --quiet --data data/persuasion.txt";
+    run_ok(straight, "-n %d {stage1} %s --steps 4", N, gpt);
+    run_ok(unused, "-n %d {stage1} %s --steps 2 --save %s", N, gpt, dir);
+    struct stat st;
+    cr_assert_eq(stat("data/persuasion.txt", &st), 0);
+    cJSON *m = manifest_of(dir);
+    cr_expect(zl_num(m, "data.bytes") == (double)st.st_size, "data.bytes %.0f, the text has %lld",
+              zl_num(m, "data.bytes"), (long long)st.st_size);
+    cr_expect(zl_get(m, "data.xxh3_64") && strlen(zl_get(m, "data.xxh3_64")->valuestring) == 16);
+    cJSON_Delete(m);
+    run_ok(resumed, "-n %d {stage2} %s --steps 2 --resume %s", N, gpt, dir);
+    cr_expect_str_eq(resumed, straight, "GPT on a text, N=%d: 2 saved + 2 resumed steps differ from 4 steps", N);
+    zl_run_result r;
+    char want[96];
+    snprintf(want, sizeof want, "data        a --data text of %lld bytes, XXH3-64 ", (long long)st.st_size);
+    zl_run_plain(&r, "%s/../zlckpt inspect %s", zl_build_dir(), dir);
+    cr_expect(r.exit_code == 0 && strstr(r.out, want), "zlckpt inspect: %d: %s", r.exit_code, r.out);
+    snprintf(cmd, sizeof cmd, "head -c 5000 data/persuasion.txt > %s", other);
+    cr_assert_eq(system(cmd), 0);
+    static const struct {
+        const char *flags, *why;
+    } bad[] = {{"", "this run reads the synthetic token stream (no --data) (give --data the same text"},
+               {"--data %s", "(5000 bytes, XXH3-64 "}};
+    for (int i = 0; i < 2; i++) {
+        char flags[400];
+        snprintf(flags, sizeof flags, bad[i].flags, other);
+        zl_run(&r, "-n %d {stage1} --preset gpt-tiny --quiet %s --steps 1 --resume %s", N, flags, dir);
+        cr_expect_eq(r.exit_code, 2, "'%s': exit %d: %s", flags, r.exit_code, r.err);
+        cr_expect(strstr(r.err, "trained on a --data text of") && strstr(r.err, bad[i].why), "'%s': %s", flags, r.err);
+        cr_expect_eq(zl_program_lines(r.err, "stage1"), 1, "'%s': not one line: %s", flags, r.err);
+    }
+    run_ok(unused, "-n %d {stage1} --preset gpt-tiny --quiet --steps 1 --save %s", N, synth);
+    m = manifest_of(synth);
+    cr_expect(zl_get(m, "data") && cJSON_IsString(zl_get(m, "data")) &&
+              !strcmp(zl_get(m, "data")->valuestring, "synthetic"));
+    cJSON_Delete(m);
+    zl_run(&r, "-n %d {stage1} --preset gpt-tiny --quiet --data %s --steps 1 --resume %s", N, other, synth);
+    cr_expect(r.exit_code == 2 && strstr(r.err, "trained on the synthetic token stream") &&
+              strstr(r.err, "(drop --data to continue it)"), "exit %d: %s", r.exit_code, r.err);
+    rm_rf(dir), rm_rf(synth), unlink(other);
+}
+
 /* ---- reshard ------------------------------------------------------------------------ */
 
 /* A ZeRO-3 checkpoint written at N = 3 (B = 2 rows per rank) continued by ZeRO-1 at N = 2
@@ -849,6 +901,41 @@ Test(save_dir, a_save_after_a_cut_one_keeps_what_it_left) {
     expect_save_refused(flags, "holds a whole checkpoint no save put in place");
     cr_expect(exists(probe), "DIR.zl-tmp lost its checkpoint");
     rm_rf(tmp);
+    rm_rf(dir);
+}
+
+/* A save clears DIR.zl-tmp before writing: a --resume of DIR.zl-tmp itself with --save DIR lost
+ * that checkpoint when the job was cut during the save, and a whole DIR.zl-tmp newer than DIR (a
+ * save ended between its manifest and its rename) was cleared by the next --save DIR. Both are
+ * refused before training now, DIR.zl-tmp kept; an older DIR.zl-tmp (what a swap left when its
+ * job ended before removing it) is cleared as before. */
+Test(save_dir, a_save_never_clears_the_checkpoint_it_needs) {
+    char dir[256], tmp[300], cmd[1000], flags[700], unused[17], probe[340];
+    tmp_path(dir, sizeof dir, "scratch");
+    rm_rf(dir);
+    snprintf(tmp, sizeof tmp, "%s.zl-tmp", dir);
+    snprintf(probe, sizeof probe, "%s/manifest.json", tmp);
+    run_ok(unused, "-n 2 {stage1} %s --batch 2 --steps 1 --save %s", TINY, dir);
+    cJSON *m = manifest_of(dir); /* an MLP's data is its seed's alone: nothing recorded */
+    cr_expect(m && !cJSON_GetObjectItemCaseSensitive(m, "data"), "an MLP's manifest names data");
+    cJSON_Delete(m);
+    snprintf(cmd, sizeof cmd, "cp -a %s %s", dir, tmp);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(flags, sizeof flags, "--layers 2 --dim 31 --batch 2 --resume %s --save %s", tmp, dir);
+    expect_save_refused(flags, "clears this directory");
+    cr_expect(exists(probe), "DIR.zl-tmp lost its checkpoint");
+    rm_rf(tmp); /* DIR.zl-tmp one step ahead of DIR */
+    snprintf(cmd, sizeof cmd, "%s.later", dir);
+    run_ok(unused, "-n 2 {stage1} %s --batch 2 --steps 1 --resume %s --save %s", TINY, dir, cmd);
+    cr_assert_eq(rename(cmd, tmp), 0);
+    snprintf(flags, sizeof flags, "--layers 2 --dim 31 --batch 2 --resume %s --save %s", dir, dir);
+    expect_save_refused(flags, "holds a whole checkpoint at step 2, newer than");
+    cr_expect(exists(probe), "DIR.zl-tmp lost its checkpoint");
+    rm_rf(tmp);
+    snprintf(cmd, sizeof cmd, "cp -a %s %s", dir, tmp); /* as old as DIR: cleared, the save goes on */
+    cr_assert_eq(system(cmd), 0);
+    run_ok(unused, "-n 2 {stage1} %s --batch 2 --steps 1 --resume %s --save %s", TINY, dir, dir);
+    cr_expect(!exists(probe), "DIR.zl-tmp left behind");
     rm_rf(dir);
 }
 

@@ -71,6 +71,10 @@ static int inspect(const char *dir) {
            p->psi_pad, m.world);
     printf("  written by  %s at N = %d, %d rows per rank, seed %llu; params stored as %s\n", prog_of_stage[m.stage],
            m.world, m.shape.rows, (unsigned long long)m.seed, zl_dtype_name(m.dtype));
+    if (m.data.kind == ZL_CKPT_DATA_SYNTHETIC) printf("  data        the synthetic token stream\n");
+    if (m.data.kind == ZL_CKPT_DATA_TEXT)
+        printf("  data        a --data text of %llu bytes, XXH3-64 %016llx\n", (unsigned long long)m.data.bytes,
+               (unsigned long long)m.data.xxh3);
     printf("  progress    step %d, Adam step %d, %llu data rows consumed\n", m.at.step, m.at.adam_step,
            (unsigned long long)m.at.data_rows);
     printf("  loss scale  %g (%s", m.at.scaler.scale, m.at.scaler.dynamic ? "dynamic" : "static");
@@ -258,6 +262,8 @@ static int export_params(const char *dir, const char *out, zl_dtype dtype) {
             status = ZL_EXIT_RUNTIME;
         }
     zl_ckpt_reader_close(rd);
+    /* on disk before the rename puts it in --out's place (a pipe or device: nothing to sync) */
+    if (s.out && !t.direct && !s.failed && (fflush(s.out) || fsync(fileno(s.out)))) s.failed = errno ? errno : EIO;
     if (s.out && fclose(s.out) && !s.failed) s.failed = errno ? errno : EIO;
     if (!status && s.failed) {
         fprintf(stderr, "zlckpt: writing '%s' failed: %s\n", t.direct ? t.path : t.tmp, strerror(s.failed));
@@ -265,6 +271,13 @@ static int export_params(const char *dir, const char *out, zl_dtype dtype) {
     }
     if (!status && !t.direct && rename(t.tmp, t.path)) {
         fprintf(stderr, "zlckpt: rename '%s' -> '%s': %s\n", t.tmp, t.path, strerror(errno));
+        status = ZL_EXIT_RUNTIME;
+    }
+    char parent[ZL_PATH_MAX];
+    int e = 0;
+    if (!status && !t.direct) zl_path_parent(parent, sizeof parent, t.path), e = zl_fsync_path(parent);
+    if (e) { /* the rename is durable once its directory is */
+        fprintf(stderr, "zlckpt: fsync '%s': %s\n", parent, strerror(e));
         status = ZL_EXIT_RUNTIME;
     }
     if (status && s.out && !t.direct) remove(t.tmp); /* never the device or pipe itself */
