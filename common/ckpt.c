@@ -766,6 +766,14 @@ static void report_io(const zl_runtime *rt, const char *what, const char *dir, i
     fflush(stdout);
 }
 
+/* Which checkpoint a manifest describes: its step and every rank file's hash. The start-up
+ * check (zl_ckpt_check_resume) verified that one; the load reads the directory again and must
+ * find the same (another job saving into DIR in between would swap it). */
+static uint64_t checkpoint_id(const zl_ckpt_manifest *m) {
+    return XXH3_64bits_withSeed(m->file_hash, sizeof *m->file_hash * (size_t)m->world, (uint64_t)m->at.step);
+}
+static uint64_t g_checked_id; /* the checkpoint zl_ckpt_check_resume verified */
+
 zl_ckpt_progress zl_ckpt_resume(zl_ckpt *ck, zl_ckpt_owned o, zl_stream s) {
     const zl_config *c = &ck->rt->cfg;
     ck->start = fresh_progress(c);
@@ -773,8 +781,12 @@ zl_ckpt_progress zl_ckpt_resume(zl_ckpt *ck, zl_ckpt_owned o, zl_stream s) {
     double t0 = zl_wall_seconds();
     zl_ckpt_manifest m;
     char err[ZL_PATH_MAX + 256];
-    if (zl_ckpt_read_manifest(c->resume_dir, &m, err, sizeof err))
+    if (zl_ckpt_read_manifest(c->resume_dir, &m, err, sizeof err) ||
+        zl_ckpt_compatible(&m, c->resume_dir, ck->shape, zl_kernels_dtype(), err, sizeof err))
         zl_fatal("--resume: %s (changed since start-up?)", err);
+    if (checkpoint_id(&m) != g_checked_id)
+        zl_fatal("--resume: '%s' holds another checkpoint than start-up verified (step %d now): did another job "
+                 "save into it?", c->resume_dir, m.at.step);
     zl_ckpt_reader *rd = zl_ckpt_reader_open(c->resume_dir, &m);
     float *state[3] = {o.master, o.adam_m, o.adam_v};
     size_t read = 0; /* bytes read from the files */
@@ -1137,6 +1149,7 @@ void zl_ckpt_check_resume(zl_runtime *rt, zl_model_shape shape) {
               same_training(&m, dir, &rt->cfg, err, sizeof err);
     for (int r = rt->rank; !bad && r < m.world; r += rt->world)
         bad = zl_ckpt_verify_file(dir, &m, r, buf, sizeof buf, err, sizeof err);
+    if (!bad) g_checked_id = checkpoint_id(&m);
     zl_ckpt_manifest_free(&m);
     char line[sizeof err + 16] = "";
     if (bad) snprintf(line, sizeof line, "--resume: %s", err);
