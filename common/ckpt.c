@@ -1003,17 +1003,20 @@ static int publish(zl_ckpt *ck, int has_params, zl_ckpt_progress at, const uint6
     if (had && chmod(tmp, st.st_mode & 07777)) /* the previous DIR's permissions: a chmod 700 stays */
         return snprintf(what, n, "chmod %s", tmp), errno;
     if ((e = zl_fsync_path(tmp))) return snprintf(what, n, "%s", tmp), e;
+    /* The previous checkpoint is removed only once the rename that replaced it is on disk. */
+    const char *previous = NULL;
     if (!had) { /* no previous checkpoint */
         if (rename(tmp, dir)) return snprintf(what, n, "rename %s -> %s", tmp, dir), errno;
     } else if (!renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE)) {
-        remove_checkpoint_dir(tmp); /* it now holds the previous checkpoint */
+        previous = tmp; /* it now holds the previous checkpoint */
     } else { /* no RENAME_EXCHANGE here: the previous checkpoint steps aside first */
         remove_checkpoint_dir(old);
         if (rename(dir, old)) return snprintf(what, n, "rename %s -> %s", dir, old), errno;
         if (rename(tmp, dir)) return snprintf(what, n, "rename %s -> %s", tmp, dir), errno;
-        remove_checkpoint_dir(old);
+        previous = old;
     }
     if ((e = zl_fsync_path(parent))) return snprintf(what, n, "%s", parent), e;
+    if (previous) remove_checkpoint_dir(previous);
     return 0;
 }
 
