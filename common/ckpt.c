@@ -857,7 +857,7 @@ static int resume_is_scratch(const char *dir, const char *resume, char *m, size_
     for (int i = 0; i < 2; i++) {
         sibling(path, sizeof path, dir, scratch[i]);
         if (!stat(path, &s) && s.st_dev == r.st_dev && s.st_ino == r.st_ino)
-            return msg(m, n, "--resume '%s': a save into '%s' clears this directory (as '%s') before its new "
+            return msg(m, n, "--resume '%s': a save into '%s' may clear this directory (as '%s') before its new "
                        "checkpoint is in place: rename it first, or save elsewhere", resume, dir, path);
     }
     return 0;
@@ -872,9 +872,9 @@ static int newer_in_tmp(const char *dir, char *m, size_t n) {
     int whole = !zl_ckpt_read_manifest(tmp, &t, e, sizeof e), has = !zl_ckpt_read_manifest(dir, &d, e, sizeof e);
     int newer = whole && (!has || t.at.step > d.at.step);
     if (newer && has)
-        msg(m, n, "--save: '%s' holds a whole checkpoint at step %d, newer than '%s' (step %d), that no save put in "
-            "place (its job ended before the rename): rename it to '%s' (zlckpt verify first) or remove it", tmp,
-            t.at.step, dir, d.at.step, dir);
+        msg(m, n, "--save: '%s' holds a whole checkpoint at step %d, newer than '%s' (step %d): a save that ended "
+            "before its rename, or the one a rollback replaced: rename it to '%s' (zlckpt verify first) or remove it",
+            tmp, t.at.step, dir, d.at.step, dir);
     else if (newer)
         msg(m, n, "--save: '%s' holds a whole checkpoint that no save put in place, and '%s' none: rename it to '%s' "
             "(zlckpt verify first) or remove it", tmp, dir, dir);
@@ -1101,8 +1101,8 @@ static void scale_flag(char *out, size_t n, int dynamic, float scale) {
 /* The GPT's data stream walks its --data text (or the synthetic tokens): another text, or none,
  * would continue from the same row of different data. */
 static void data_words(char *out, size_t n, const zl_ckpt_data *d, const char *path) {
-    if (d->kind == ZL_CKPT_DATA_SYNTHETIC) snprintf(out, n, "the synthetic token stream (no --data)");
-    else if (path) snprintf(out, n, "--data '%s' (%llu bytes, XXH3-64 %016llx)", path, (unsigned long long)d->bytes,
+    if (d->kind == ZL_CKPT_DATA_SYNTHETIC) snprintf(out, n, "the synthetic token stream without --data");
+    else if (path) snprintf(out, n, "--data '%s' of %llu bytes, XXH3-64 %016llx", path, (unsigned long long)d->bytes,
                             (unsigned long long)d->xxh3);
     else snprintf(out, n, "a --data text of %llu bytes, XXH3-64 %016llx", (unsigned long long)d->bytes,
                   (unsigned long long)d->xxh3);

@@ -41,7 +41,8 @@ double zl_median(double *v, size_t n);
 /* Paths. The directory that holds `path`: "a/b/" -> "a", "x" -> ".", "/x" -> "/". */
 void zl_path_parent(char *out, size_t n, const char *path);
 /* fsync a file or directory by its path: 0 or errno (a directory that cannot be fsynced, EINVAL
- * on some file systems, counts as done). A rename is durable once its directory is. */
+ * on some file systems, or opened, in a write-only drop box, counts as done). A rename is durable
+ * once its directory is. */
 int zl_fsync_path(const char *path);
 struct stat;
 /* Is `dir` the directory `resolved` (an absolute path, from realpath) or one above it? Compared
