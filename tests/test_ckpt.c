@@ -770,7 +770,7 @@ static void reseal_version(const char *man, int version) {
     free(prefix), free(body);
 }
 
-/* 21 trainer launches (7 saves, 14 resumes) and 7 zlckpt runs: 2.5 s on the CPU build, but each
+/* 22 trainer launches (7 saves, 15 resumes) and 7 zlckpt runs: 2.5 s on the CPU build, but each
  * launch on GPUs pays CUDA's and NCCL's start-up — 73 s alone on 4 × H200 (2026-11-27), past 120 s
  * with another test beside it (test_ckpt -j2). */
 Test(refused, every_bad_checkpoint_exits_2_with_one_line, .timeout = 360) {
@@ -805,6 +805,7 @@ Test(refused, every_bad_checkpoint_exits_2_with_one_line, .timeout = 360) {
     expect_resume_refused(dir, " --dim 32", dir, "D = 31");
     expect_resume_refused(dir, " --layers 3", dir, "L = 2");
     expect_resume_refused(dir, " --model gpt --heads 1", dir, "this run has the gpt with L = 2, D = 31, T = 32, H = 1");
+    expect_resume_refused(dir, " --dtype bf16", dir, "a checkpoint with fp16 params; this run stores bf16");
     /* what the resumed run would continue, not what the flags say: refused, the flag to give named */
     expect_resume_refused(dir, " --seed 5", dir, "trained with --seed 1234, this run has --seed 5 (give --seed 1234");
     expect_resume_refused(dir, " --loss-scale 128", dir, "trained with --loss-scale dynamic, this run has --loss-scale 128");
