@@ -500,7 +500,10 @@ int zl_ckpt_data_of(const zl_config *c, zl_ckpt_data *d, char *err, size_t n) {
     *d = (zl_ckpt_data){ZL_CKPT_DATA_UNRECORDED, 0, 0};
     if (c->model != ZL_MODEL_GPT) return 0;
     if (!c->data_path[0]) return d->kind = ZL_CKPT_DATA_SYNTHETIC, 0;
-    int fd = open(c->data_path, O_RDONLY | O_CLOEXEC), e = fd < 0 ? errno : 0;
+    struct stat st; /* a FIFO would block the open; the model refuses anything but a file too */
+    if (!stat(c->data_path, &st) && !S_ISREG(st.st_mode))
+        return msg(err, n, "--data '%s': not a regular file", c->data_path), EINVAL;
+    int fd = open(c->data_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), e = fd < 0 ? errno : 0;
     if (fd < 0) return msg(err, n, "--data '%s': %s", c->data_path, strerror(e)), e;
     unsigned char buf[1 << 16];
     XXH3_state_t s;

@@ -43,12 +43,26 @@ static int probe_device(output *o) {
 static int open_one(output *o, char *msg, size_t n) {
     int fd = open(o->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     o->created = fd >= 0;
-    if (fd < 0 && errno == EEXIST) fd = open(o->path, O_WRONLY | O_CLOEXEC); /* kept as it is until written */
+    /* kept as it is until written; O_NONBLOCK: a FIFO no one reads would block here, before the
+     * watchdog runs, for ever (ENXIO instead), and is cleared at once for the writes */
+    if (fd < 0 && errno == EEXIST) fd = open(o->path, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
     int e = fd < 0 ? errno : 0;
+    if (!e && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)) e = errno, close(fd);
     if (!e && !(o->f = fdopen(fd, "w"))) e = errno, close(fd);
     if (!e) e = probe_device(o);
-    if (e) snprintf(msg, n, "%s: cannot write '%s': %s", o->flag, o->path, strerror(e));
+    if (e == ENXIO) snprintf(msg, n, "%s: '%s' is a FIFO no process reads: start its reader first", o->flag, o->path);
+    else if (e) snprintf(msg, n, "%s: cannot write '%s': %s", o->flag, o->path, strerror(e));
     return e;
+}
+
+/* An output that is the file this run's stdout or stderr goes to (a shell's `> out.txt`): the
+ * output truncates it when written and the report then writes over the output. */
+static const char *is_terminal_stream(const output *o) {
+    struct stat so, ss;
+    if (!o->f || fstat(fileno(o->f), &so) || !S_ISREG(so.st_mode)) return NULL;
+    for (int fd = 1; fd <= 2; fd++)
+        if (!fstat(fd, &ss) && ss.st_dev == so.st_dev && ss.st_ino == so.st_ino) return fd == 1 ? "stdout" : "stderr";
+    return NULL;
 }
 
 /* Two flags naming one file (also through a link or another spelling of the path). */
@@ -65,6 +79,9 @@ static int is_input(const output *o, const zl_config *c, const char **what) {
     if (o->created || !o->f || fstat(fileno(o->f), &so) || !S_ISREG(so.st_mode)) return 0;
     *what = "--data";
     if (c->data_path[0] && !stat(c->data_path, &si) && si.st_dev == so.st_dev && si.st_ino == so.st_ino) return 1;
+    *what = "ZL_GEMM_TABLE";
+    const char *table = getenv("ZL_GEMM_TABLE");
+    if (table && *table && !stat(table, &si) && si.st_dev == so.st_dev && si.st_ino == so.st_ino) return 1;
     *what = "--resume";
     DIR *d = c->resume_dir[0] ? opendir(c->resume_dir) : NULL;
     int hit = 0;
@@ -77,12 +94,25 @@ static int is_input(const output *o, const zl_config *c, const char **what) {
     return hit;
 }
 
-/* An output inside the --save directory: the save replaces that directory as a whole. */
+/* An output inside the --save directory, or its DIR.zl-tmp or DIR.zl-old, or one of them itself
+ * (a DIR that does not exist yet is the file the output just created): the save replaces that
+ * directory as a whole and writes and clears the other two. */
 static int inside_save_dir(const output *o, const zl_config *c) {
-    char dir[ZL_PATH_MAX], real[PATH_MAX];
-    struct stat save;
+    if (!c->save_dir[0]) return 0;
+    char dir[ZL_PATH_MAX], real[PATH_MAX], name[ZL_PATH_MAX + 16];
+    struct stat save, out;
     zl_path_parent(dir, sizeof dir, o->path);
-    return c->save_dir[0] && !stat(c->save_dir, &save) && realpath(dir, real) && zl_path_within(real, &save);
+    int have_out = o->f && !fstat(fileno(o->f), &out);
+    size_t len = strlen(c->save_dir);
+    while (len > 1 && c->save_dir[len - 1] == '/') len--;
+    static const char *const suffix[] = {"", ".zl-tmp", ".zl-old"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "%.*s%s", (int)len, c->save_dir, suffix[i]);
+        if (stat(name, &save)) continue;
+        if (have_out && save.st_dev == out.st_dev && save.st_ino == out.st_ino) return 1;
+        if (realpath(dir, real) && zl_path_within(real, &save)) return 1;
+    }
+    return 0;
 }
 
 static int open_all(const zl_runtime *rt, char *msg, size_t n) {
@@ -105,8 +135,14 @@ static int open_all(const zl_runtime *rt, char *msg, size_t n) {
             return 1;
         }
         if (inside_save_dir(o, &rt->cfg)) {
-            snprintf(msg, n, "%s '%s' is inside the --save directory '%s', which the save replaces as a whole", o->flag,
-                     o->path, rt->cfg.save_dir);
+            snprintf(msg, n, "%s '%s' is (inside) the --save directory '%s' or the DIR.zl-tmp, DIR.zl-old beside it, "
+                     "which the save replaces as a whole", o->flag, o->path, rt->cfg.save_dir);
+            return 1;
+        }
+        const char *stream = is_terminal_stream(o);
+        if (stream) {
+            snprintf(msg, n, "%s '%s' is the file this run's %s goes to: the two would write over each other", o->flag,
+                     o->path, stream);
             return 1;
         }
     }
@@ -151,7 +187,9 @@ FILE *zl_output_begin(zl_output_id id) {
     if (!o->started) {
         o->started = 1;
         /* Truncate now, not at open: ftruncate fails (harmlessly) on devices and pipes. */
-        if (fflush(o->f) == 0) (void)!ftruncate(fileno(o->f), 0);
+        struct stat st; /* a regular file not truncated would keep the old output's tail */
+        if (fflush(o->f) == 0 && ftruncate(fileno(o->f), 0) && !fstat(fileno(o->f), &st) && S_ISREG(st.st_mode))
+            zl_output_failed(id, errno);
         rewind(o->f);
     }
     return o->f;

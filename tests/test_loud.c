@@ -136,9 +136,52 @@ Test(outputs, an_input_or_the_save_directory_is_refused) {
     zl_run_plain(&r, "%s/../zlckpt verify %s", zl_build_dir(), ck);
     cr_expect_eq(r.exit_code, 0, "the checkpoint was damaged: %s", r.err);
     snprintf(flags, sizeof flags, "--save %s --json %s/report.json", ck, ck);
-    expect_output_refused(flags, "--json", "report.json", "is inside the --save directory");
+    expect_output_refused(flags, "--json", "report.json", "is (inside) the --save directory");
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf %s %s", ck, text);
+    cr_expect_eq(system(cmd), 0);
+}
+
+/* Outputs that lost a result with exit 0 or hung (a report-only review): --json naming the --save
+ * directory before it exists (trained, then failed: "Is a directory") or its DIR.zl-tmp (which
+ * the save writes); a GEMM table (ZL_GEMM_TABLE, an input) overwritten by the report; an output
+ * that is the file stdout goes to (the report wrote over it); a FIFO no one reads (blocked for
+ * ever, before the watchdog starts). Each refused up front, exit 2, the file as it was. */
+Test(outputs, outputs_that_lost_a_result_are_refused) {
+    char ck[64], tmp[80], table[64], out[64], fifo[64], flags[512], cmd[400];
+    snprintf(ck, sizeof ck, "/tmp/zl_save_%d", getpid());
+    snprintf(tmp, sizeof tmp, "%s.zl-tmp", ck);
+    snprintf(table, sizeof table, "/tmp/zl_table_%d.json", getpid());
+    snprintf(out, sizeof out, "/tmp/zl_stdout_%d.txt", getpid());
+    snprintf(fifo, sizeof fifo, "/tmp/zl_fifo_%d", getpid());
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s %s %s %s", ck, tmp, table, out, fifo);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(flags, sizeof flags, "--save %s --json %s", ck, ck);
+    expect_output_refused(flags, "--json", ck, "is (inside) the --save directory");
+    cr_expect(access(ck, F_OK) != 0, "the refused run left %s", ck);
+    snprintf(flags, sizeof flags, "--save %s --json %s", ck, tmp);
+    expect_output_refused(flags, "--json", tmp, "DIR.zl-tmp");
+    snprintf(cmd, sizeof cmd, "cp tables/lab-1b-h200.json %s", table);
+    cr_assert_eq(system(cmd), 0);
+    struct stat before, after;
+    cr_assert_eq(stat(table, &before), 0);
+    setenv("ZL_GEMM_TABLE", table, 1);
+    snprintf(flags, sizeof flags, "--json %s", table);
+    expect_output_refused(flags, "--json", table, "is a file this run reads (ZL_GEMM_TABLE)");
+    unsetenv("ZL_GEMM_TABLE");
+    cr_expect(!stat(table, &after) && after.st_size == before.st_size, "the table changed");
+    FILE *f = fopen(out, "w");
+    cr_assert(f);
+    fclose(f);
+    zl_run_result r;
+    zl_run_plain_stdout(&r, out, "{stage2} --preset tiny --steps 1 --quiet --json %s", out);
+    cr_expect_eq(r.exit_code, 2, "exit %d: %s", r.exit_code, r.err);
+    cr_expect(strstr(r.err, "is the file this run's stdout goes to"), "%s", r.err);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    zl_run(&r, "-n 1 {stage2} --preset tiny --steps 1 --quiet --trace %s", fifo);
+    cr_expect_eq(r.exit_code, 2, "exit %d: %s", r.exit_code, r.err);
+    cr_expect(strstr(r.err, "is a FIFO no process reads"), "%s", r.err);
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s %s %s %s", ck, tmp, table, out, fifo);
     cr_expect_eq(system(cmd), 0);
 }
 
