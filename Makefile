@@ -263,8 +263,9 @@ test-integration: $(INTEGRATION_TESTS) $(CPU_BINS) build/zlckpt
 
 # Shell scripts parse and pass shellcheck (if installed); the Slurm body runs in a pretend allocation;
 # scripts/gpu-table2.sh runs on a pretend device (ZL_CPU_DEVICE_BYTES); scripts/test-gpu.sh on pretend GPUs.
-test-scripts: $(CPU_BINS) build/zerocalc
+test-scripts: $(CPU_BINS) build/zerocalc build/zlbatch
 	python3 bench/nvml_clocks.py
+	tests/test-zlbatch.sh
 	tests/test-slurm.sh
 	tests/test-table2.sh
 	tests/test-gpu-script.sh

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/args.h" /* zl_args_parse: the programs' flags; ZL_EXIT_* */
 #include "model/gpt.h"   /* zl_gpt_sample_row: row g of the token stream */
@@ -31,24 +32,40 @@ static int usage(const char *why) {
     return ZL_EXIT_INPUT;
 }
 
-/* --data: the whole file in memory (the programs map it; the bytes are the same). */
+/* --data: the whole file in memory (the programs map it; the bytes are the same). NULL with
+ * errno where any of it could not be read: part of a text is another text. */
 static unsigned char *read_text(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     unsigned char *buf = NULL;
     size_t cap = 0, n = 0, got;
+    int e = 0;
     do {
         if (n == cap) {
             unsigned char *grown = realloc(buf, cap = cap ? 2 * cap : 1 << 20);
-            if (!grown) break;
+            if (!grown) {
+                e = ENOMEM;
+                break;
+            }
             buf = grown;
         }
         got = fread(buf + n, 1, cap - n, f);
         n += got;
     } while (got > 0);
+    if (!e && ferror(f)) e = errno ? errno : EIO;
     fclose(f);
+    if (e) {
+        free(buf), errno = e;
+        return NULL;
+    }
     *len = n;
     return buf;
+}
+
+/* --out naming the --data file (through any path or link): writing it would destroy the input. */
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 int main(int argc, char **argv) {
@@ -77,8 +94,12 @@ int main(int argc, char **argv) {
     size_t text_len = 0;
     unsigned char *text = NULL;
     if (c.data_path[0]) {
+        if (same_file(out, c.data_path)) return usage("--out names the --data file: refusing to overwrite the input");
         text = read_text(c.data_path, &text_len);
-        if (!text) return usage("--data: cannot read the file");
+        if (!text) {
+            fprintf(stderr, "zlbatch: --data %s: %s\n", c.data_path, strerror(errno));
+            return errno == ENOMEM ? ZL_EXIT_RUNTIME : ZL_EXIT_INPUT;
+        }
         if (text_len <= (size_t)c.seq) return usage("--data: needs more than --seq bytes");
     }
     const int T = c.seq;

@@ -1,0 +1,26 @@
+#!/bin/bash
+# test-zlbatch.sh — build/zlbatch, the GPT's batch written for another framework (make test):
+# rows·(T + 1) little-endian int32 tokens, the same bytes twice; it refuses to write over its own
+# --data text (exit 2, the text kept) and a --data it cannot read whole (a directory: exit 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail() { echo "test-zlbatch: $*" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp data/persuasion.txt "$tmp/text.txt"
+want=$(stat -c %s "$tmp/text.txt")
+# gpt-tiny: B = 4 rows per rank, T = 32; 2 ranks, 1 micro-batch: 8 rows of 33 tokens
+build/zlbatch --out "$tmp/a.bin" --ranks 2 --preset gpt-tiny --data "$tmp/text.txt"
+build/zlbatch --out "$tmp/b.bin" --ranks 2 --preset gpt-tiny --data "$tmp/text.txt"
+[ "$(stat -c %s "$tmp/a.bin")" -eq $((8 * 33 * 4)) ] || fail "a.bin has $(stat -c %s "$tmp/a.bin") bytes, want $((8 * 33 * 4))"
+cmp -s "$tmp/a.bin" "$tmp/b.bin" || fail "two runs wrote different batches"
+rc=0
+build/zlbatch --out "$tmp/text.txt" --preset gpt-tiny --data "$tmp/./text.txt" 2> "$tmp/err" || rc=$?
+[ "$rc" -eq 2 ] || fail "--out naming --data: exit $rc, want 2"
+grep -q "refusing to overwrite the input" "$tmp/err" || fail "--out naming --data: $(cat "$tmp/err")"
+[ "$(stat -c %s "$tmp/text.txt")" -eq "$want" ] || fail "the --data text changed"
+rc=0
+build/zlbatch --out "$tmp/c.bin" --preset gpt-tiny --data "$tmp" 2> "$tmp/err" || rc=$?
+[ "$rc" -eq 2 ] || fail "--data a directory: exit $rc, want 2"
+grep -q "Is a directory" "$tmp/err" || fail "--data a directory: $(cat "$tmp/err")"
+echo "test-zlbatch: 8 rows of 33 tokens, the same bytes twice; --out over --data and a directory as --data refused (exit 2)"
