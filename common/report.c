@@ -25,6 +25,7 @@
 #include "throughput.h"
 #include "trace.h"
 #include "util.h"
+#include "watchdog.h" /* zl_progress_in: writing the report is progress, waiting for it a named phase */
 
 /* The median of rank 0's timed steps (2..S; step 1 when S = 1), over the steps that ran: the
  * mean (ms_per_step) is what a run cost, the median what a typical step takes — a few slow
@@ -990,6 +991,7 @@ static void write_json(const zl_report *r, const gathered *g, const check_result
                        double tflops, const zl_throughput *gpt) {
     FILE *f = zl_output_begin(ZL_OUT_JSON); /* opened at start-up (outputs.h) */
     if (!f) return;
+    zl_progress_in("writing --json"); /* a slow file: past --timeout the watchdog names it */
     cJSON *j = json_report(r, g, chk, ms, samples_s, tflops, gpt);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
@@ -1012,6 +1014,7 @@ void zl_report_step(const zl_runtime *rt, int step, int steps, float loss, float
 static int print_and_write(const zl_report *r);
 int zl_report_final(const zl_report *r) {
     int status = print_and_write(r);
+    if (r->rt->rank) zl_progress_in("waiting for rank 0 to write the report and its files");
     status = zl_outputs_close() ? ZL_EXIT_RUNTIME : status; /* a lost result outranks a mismatch */
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     return status;

@@ -13,6 +13,7 @@
 #include "comm.h"
 #include "outputs.h"
 #include "util.h"
+#include "watchdog.h" /* zl_progress_in: a slow --trace file is progress, not a hang */
 
 static const char *const phase_names[ZL_NPHASES] = {"load_batch", "forward",  "loss",    "backward",
                                                     "optimizer",  "copy_d2h", "copy_h2d"};
@@ -552,6 +553,7 @@ static void write_file(FILE *f, const record *all, const int *counts, int world,
     }
     for (size_t i = 0, r = 0, end = (size_t)counts[0]; i < total && ok; i++) {
         while (i >= end) end += (size_t)counts[++r];
+        if (i % 4096 == 0) zl_progress_in("writing --trace"); /* a slow file is progress, not a hang */
         ok = put(f, span_event(&all[i], (int)r, origin), sep);
     }
     if (ok) ok = fputs("\n]}\n", f) >= 0 && fflush(f) == 0;
