@@ -39,9 +39,11 @@ static void agree_on_arguments(zl_runtime *rt, int status, const char *err) {
     int help = status == ZL_ARGS_HELP;
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &help, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     if (help) {
-        if (rt->rank == 0) zl_args_usage(rt->prog, rt->cfg.stage);
+        int lost = 0; /* the usage is the result here: lost on the way to stdout (a full disk), exit 1 */
+        if (rt->rank == 0) zl_args_usage(rt->prog, rt->cfg.stage), lost = fflush(stdout) || ferror(stdout);
+        if (lost) fprintf(stderr, "%s: --help: writing to stdout failed\n", rt->prog);
         MPI_Finalize();
-        exit(ZL_EXIT_OK);
+        exit(lost ? ZL_EXIT_RUNTIME : ZL_EXIT_OK);
     }
     uint64_t h = zl_args_hash(&rt->cfg), lo = h, hi = h;
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));

@@ -211,6 +211,10 @@ Test(outputs, stdout_to_dev_full_exits_1) {
     waitpid(pid, &status, 0);
     posix_spawn_file_actions_destroy(&fa);
     cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d", status);
+    zl_run_result r; /* --help's usage is its result: lost, exit 1 (it exited 0) */
+    zl_run_plain_stdout(&r, "/dev/full", "{stage1} --help");
+    cr_expect(r.exit_code == 1 && strstr(r.err, "--help: writing to stdout failed"), "--help: exit %d: %s", r.exit_code,
+              r.err);
 }
 
 /* ---- preflight ------------------------------------------------------------------ */
