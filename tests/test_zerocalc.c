@@ -358,6 +358,7 @@ Test(cli, bad_input_exits_2) {
     refused("--max-layers --dim 64 --batch 8 --memory 1e9 --layers 3", "--max-layers: finds --layers");
     refused("--params 1e9 --host-memory 1e9", "--host-memory/--local-ranks: only with --max-layers");
     refused("--check-sources --data /nonexistent.tsv", "--data: cannot open");
+    refused("--check-sources --data /tmp", "--data: '/tmp' is not a regular file"); /* it printed "0 of 0 disagree", exit 0 */
     refused("--model gpt --layers 1 --dim 64 --heads 1 --seq 1 --batch 70000 --ranks 1 --attention fused",
             "--attention fused: --batch at most 65535 (got 70000)");
 }

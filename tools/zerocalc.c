@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/formulas.h"
 #include "common/partition.h"
@@ -670,6 +671,8 @@ static int agrees(double v, const char *printed, const char *note) {
 static int check_sources(const opts *o) {
     FILE *f = fopen(o->data, "r");
     if (!f) bad("--data: cannot open '%s' (run from the repository root, or pass --data)", o->data);
+    struct stat st; /* a directory opens and reads as nothing: "0 of 0 disagree" would read as a pass */
+    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) bad("--data: '%s' is not a regular file", o->data);
     char line[4096];
     int rows = 0, disagree = 0, lineno = 0;
     printf("%-25s | %-60s | %10s | %14s | %s\n", "source", "where", "printed", "formula gives", "unit");
@@ -699,7 +702,9 @@ static int check_sources(const opts *o) {
             printf("%-25.25s | %-60.60s | %10s | %14.6g | %s\n", col[0], col[1], col[7], v, col[8]);
         }
     }
+    if (ferror(f)) bad("--data: reading '%s' failed after line %d: %s", o->data, lineno, strerror(errno));
     fclose(f);
+    if (!rows) bad("--data: '%s' holds no rows to check", o->data); /* "0 of 0 disagree" would read as a pass */
     printf("%d of %d printed numbers disagree with their own formula (at the printed digits)\n", disagree, rows);
     return 0;
 }
