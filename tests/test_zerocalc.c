@@ -359,6 +359,8 @@ Test(cli, bad_input_exits_2) {
     refused("--params 1e9 --host-memory 1e9", "--host-memory/--local-ranks: only with --max-layers");
     refused("--check-sources --data /nonexistent.tsv", "--data: cannot open");
     refused("--check-sources --data /tmp", "--data: '/tmp' is not a regular file"); /* it printed "0 of 0 disagree", exit 0 */
+    refused("--max-model --memory 80e9 --json", "--json: with --params, --layers/--dim or --max-layers (--max-model"); /* ignored */
+    refused("--paper-table1 --json", "(--paper-table1 prints a table only)");
     refused("--model gpt --layers 1 --dim 64 --heads 1 --seq 1 --batch 70000 --ranks 1 --attention fused",
             "--attention fused: --batch at most 65535 (got 70000)");
 }

@@ -231,6 +231,9 @@ static void parse(opts *o, int argc, char **argv) {
     if (o->mode != MODE_MAX_LAYERS && o->prefetch > o->layers - 1 && o->prefetch > 0)
         bad("--prefetch: expected an integer in [0, %d] (layers - 1), got %d", o->layers - 1, o->prefetch);
     if (o->mode == MODE_MAX_MODEL && !o->memory) bad("--memory: required with --max-model (bytes per device)");
+    if (o->json && (o->mode == MODE_TABLE1 || o->mode == MODE_CHECK_SOURCES || o->mode == MODE_MAX_MODEL))
+        bad("--json: with --params, --layers/--dim or --max-layers (%s prints a table only)", /* it was ignored */
+            o->mode == MODE_TABLE1 ? "--paper-table1" : o->mode == MODE_MAX_MODEL ? "--max-model" : "--check-sources");
     if (o->offload && (o->stage == 0 || o->stage == 1 || o->mode == MODE_TABLE1 || o->mode == MODE_CHECK_SOURCES))
         bad("--offload: stages 2 and 3 only (with --params, --layers/--dim, --max-model or --max-layers)");
 }
