@@ -2,7 +2,9 @@
  * junk), in range, and the model they describe must have byte counts that fit. */
 #include "args.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,7 +59,7 @@ static int parse_int(const char *flag, const char *s, long lo, long hi, int *out
 static int parse_u64(const char *flag, const char *s, uint64_t *out, char *err, int len) {
     char *end;
     errno = 0;
-    if (*s == '-' || *s == '+' || *s == ' ' || *s == '\0')
+    if (!isdigit((unsigned char)*s)) /* strtoull would skip white space and take a sign: -1 wraps */
         return fail(err, len, "%s: expected an integer in [0, 18446744073709551615], got '%s'", flag, s);
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || end == s || *end)
@@ -111,6 +113,9 @@ static int parse_steps(const char *flag, const char *s, zl_config *c, char *err,
     return ZL_ARGS_OK;
 }
 
+/* T, H, V as gpt-tiny has them: what --model gpt uses without a GPT preset or those flags. */
+static void gpt_defaults(zl_config *c) { c->seq = 32, c->heads = 2, c->vocab = 256; }
+
 static void set_defaults(zl_config *c, int stage) {
     memset(c, 0, sizeof *c);
     c->stage = stage;
@@ -120,13 +125,13 @@ static void set_defaults(zl_config *c, int stage) {
     c->loss_scale = -1.0f; /* by dtype, once known: dynamic from 65536 (fp16), static 1 (bf16) */
     c->loss_scale_static = c->loss_scale_init = -1.0f;
     c->loss_scale_dynamic = -1;
-    c->loss_scale_window = 1000;
+    c->loss_scale_window = -1; /* 1000 unless given (finish_config: a static scale refuses it) */
     c->dtype = ZL_F16;
     c->lr = -1.0f, c->beta1 = 0.9f, c->beta2 = 0.999f, c->eps = 1e-8f, c->weight_decay = 0.0f;
     c->prefetch = -1; /* min(1, L-1) once L is known */
     c->accum = 1;
     c->timeout_s = 300;
-    c->seq = 32, c->heads = 2, c->vocab = 256; /* gpt-tiny's, used with --model gpt */
+    gpt_defaults(c);
 }
 
 static int apply_preset(zl_config *c, const char *name, char *err, int len) {
@@ -134,10 +139,11 @@ static int apply_preset(zl_config *c, const char *name, char *err, int len) {
         if (strcmp(presets[i].name, name)) continue;
         c->layers = presets[i].layers, c->dim = presets[i].dim;
         c->batch = presets[i].batch, c->steps = presets[i].steps;
-        if (presets[i].model) {
-            c->model = presets[i].model;
-            c->seq = presets[i].seq, c->heads = presets[i].heads, c->vocab = presets[i].vocab;
-        }
+        /* the whole model, not only its sizes: a later --preset tiny after gpt-tiny trains the MLP
+         * (it trained a GPT), with the GPT's fields as set_defaults left them */
+        c->model = presets[i].model;
+        if (c->model) c->seq = presets[i].seq, c->heads = presets[i].heads, c->vocab = presets[i].vocab;
+        else gpt_defaults(c);
         snprintf(c->preset, sizeof c->preset, "%s", name);
         return ZL_ARGS_OK;
     }
@@ -274,9 +280,11 @@ static int apply_value(zl_config *c, const char *f, const char *v, char *err, in
     if (!strcmp(f, "--loss-scale")) {
         if (!strcmp(v, "dynamic")) return c->loss_scale_dynamic = 1, ZL_ARGS_OK;
         c->loss_scale_dynamic = 0;
-        if (parse_float(f, v, 0, 1, 65536, 0, &c->loss_scale_static, err, len) == ZL_ARGS_OK) return ZL_ARGS_OK;
+        /* at least FLT_MIN: the gradients are divided by it, and 1/K must be finite (1e-45 diverged) */
+        if (parse_float(f, v, FLT_MIN, 0, 65536, 0, &c->loss_scale_static, err, len) == ZL_ARGS_OK) return ZL_ARGS_OK;
         if (strstr(err, "32-bit float")) return ZL_ARGS_ERROR; /* keep the narrowing explanation */
-        return fail(err, len, "--loss-scale: expected dynamic or a number in (0, 65536], got '%s'", v);
+        return fail(err, len, "--loss-scale: expected dynamic or a number in [1.18e-38, 65536] (2^-126 up), got '%s'",
+                    v);
     }
     if (!strcmp(f, "--loss-scale-init")) {
         if (c->loss_scale_dynamic < 0) c->loss_scale_dynamic = 1;
@@ -355,6 +363,12 @@ static int finish_config(zl_config *c, int stage, char *err, int len) {
                               "(--loss-scale %g%s): drop one",
                     c->loss_scale_static > 0 ? c->loss_scale_static : 1.0,
                     c->loss_scale_static > 0 ? "" : ", the default for bf16");
+    if (!c->loss_scale_dynamic && c->loss_scale_window > 0) /* it was ignored: the window is 0 when static */
+        return fail(err, len, "--loss-scale-window: the clean steps before a dynamic scale doubles; this run's scale "
+                              "is static (--loss-scale %g%s): drop one",
+                    c->loss_scale_static > 0 ? c->loss_scale_static : 1.0,
+                    c->loss_scale_static > 0 ? "" : ", the default for bf16");
+    if (c->loss_scale_window < 0) c->loss_scale_window = 1000;
     c->loss_scale = c->loss_scale_dynamic ? (c->loss_scale_init > 0 ? c->loss_scale_init : 65536.0f)
                                           : (c->loss_scale_static > 0 ? c->loss_scale_static : 1.0f);
     for (int i = 0; i < c->n_inject; i++)
@@ -517,7 +531,7 @@ void zl_args_usage(const char *prog, int stage) {
            "  --steps S       training steps, 1..1000000\n"
            "  --seed X        init and data seed (results never depend on N)\n"
            "  --dtype fp16|bf16   16-bit format of params, grads, activations (default fp16, the paper's)\n"
-           "  --loss-scale dynamic|K  dynamic loss scaling (default for fp16) or a static scale in (0, 65536]\n"
+           "  --loss-scale dynamic|K  dynamic loss scaling (default for fp16) or a static scale in [2^-126, 65536]\n"
            "                      (default for bf16: static 1)\n"
            "  --loss-scale-init K    dynamic: the first scale, [1, 2^24] (default 65536)\n"
            "  --loss-scale-window W  dynamic: clean steps before the scale doubles (default 1000)\n"

@@ -82,7 +82,7 @@ static int text_fits(int fd, const char *path, int T, size_t *len, char *err, si
 }
 
 int zl_gpt_check_data(const char *path, int T, char *err, size_t n) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO would block until a writer came */
     if (fd < 0) return snprintf(err, n, "--data %s: cannot open: %s", path, strerror(errno)), -1;
     size_t len;
     int rc = text_fits(fd, path, T, &len, err, n);
@@ -92,7 +92,7 @@ int zl_gpt_check_data(const char *path, int T, char *err, size_t n) {
 
 static void map_text(zl_gpt *m, const char *path) {
     char err[4096];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) zl_fatal("--data %s: cannot open: %s", path, strerror(errno));
     size_t len;
     if (text_fits(fd, path, m->d.T, &len, err, sizeof err)) zl_fatal("%s", err); /* changed since the preflight */

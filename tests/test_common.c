@@ -376,6 +376,12 @@ Test(args, presets_and_overrides) {
     cr_assert_eq(parse(0, err, &c, "--dim 64 --preset demo"), ZL_ARGS_OK, "%s", err);
     cr_assert_eq(c.dim, 64, "an explicit flag overrides the preset wherever it appears");
     cr_assert_eq(c.layers, 4);
+    /* the last preset is the whole model: tiny after a GPT preset trains the MLP (it trained a GPT,
+     * and after gpt2-124m was refused for gpt2-124m's heads) */
+    cr_assert_eq(parse(0, err, &c, "--preset gpt-tiny --preset tiny"), ZL_ARGS_OK, "%s", err);
+    cr_expect(c.model == ZL_MODEL_MLP && c.seq == 32 && c.heads == 2 && c.vocab == 256, "model %d", c.model);
+    cr_assert_eq(parse(0, err, &c, "--preset gpt2-124m --preset tiny"), ZL_ARGS_OK, "%s", err);
+    cr_expect(c.model == ZL_MODEL_MLP && c.dim == 32);
     cr_assert_eq(parse(0, err, &c, "--preset lab-1b"), ZL_ARGS_OK, "%s", err);
     cr_assert_eq(c.dim, 4096);
     cr_assert_eq(c.layers, 8);
@@ -408,7 +414,11 @@ Test(args, every_bad_value_names_its_flag) {
         {0, "--steps", "--steps: missing value"},
         {0, "--seed -1", "--seed"},
         {0, "--seed 1.5", "--seed"},
-        {0, "--loss-scale 0", "--loss-scale: expected dynamic or a number in (0, 65536]"},
+        {0, "--loss-scale 0", "--loss-scale: expected dynamic or a number in [1.18e-38, 65536]"},
+        {0, "--loss-scale 1e-45", "--loss-scale: expected a number in [1.17549e-38, 65536]"}, /* 1/K is inf */
+        {0, "--loss-scale 4 --loss-scale-window 10", "--loss-scale-window: the clean steps before a dynamic scale"},
+        {0, "--dtype bf16 --loss-scale-window 10", "this run's scale is static (--loss-scale 1, the default for bf16)"},
+        {0, "--seed \t-1", "--seed: expected an integer in [0, 18446744073709551615]"}, /* strtoull skips the tab */
         {0, "--loss-scale-init 0.5", "--loss-scale-init: expected a number in [1, 1.67772e+07]"},
         {0, "--loss-scale-window 0", "--loss-scale-window"},
         {0, "--clip-grad-norm 0", "--clip-grad-norm"},

@@ -181,6 +181,8 @@ Test(outputs, outputs_that_lost_a_result_are_refused) {
     zl_run(&r, "-n 1 {stage2} --preset tiny --steps 1 --quiet --trace %s", fifo);
     cr_expect_eq(r.exit_code, 2, "exit %d: %s", r.exit_code, r.err);
     cr_expect(strstr(r.err, "is a FIFO no process reads"), "%s", r.err);
+    zl_run(&r, "-n 1 {stage2} --preset gpt-tiny --steps 1 --quiet --data %s", fifo); /* an input: blocked too */
+    cr_expect(r.exit_code == 2 && strstr(r.err, "not a regular file"), "--data FIFO: exit %d: %s", r.exit_code, r.err);
     snprintf(cmd, sizeof cmd, "rm -rf %s %s %s %s %s", ck, tmp, table, out, fifo);
     cr_expect_eq(system(cmd), 0);
 }
