@@ -37,6 +37,9 @@ static const preset presets[] = {
 #define PRESET_NAMES "tiny, demo, lab-1b, gpt-tiny, gpt2-124m, gpt2-1.5b"
 #define N_PRESETS (int)(sizeof presets / sizeof presets[0])
 
+/* --accum × --layers at most this: the per-step bookkeeping stays under ~100 MB (check_sizes). */
+#define ZL_MAX_ACCUM_LAYERS 65536
+
 static int fail(char *err, int len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, int len, const char *fmt, ...) {
     va_list ap;
@@ -154,12 +157,21 @@ static int apply_preset(zl_config *c, const char *name, char *err, int len) {
 /* Byte counts of the largest buffers must fit in size_t, and kernel index math in int. */
 static int check_sizes(const zl_config *c, char *err, int len) {
     size_t D = (size_t)c->dim, L = (size_t)c->layers, B = (size_t)c->batch, unit, psi, bytes, act;
-    if (__builtin_mul_overflow(D, D, &unit) || __builtin_mul_overflow(unit, (size_t)8, &unit) ||
-        __builtin_add_overflow(unit, 5 * D, &unit) || __builtin_mul_overflow(unit, L, &psi) ||
-        __builtin_add_overflow(psi, L * 64, &psi) /* padding headroom */ ||
+    /* a layer: the MLP's 8D² + 5D, a GPT block's 12D² + 13D (and its embeddings, (Vp + T)·D + 2D) */
+    int gpt = c->model == 1;
+    size_t edge = gpt ? (((size_t)c->vocab + 63) / 64 * 64 + (size_t)c->seq + 2) * D : 0;
+    if (__builtin_mul_overflow(D, D, &unit) || __builtin_mul_overflow(unit, (size_t)(gpt ? 12 : 8), &unit) ||
+        __builtin_add_overflow(unit, (gpt ? 13 : 5) * D, &unit) || __builtin_mul_overflow(unit, L, &psi) ||
+        __builtin_add_overflow(psi, edge, &psi) || __builtin_add_overflow(psi, (L + 3) * 64, &psi) /* padding */ ||
         __builtin_mul_overflow(psi, (size_t)16, &bytes))
         return fail(err, len, "--layers/--dim: a model of %d layers of dim %d has byte counts that overflow 64 bits",
                     c->layers, c->dim);
+    /* Each step's bookkeeping (the collectives' events, the timeline's spans) grows with the
+     * micro-batches times the layers and is not in the preflight: bounded here (past 2^31 its
+     * int counts overflowed; at 1.6 M it took 2.4 GB of host memory before the first step). */
+    if ((size_t)c->accum * L > ZL_MAX_ACCUM_LAYERS)
+        return fail(err, len, "--accum/--layers: %d micro-batches of %d layers: at most %d a step (the step's "
+                    "bookkeeping grows with both)", c->accum, c->layers, ZL_MAX_ACCUM_LAYERS);
     if (B * 4 * D > 2147483647u)
         return fail(err, len, "--batch: rows*4*dim must be below 2^31 (got %d rows at dim %d)", c->batch, c->dim);
     if (__builtin_mul_overflow(B * D, (9 * L + 8) * 2, &act))
@@ -526,7 +538,7 @@ void zl_args_usage(const char *prog, int stage) {
            "  --layers L      residual MLP blocks (shard units), 1..1000000\n"
            "  --dim D         model width, 1..16777216 (Psi = L*(8D^2+5D))\n"
            "  --batch B       rows per rank per micro-batch, 1..1048576 (global batch = N*K*B)\n"
-           "  --accum K       micro-batches per step (gradient accumulation), 1..1024 (default 1)\n"
+           "  --accum K       micro-batches per step (gradient accumulation), 1..1024 (default 1); K*L <= 65536\n"
            "  --checkpoint-activations  keep each block's input only; recompute its forward in backward\n"
            "  --steps S       training steps, 1..1000000\n"
            "  --seed X        init and data seed (results never depend on N)\n"

@@ -419,6 +419,9 @@ Test(args, every_bad_value_names_its_flag) {
         {0, "--loss-scale 4 --loss-scale-window 10", "--loss-scale-window: the clean steps before a dynamic scale"},
         {0, "--dtype bf16 --loss-scale-window 10", "this run's scale is static (--loss-scale 1, the default for bf16)"},
         {0, "--seed \t-1", "--seed: expected an integer in [0, 18446744073709551615]"}, /* strtoull skips the tab */
+        {0, "--layers 100000 --dim 1 --batch 1 --accum 16", "--accum/--layers: 16 micro-batches of 100000 layers"},
+        {0, "--model gpt --dim 1048576 --layers 100000 --seq 1 --batch 1 --heads 1", /* a GPT block is 12D² + 13D */
+         "--layers/--dim: a model of 100000 layers of dim 1048576 has byte counts that overflow 64 bits"},
         {0, "--loss-scale-init 0.5", "--loss-scale-init: expected a number in [1, 1.67772e+07]"},
         {0, "--loss-scale-window 0", "--loss-scale-window"},
         {0, "--clip-grad-norm 0", "--clip-grad-norm"},
