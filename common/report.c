@@ -409,7 +409,7 @@ static check_result check_all(const rank_summary *all, int world) {
     return c;
 }
 
-static void print_check(const check_result *c, int enforced) {
+static void print_check(const check_result *c, int enforced, const char *prog) {
     if (c->ok) {
         printf("check: ok — %d measured numbers equal their formulas%s\n", c->compared,
                enforced ? "" : " (--check makes a mismatch exit 4)");
@@ -417,6 +417,9 @@ static void print_check(const check_result *c, int enforced) {
     }
     printf("check: MISMATCH — %d number(s) differ from their formulas; first: %s\n", c->n, c->what[0]);
     for (int i = 1; i < c->n; i++) printf("check:   %s\n", c->what[i]);
+    if (enforced) /* exit 4, said where every other failure is (stdout may be a file no one reads) */
+        fprintf(stderr, "%s: --check: %d measured number(s) differ from their formulas; first: %s\n", prog, c->n,
+                c->what[0]);
 }
 
 /* ---- who ran where ---------------------------------------------------------------- */
@@ -1156,7 +1159,7 @@ static int print_and_write(const zl_report *r) {
            all[0].wire_measured, ms, tflops, r->losses[r->steps - 1], hashed ? hash : "none");
     if (gpt) printf(" tokens_s=%.0f model_tflops=%.4g mfu=%.4f", gpt->tokens_per_s, gpt->tflops, gpt->mfu);
     printf("\n");
-    print_check(&chk, c->check);
+    print_check(&chk, c->check, r->rt->prog);
     zl_stdout_flush();
     write_json(r, &g, &chk, ms, samples_s, tflops, gpt);
     free((void *)g.all), free((void *)g.ids), free((void *)g.step_ms);

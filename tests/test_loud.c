@@ -597,6 +597,8 @@ static void run_check(const char *prog, int N, const char *perturb, int expect_e
         const char *first = cJSON_GetArrayItem(zl_get(j, "check.mismatches"), 0)->valuestring;
         cr_expect(strstr(first, perturb), "first mismatch '%s' names %s", first, perturb);
         cr_expect(strstr(r.out, "check: MISMATCH"), "%s", r.out);
+        cr_expect(strstr(r.err, "--check: ") && strstr(r.err, perturb) && zl_program_lines(r.err, prog) == 1,
+                  "exit 4 with one line on stderr naming %s: '%s'", perturb, r.err); /* it had none */
     } else {
         cr_expect_eq(n, 0);
     }
@@ -623,4 +625,5 @@ Test(check, mismatch_without_check_only_reports) {
     zl_run(&r, "-n 1 {stage1} --steps 2 --quiet");
     cr_expect_eq(r.exit_code, 0, "%s", r.err);
     cr_expect(strstr(r.out, "check: MISMATCH"), "%s", r.out);
+    cr_expect(!strstr(r.err, "--check:"), "no failure to report on stderr: %s", r.err);
 }
