@@ -370,14 +370,14 @@ static int finish_config(zl_config *c, int stage, char *err, int len) {
     if (c->lr < 0) c->lr = 1e-3f * (c->dim > 256 ? 256.0f / (float)c->dim : 1.0f);
     /* fp16 needs a loss scale (small gradients underflow); bf16 has fp32's exponent range. */
     if (c->loss_scale_dynamic < 0) c->loss_scale_dynamic = c->dtype == ZL_F16;
-    if (!c->loss_scale_dynamic && c->loss_scale_init > 0) /* else which one wins hangs on the flags' order */
-        return fail(err, len, "--loss-scale-init: the first scale of dynamic loss scaling; this run's scale is static "
-                              "(--loss-scale %g%s): drop one",
-                    c->loss_scale_static > 0 ? c->loss_scale_static : 1.0,
-                    c->loss_scale_static > 0 ? "" : ", the default for bf16");
-    if (!c->loss_scale_dynamic && c->loss_scale_window > 0) /* it was ignored: the window is 0 when static */
-        return fail(err, len, "--loss-scale-window: the clean steps before a dynamic scale doubles; this run's scale "
-                              "is static (--loss-scale %g%s): drop one",
+    /* The dynamic scaler's own flags with a static scale: which one wins would hang on the flags'
+     * order (--loss-scale-init), or the flag would be ignored (the window is 0 when static). */
+    const char *dynamic_only = c->loss_scale_init > 0     ? "--loss-scale-init: the first scale of dynamic loss scaling"
+                               : c->loss_scale_window > 0 ? "--loss-scale-window: the clean steps before a dynamic "
+                                                            "scale doubles"
+                                                          : NULL;
+    if (!c->loss_scale_dynamic && dynamic_only)
+        return fail(err, len, "%s; this run's scale is static (--loss-scale %g%s): drop one", dynamic_only,
                     c->loss_scale_static > 0 ? c->loss_scale_static : 1.0,
                     c->loss_scale_static > 0 ? "" : ", the default for bf16");
     if (c->loss_scale_window < 0) c->loss_scale_window = 1000;

@@ -58,7 +58,7 @@ void zl_ckpt_rank_path(char *out, size_t n, const char *dir, int rank) {
 }
 
 /* DIR.zl-tmp, DIR.zl-old: the save's names beside DIR */
-static void sibling(char *out, size_t n, const char *dir, const char *suffix) {
+void zl_ckpt_sibling(char *out, size_t n, const char *dir, const char *suffix) {
     size_t len = strlen(dir);
     while (len > 1 && dir[len - 1] == '/') len--; /* "ckpt/" -> "ckpt.zl-tmp", not "ckpt/.zl-tmp" */
     snprintf(out, n, "%.*s%s", (int)len, dir, suffix);
@@ -454,10 +454,10 @@ static int parse_files(ctx *c, const cJSON *j, zl_ckpt_manifest *m) {
 static int note_cut_save(const char *dir, char *err, size_t n) {
     char old[ZL_PATH_MAX + 32], tmp[ZL_PATH_MAX + 32], probe[ZL_PATH_MAX + 64];
     struct stat st;
-    sibling(old, sizeof old, dir, ".zl-old");
+    zl_ckpt_sibling(old, sizeof old, dir, ".zl-old");
     snprintf(probe, sizeof probe, "%s/%s", old, ZL_CKPT_MANIFEST);
     if (!stat(dir, &st) || stat(probe, &st)) return 0;
-    sibling(tmp, sizeof tmp, dir, ".zl-tmp");
+    zl_ckpt_sibling(tmp, sizeof tmp, dir, ".zl-tmp");
     snprintf(probe, sizeof probe, "%s/%s", tmp, ZL_CKPT_MANIFEST);
     size_t len = strlen(err);
     if (stat(probe, &st))
@@ -496,29 +496,40 @@ void zl_ckpt_manifest_free(zl_ckpt_manifest *m) {
     m->file_hash = NULL;
 }
 
-int zl_ckpt_data_of(const zl_config *c, zl_ckpt_data *d, char *err, size_t n) {
-    *d = (zl_ckpt_data){ZL_CKPT_DATA_UNRECORDED, 0, 0};
-    if (c->model != ZL_MODEL_GPT) return 0;
-    if (!c->data_path[0]) return d->kind = ZL_CKPT_DATA_SYNTHETIC, 0;
-    struct stat st; /* a FIFO would block the open; the model refuses anything but a file too */
-    if (!stat(c->data_path, &st) && !S_ISREG(st.st_mode))
-        return msg(err, n, "--data '%s': not a regular file", c->data_path), EINVAL;
-    int fd = open(c->data_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), e = fd < 0 ? errno : 0;
-    if (fd < 0) return msg(err, n, "--data '%s': %s", c->data_path, strerror(e)), e;
-    unsigned char buf[1 << 16];
+/* XXH3-64 of fd's next `limit` bytes (SIZE_MAX: to its end), read through buf (cap bytes);
+ * *done the bytes read. 0, or the read's errno. */
+static int hash_fd(int fd, void *buf, size_t cap, size_t limit, uint64_t *hash, size_t *done) {
     XXH3_state_t s;
     XXH3_64bits_reset(&s);
-    for (;;) {
-        ssize_t got = read(fd, buf, sizeof buf);
+    int e = 0;
+    for (*done = 0; *done < limit;) {
+        ssize_t got = read(fd, buf, cap < limit - *done ? cap : limit - *done);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) e = errno;
         if (got <= 0) break;
         XXH3_64bits_update(&s, buf, (size_t)got);
-        d->bytes += (uint64_t)got;
+        *done += (size_t)got;
     }
+    *hash = XXH3_64bits_digest(&s);
+    return e;
+}
+
+int zl_ckpt_data_of(const zl_config *c, zl_ckpt_data *d, char *err, size_t n) {
+    *d = (zl_ckpt_data){ZL_CKPT_DATA_UNRECORDED, 0, 0};
+    if (c->model != ZL_MODEL_GPT) return 0;
+    if (!c->data_path[0]) return d->kind = ZL_CKPT_DATA_SYNTHETIC, 0;
+    /* O_NONBLOCK: a FIFO would block the open; the model refuses anything but a file too */
+    int fd = open(c->data_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), e = fd < 0 ? errno : 0;
+    if (fd < 0) return msg(err, n, "--data '%s': %s", c->data_path, strerror(e)), e;
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+        return close(fd), msg(err, n, "--data '%s': not a regular file", c->data_path), EINVAL;
+    unsigned char buf[1 << 16];
+    size_t bytes;
+    e = hash_fd(fd, buf, sizeof buf, SIZE_MAX, &d->xxh3, &bytes);
     close(fd);
     if (e) return msg(err, n, "--data '%s': %s", c->data_path, strerror(e)), e;
-    d->kind = ZL_CKPT_DATA_TEXT, d->xxh3 = XXH3_64bits_digest(&s);
+    d->kind = ZL_CKPT_DATA_TEXT, d->bytes = (uint64_t)bytes;
     return 0;
 }
 
@@ -538,19 +549,11 @@ int zl_ckpt_verify_file(const char *dir, const zl_ckpt_manifest *m, int r, void 
         return msg(err, n, "%s: %s: %lld bytes, the manifest says %zu", path,
                    (size_t)st.st_size < m->file_bytes ? "truncated" : "too long", (long long)st.st_size, m->file_bytes);
     }
-    XXH3_state_t s;
-    XXH3_64bits_reset(&s);
-    size_t done = 0;
-    while (done < m->file_bytes) {
-        ssize_t got = read(fd, buf, cap < m->file_bytes - done ? cap : m->file_bytes - done);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) break;
-        XXH3_64bits_update(&s, buf, (size_t)got);
-        done += (size_t)got;
-    }
+    uint64_t h;
+    size_t done;
+    int e = hash_fd(fd, buf, cap, m->file_bytes, &h, &done);
     close(fd);
-    if (done != m->file_bytes) return msg(err, n, "%s: read failed after %zu bytes", path, done);
-    uint64_t h = XXH3_64bits_digest(&s);
+    if (e || done != m->file_bytes) return msg(err, n, "%s: read failed after %zu bytes", path, done);
     if (h != m->file_hash[r])
         return msg(err, n, "%s: checksum mismatch: XXH3-64 %016llx, the manifest says %016llx", path,
                    (unsigned long long)h, (unsigned long long)m->file_hash[r]);
@@ -853,13 +856,12 @@ static int count_entries(const char *dir, int *foreign, char *first, size_t n) {
 /* A save first clears DIR.zl-tmp (what a killed save left), and on a file system without
  * RENAME_EXCHANGE DIR.zl-old: neither may be the checkpoint this run resumes from. */
 static int resume_is_scratch(const char *dir, const char *resume, char *m, size_t n) {
-    struct stat r, s;
     char path[ZL_PATH_MAX + 32];
-    if (!resume[0] || stat(resume, &r)) return 0;
+    if (!resume[0]) return 0;
     static const char *const scratch[] = {".zl-tmp", ".zl-old"};
     for (int i = 0; i < 2; i++) {
-        sibling(path, sizeof path, dir, scratch[i]);
-        if (!stat(path, &s) && s.st_dev == r.st_dev && s.st_ino == r.st_ino)
+        zl_ckpt_sibling(path, sizeof path, dir, scratch[i]);
+        if (zl_same_file(resume, path))
             return msg(m, n, "--resume '%s': a save into '%s' may clear this directory (as '%s') before its new "
                        "checkpoint is in place: rename it first, or save elsewhere", resume, dir, path);
     }
@@ -870,7 +872,7 @@ static int resume_is_scratch(const char *dir, const char *resume, char *m, size_
  * its manifest and its rename, and the next save would clear the newest state there is. */
 static int newer_in_tmp(const char *dir, char *m, size_t n) {
     char tmp[ZL_PATH_MAX + 32], e[ZL_PATH_MAX + 256];
-    sibling(tmp, sizeof tmp, dir, ".zl-tmp");
+    zl_ckpt_sibling(tmp, sizeof tmp, dir, ".zl-tmp");
     zl_ckpt_manifest t, d;
     int whole = !zl_ckpt_read_manifest(tmp, &t, e, sizeof e), has = !zl_ckpt_read_manifest(dir, &d, e, sizeof e);
     int newer = whole && (!has || t.at.step > d.at.step);
@@ -888,7 +890,7 @@ static int newer_in_tmp(const char *dir, char *m, size_t n) {
 int zl_ckpt_probe_dir(const char *dir, const char *resume_dir, char *m, size_t n) {
     struct stat st;
     char path[ZL_PATH_MAX + 32], name[ZL_PATH_MAX];
-    sibling(name, sizeof name, dir, ""); /* without trailing slashes, as the save names it */
+    zl_ckpt_sibling(name, sizeof name, dir, ""); /* without trailing slashes, as the save names it */
     const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
     if (!strcmp(base, ".") || !strcmp(base, "..") || !*base) { /* the save renames DIR: it needs a name */
         msg(m, n, "--save: give the checkpoint directory by its name, not '%s'", dir);
@@ -931,7 +933,7 @@ int zl_ckpt_probe_dir(const char *dir, const char *resume_dir, char *m, size_t n
         }
     }
     if (resume_is_scratch(dir, resume_dir, m, n)) return EINVAL;
-    sibling(path, sizeof path, dir, ".zl-tmp");
+    zl_ckpt_sibling(path, sizeof path, dir, ".zl-tmp");
     if (!lstat(path, &st) &&
         (!S_ISDIR(st.st_mode) || (count_entries(path, &foreign, foreign_name, sizeof foreign_name), foreign))) {
         /* a killed save leaves a directory of checkpoint files only; the next save clears those */
@@ -997,7 +999,7 @@ static int publish(zl_ckpt *ck, int has_params, zl_ckpt_progress at, const uint6
                           .has_params = has_params, .at = at, .file_hash = (uint64_t *)hashes};
     for (int c = 0; c < ZL_CKPT_NCAT; c++) m.file_bytes += zl_ckpt_cat_bytes(&m, c);
     char old[ZL_PATH_MAX + 32], parent[ZL_PATH_MAX];
-    sibling(old, sizeof old, dir, ".zl-old");
+    zl_ckpt_sibling(old, sizeof old, dir, ".zl-old");
     zl_path_parent(parent, sizeof parent, dir);
     int e;
     if ((e = zl_ckpt_write_manifest(tmp, &m))) return snprintf(what, n, "%s/%s", tmp, ZL_CKPT_MANIFEST), e;
@@ -1037,7 +1039,7 @@ static void save(zl_ckpt *ck, zl_ckpt_owned o, zl_ckpt_progress at, zl_stream s)
     const zl_runtime *rt = ck->rt;
     double t0 = zl_wall_seconds();
     char tmp[ZL_PATH_MAX + 32], path[ZL_PATH_MAX + 64], what[2 * ZL_PATH_MAX + 64] = "";
-    sibling(tmp, sizeof tmp, rt->cfg.save_dir, ".zl-tmp");
+    zl_ckpt_sibling(tmp, sizeof tmp, rt->cfg.save_dir, ".zl-tmp");
     int e = 0;
     if (rt->rank == 0) {
         remove_checkpoint_dir(tmp); /* what a killed save left behind */
@@ -1062,8 +1064,10 @@ static void save(zl_ckpt *ck, zl_ckpt_owned o, zl_ckpt_progress at, zl_stream s)
     if (rt->rank == 0) e = publish(ck, o.params_layout == ZL_CKPT_SLICES, at, hashes, tmp, what, sizeof what);
     if (rt->rank == 0 && hashes != ck->staging) free(hashes);
     mpiCheck(MPI_Bcast(&e, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    if (e) mpiCheck(MPI_Bcast(what, (int)sizeof what, MPI_CHAR, 0, MPI_COMM_WORLD)); /* rank 0 knows what failed */
-    if (e) zl_fatal("--save: %s: %s", what, strerror(e));
+    if (e) { /* rank 0 knows what failed: every rank's line names it */
+        mpiCheck(MPI_Bcast(what, (int)sizeof what, MPI_CHAR, 0, MPI_COMM_WORLD));
+        zl_fatal("--save: %s: %s", what, strerror(e));
+    }
     struct stat st;
     zl_ckpt_rank_path(path, sizeof path, rt->cfg.save_dir, rt->rank);
     report_io(rt, "saved", rt->cfg.save_dir, at.step, zl_wall_seconds() - t0, stat(path, &st) ? 0 : (double)st.st_size);

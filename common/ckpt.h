@@ -105,6 +105,9 @@ void zl_ckpt_check_resume(zl_runtime *rt, zl_model_shape shape);
  * or a whole checkpoint in DIR.zl-tmp newer than DIR's (a save cut before its rename).
  * 0, or errno with msg filled. */
 int zl_ckpt_probe_dir(const char *dir, const char *resume_dir, char *msg, size_t n);
+/* DIR + suffix without DIR's trailing slashes: "ckpt/" + ".zl-tmp" -> "ckpt.zl-tmp", the names a
+ * save writes beside DIR ("" for DIR itself as the save renames it). */
+void zl_ckpt_sibling(char *out, size_t n, const char *dir, const char *suffix);
 
 /* ---- the format (no MPI, no device: zlckpt and the fuzz test use these) ----------- */
 

@@ -103,11 +103,9 @@ static int inside_save_dir(const output *o, const zl_config *c) {
     struct stat save, out;
     zl_path_parent(dir, sizeof dir, o->path);
     int have_out = o->f && !fstat(fileno(o->f), &out);
-    size_t len = strlen(c->save_dir);
-    while (len > 1 && c->save_dir[len - 1] == '/') len--;
     static const char *const suffix[] = {"", ".zl-tmp", ".zl-old"};
     for (int i = 0; i < 3; i++) {
-        snprintf(name, sizeof name, "%.*s%s", (int)len, c->save_dir, suffix[i]);
+        zl_ckpt_sibling(name, sizeof name, c->save_dir, suffix[i]);
         if (stat(name, &save)) continue;
         if (have_out && save.st_dev == out.st_dev && save.st_ino == out.st_ino) return 1;
         if (realpath(dir, real) && zl_path_within(real, &save)) return 1;

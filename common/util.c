@@ -109,6 +109,11 @@ int zl_fsync_path(const char *path) {
     return e == EINVAL ? 0 : e;
 }
 
+int zl_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 void zl_path_parent(char *out, size_t n, const char *path) {
     snprintf(out, n, "%s", path);
     char *slash = strrchr(out, '/');

@@ -44,6 +44,8 @@ void zl_path_parent(char *out, size_t n, const char *path);
  * on some file systems, or opened, in a write-only drop box, counts as done). A rename is durable
  * once its directory is. */
 int zl_fsync_path(const char *path);
+/* Do two paths name one file or directory (any spelling, through links)? Both must exist. */
+int zl_same_file(const char *a, const char *b);
 struct stat;
 /* Is `dir` the directory `resolved` (an absolute path, from realpath) or one above it? Compared
  * by device and inode while walking up, so any spelling of dir (a link, "..") is caught; "/"

@@ -21,9 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "common/args.h" /* zl_args_parse: the programs' flags; ZL_EXIT_* */
+#include "common/util.h" /* zl_same_file: --out naming the --data file, by any path */
 #include "model/gpt.h"   /* zl_gpt_sample_row: row g of the token stream */
 
 static int usage(const char *why) {
@@ -62,12 +62,6 @@ static unsigned char *read_text(const char *path, size_t *len) {
     return buf;
 }
 
-/* --out naming the --data file (through any path or link): writing it would destroy the input. */
-static int same_file(const char *a, const char *b) {
-    struct stat sa, sb;
-    return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 int main(int argc, char **argv) {
     const char *out = NULL;
     int ranks = 1, step = 1;
@@ -94,7 +88,7 @@ int main(int argc, char **argv) {
     size_t text_len = 0;
     unsigned char *text = NULL;
     if (c.data_path[0]) {
-        if (same_file(out, c.data_path)) return usage("--out names the --data file: refusing to overwrite the input");
+        if (zl_same_file(out, c.data_path)) return usage("--out names the --data file: refusing to overwrite the input");
         text = read_text(c.data_path, &text_len);
         if (!text) {
             fprintf(stderr, "zlbatch: --data %s: %s\n", c.data_path, strerror(errno));
