@@ -180,7 +180,7 @@ gemm_table_round_trip() {
     j1=$(mktemp /tmp/zl_withtable_XXXXXX.json); blog=$(mktemp /tmp/zl_table_bench_XXXXXX)
     local shape=(--layers 2 --dim 1024 --batch 1024 --steps 3 --quiet)
     build/cuda/bench_gemm_tune --dim 1024 --rows 1024 --layers 2 --algos 8 --sustain 0.2 --table "$t" \
-        --table-margin -100 > "$blog" 2>&1 &&
+        --table-margin -100 > "$blog" 2> "$blog.err" &&
         env -u ZL_GEMM_TUNE ZL_GEMM_TABLE="$t" build/cuda/stage2 "${shape[@]}" --json "$j1" > /dev/null &&
         env -u ZL_GEMM_TUNE -u ZL_GEMM_TABLE build/cuda/stage2 "${shape[@]}" --json "$j0" > /dev/null &&
         out=$("$py" - "$t" "$j0" "$j1" <<'PY'
@@ -195,8 +195,9 @@ PY
 )
     local rc=$?
     echo "gemm table round trip (bench_gemm_tune --table, ZL_GEMM_TABLE): rc=$rc ${out:-the benchmark or a run failed}"
-    [ "$rc" -eq 0 ] || tail -5 "$blog"
-    rm -f "$t" "$j0" "$j1" "$blog"
+    # stderr apart: stdout to a file is written in blocks, so its tail would not hold the error
+    [ "$rc" -eq 0 ] || { tail -5 "$blog"; cat "$blog.err"; }
+    rm -f "$t" "$j0" "$j1" "$blog" "$blog.err"
     return "$rc"
 }
 
