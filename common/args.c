@@ -13,6 +13,7 @@
 
 #include "gemm_table.h"
 #include "util.h"
+#include "../model/model.h"          /* zl_model_n_uses: how far --prefetch can reach */
 #include "../kernels/gpt_kernels.h" /* zl_gpt_flash_supported, zl_gpt_flash_by_shape */
 
 static const char *const stage_prog[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
@@ -386,11 +387,13 @@ static int finish_config(zl_config *c, int stage, char *err, int len) {
     for (int i = 0; i < c->n_inject; i++)
         if (c->inject_steps[i] > c->steps)
             return fail(err, len, "--inject-overflow: step %d is beyond --steps %d", c->inject_steps[i], c->steps);
-    /* One unit gathered ahead, unless there is no later unit to gather. */
-    if (c->prefetch < 0) c->prefetch = stage == 3 ? (c->layers > 1 ? 1 : 0) : 0;
-    if (stage == 3 && c->prefetch > c->layers - 1 && c->prefetch > 0)
-        return fail(err, len, "--prefetch: expected an integer in [0, %d] (layers - 1), got %d", c->layers - 1,
-                    c->prefetch);
+    /* One use gathered ahead, unless there is no later use to gather: a step's uses are the
+     * model's (the MLP's L blocks; the GPT's embedding, L blocks, final LN and tied LM head). */
+    int later_uses = zl_model_n_uses(zl_model_shape_of(c)) - 1;
+    if (c->prefetch < 0) c->prefetch = stage == 3 && later_uses > 0 ? 1 : 0;
+    if (stage == 3 && c->prefetch > later_uses && c->prefetch > 0)
+        return fail(err, len, "--prefetch: expected an integer in [0, %d] (this model's uses a step - 1), got %d",
+                    later_uses, c->prefetch);
     if (c->json_path[0] && !strcmp(c->json_path, c->dump_path))
         return fail(err, len, "--json and --dump-params name the same path '%s'", c->json_path);
     if (c->no_param_hash && c->dump_path[0]) /* the dump is written by the same pass as the hash */
@@ -575,7 +578,9 @@ void zl_args_usage(const char *prog, int stage) {
            "  --peak-tflops P GPT: the device's peak TFLOP/s, for MFU (default: 989 on H100/H200 SXM, else no MFU)\n",
            prog);
     if (stage == 1) printf("  --grad-sync reducescatter|allreduce  ZeRO-1 gradient sync variant\n");
-    if (stage == 3) printf("  --prefetch K    units gathered ahead, 0..min(layers-1, 64) (default min(1, layers-1))\n");
+    if (stage == 3)
+        printf("  --prefetch K    uses gathered ahead, 0..min(uses-1, 64) (default min(1, uses-1)); uses a step:\n"
+               "                  layers (mlp), layers + 3 (gpt: embedding, blocks, final LN, tied LM head)\n");
     if (stage >= 2)
         printf("  --offload       ZeRO-Offload: fp32 master, Adam m and v in pinned host memory, Adam on the host\n");
     printf("exit codes: 0 ok | 1 runtime error (CUDA/NCCL/MPI/I-O, with file:line) | 2 bad input or does not fit\n"

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "trace.h"
 #include "util.h"
 #include "../model/model.h"
 
@@ -125,6 +126,8 @@ void zl_preflight(zl_runtime *rt, const zl_partition *part, const zl_formula_con
     zl_ckpt_check_resume(rt, fc->model); /* --resume DIR: refused here, before any state exists */
     char err[ZL_PATH_MAX + 128] = "";    /* --data FILE, the same way */
     zl_runtime_refuse_if_any(rt, zl_model_check_inputs(fc->model, err, sizeof err), err);
+    /* --trace's records: the collectives are reserved (zl_comm_init), the model's spans not yet */
+    zl_runtime_refuse_if_any(rt, zl_trace_records_too_many(zl_model_spans_per_step(fc->model), err, sizeof err), err);
     if (rt->cfg.no_preflight) return;
     size_t dev_free = 0, host_avail = zl_host_mem_available();
     int on_gpu = zl_dev_mem_free(&dev_free);

@@ -149,6 +149,9 @@ static zl_interval *g_iv_exposed; /* scratch: a step's exposed intervals */
 
 static int timed_steps(void) { return g_steps > 1 ? g_steps - 1 : 1; }
 static int span_cap(void) { return g_cap[ZL_LANE_COMPUTE] + g_cap[ZL_LANE_COPY]; }
+static int reserved_per_step(void) {
+    return g_reserved[ZL_LANE_COMPUTE] + g_reserved[ZL_LANE_COPY] + g_reserved[ZL_LANE_COMM];
+}
 
 static void *grow(void *p, size_t n, size_t size, const char *what) {
     void *q = realloc(p, (n ? n : 1) * size);
@@ -194,12 +197,23 @@ void zl_trace_reserve(zl_lane lane, int spans_per_step) {
     g_iv_exposed = grow(g_iv_exposed, all, sizeof *g_iv_exposed, "intervals");
     if (g_world > 1) reserve_join_pools();
     if (!g_recording) return;
-    int per_step = g_reserved[ZL_LANE_COMPUTE] + g_reserved[ZL_LANE_COPY] + g_reserved[ZL_LANE_COMM];
-    g_rec_cap = (size_t)timed_steps() * (size_t)per_step;
-    if (g_rec_cap * sizeof(record) > (size_t)1 << 30)
-        zl_fatal("--trace: %d steps of %d spans need %zu MiB per rank: trace fewer --steps", timed_steps(), per_step,
-                 g_rec_cap * sizeof(record) >> 20);
+    char err[160]; /* too many: zl_preflight refuses the run (exit 2) once the model's spans are known */
+    if (zl_trace_records_too_many(0, err, sizeof err)) return;
+    g_rec_cap = (size_t)timed_steps() * (size_t)reserved_per_step();
     g_rec = grow(g_rec, g_rec_cap, sizeof *g_rec, "--trace records");
+}
+
+/* The recording's ceiling: a timeline file past this is not one anyone opens. */
+#define RECORDS_MAX_BYTES ((size_t)1 << 30)
+
+int zl_trace_records_too_many(int more_per_step, char *err, size_t n) {
+    if (!g_recording) return 0;
+    size_t per_step = (size_t)reserved_per_step() + (size_t)more_per_step;
+    size_t bytes = (size_t)timed_steps() * per_step * sizeof(record);
+    if (bytes <= RECORDS_MAX_BYTES) return 0;
+    snprintf(err, n, "--trace: %d timed steps of %zu spans need %zu MiB per rank (at most %zu): trace fewer --steps",
+             timed_steps(), per_step, bytes >> 20, RECORDS_MAX_BYTES >> 20);
+    return 1;
 }
 
 void zl_trace_finalize(void) {

@@ -62,6 +62,9 @@ void zl_trace_setup(int steps, int recording, int world);
  * per timed step, which is what they hold on average. Without zl_trace_setup (a unit
  * test driving the model directly) this and every other zl_trace_* call does nothing. */
 void zl_trace_reserve(zl_lane lane, int spans_per_step);
+/* 1 (and why, in err) if --trace's records, with more_per_step spans a step beyond those
+ * reserved so far, would pass their ceiling (1 GiB a rank): zl_preflight refuses that, exit 2. */
+int zl_trace_records_too_many(int more_per_step, char *err, size_t n);
 void zl_trace_finalize(void);
 
 /* ---- during a step ---------------------------------------------------------------- */

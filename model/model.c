@@ -20,13 +20,16 @@ int zl_model_check_inputs(zl_model_shape s, char *err, size_t n) {
     return s.kind == ZL_MODEL_GPT && s.data && s.data[0] ? zl_gpt_check_data(s.data, s.seq, err, n) : 0;
 }
 
+/* The timeline's compute lane, per step: per micro-batch the batch, a forward and a backward
+ * span per use, the loss; then the stage's optimizer (at most one Adam call per unit). */
+int zl_model_spans_per_step(zl_model_shape s) {
+    return zl_model_micro_batches(s) * (1 + 2 * zl_model_n_uses(s) + 1) + zl_model_n_units(s);
+}
+
 zl_model *zl_model_create(zl_model_shape s) {
     zl_model *m = zl_host_calloc(1, sizeof *m);
     m->shape = s;
-    /* The timeline's compute lane, per step: per micro-batch the batch, a forward and a
-     * backward span per use, the loss; then the stage's optimizer (at most one Adam call per
-     * unit). */
-    zl_trace_reserve(ZL_LANE_COMPUTE, zl_model_micro_batches(s) * (1 + 2 * zl_model_n_uses(s) + 1) + zl_model_n_units(s));
+    zl_trace_reserve(ZL_LANE_COMPUTE, zl_model_spans_per_step(s));
     switch (s.kind) {
     case ZL_MODEL_MLP:
         zl_mlp_create(&m->mlp, s.layers, s.dim, s.rows, zl_model_micro_batches(s), s.checkpoint);

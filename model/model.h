@@ -88,6 +88,8 @@ size_t zl_model_host_bytes(zl_model_shape s);
  * Every call runs on the stream it is given, in the order called. */
 typedef struct zl_model zl_model;
 
+/* Compute spans a step records on the timeline (what zl_model_create reserves). */
+int zl_model_spans_per_step(zl_model_shape s);
 /* Allocate the activations, scratch and kernel workspace through the tracked allocator
  * (categories activations, scratch, workspace): call before zl_mem_freeze. */
 zl_model *zl_model_create(zl_model_shape s);

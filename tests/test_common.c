@@ -536,9 +536,16 @@ Test(args, flag_equals_value_switches_and_defaults) {
                  "%s", err);
     cr_expect(c.layers == 5 && c.dim == 16 && c.prefetch == 2 && c.timeout_s == 7 && c.check && c.no_preflight);
     cr_assert_eq(parse(3, err, &c, "--layers 1"), ZL_ARGS_OK, "%s", err);
-    cr_expect_eq(c.prefetch, 0, "default prefetch is min(1, L-1)");
+    cr_expect_eq(c.prefetch, 0, "default prefetch is min(1, uses - 1): an MLP of L blocks has L uses");
     cr_assert_eq(parse(3, err, &c, "--layers 4"), ZL_ARGS_OK, "%s", err);
     cr_expect_eq(c.prefetch, 1);
+    /* a GPT of L blocks has L + 3 uses a step (embedding, blocks, final LN, the tied LM head
+     * reading the embedding again): one block still has later uses to gather, up to 3 ahead */
+    cr_assert_eq(parse(3, err, &c, "--preset gpt-tiny --layers 1"), ZL_ARGS_OK, "%s", err);
+    cr_expect_eq(c.prefetch, 1, "a one-block GPT's default prefetch");
+    cr_expect_eq(parse(3, err, &c, "--preset gpt-tiny --layers 1 --prefetch 3"), ZL_ARGS_OK, "%s", err);
+    cr_expect_eq(parse(3, err, &c, "--preset gpt-tiny --layers 1 --prefetch 4"), ZL_ARGS_ERROR);
+    cr_expect(strstr(err, "[0, 3]"), "%s", err);
     cr_expect_eq(c.timeout_s, 300, "the watchdog is on by default");
     cr_expect_eq(parse(0, err, &c, "--check=1"), ZL_ARGS_ERROR);
     cr_expect_eq(parse(0, err, &c, "--json=/tmp/a --dump-params=/tmp/a"), ZL_ARGS_ERROR);

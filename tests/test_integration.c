@@ -518,7 +518,7 @@ Test(equivalence, all_stages_close_to_ddp_N3) { check_close(3); }
 Test(equivalence, all_stages_close_to_ddp_N4) { check_close(4); }
 
 Test(bad_input, stage_specific_flags) {
-    expect_refused("-n 1 {stage3} --layers 2 --prefetch 2", "--prefetch: expected an integer in [0, 1] (layers - 1)");
+    expect_refused("-n 1 {stage3} --layers 2 --prefetch 2", "--prefetch: expected an integer in [0, 1] (this model's uses");
     expect_refused("-n 1 {stage3} --prefetch -1", "--prefetch: expected an integer in [0, 64]");
     expect_refused("-n 2 {stage1} --grad-sync ring", "--grad-sync: expected reducescatter or allreduce, got 'ring'");
     expect_refused("-n 1 {stage2} --prefetch 1", "--prefetch: only stage3 takes this flag; stage2 does not");

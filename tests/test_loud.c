@@ -241,6 +241,30 @@ Test(preflight, a_model_that_does_not_fit_is_refused_with_numbers) {
     }
 }
 
+/* --trace keeps every span of every timed step (at most 1 GiB a rank): a run whose timeline would
+ * not fit is refused at start-up, exit 2, with --no-preflight too (it was exit 1 once the comm
+ * lane had been reserved). tiny at K = 64, N = 1, stage 2, per step: collectives K·units + units
+ * + K + 1 = 195, compute spans K·(batch + 2 uses × 2 + loss) + units = 386; 999,999 timed steps
+ * × 581 spans × 32 bytes a record = 17,730 MiB. */
+Test(preflight, a_timeline_too_large_for_trace_is_refused_at_start_up) {
+    char path[] = "/tmp/zl_trace_XXXXXX";
+    cr_assert(mkdtemp(path));
+    char file[64];
+    snprintf(file, sizeof file, "%s/t.json", path);
+    const char *more[] = {"", "--no-preflight"};
+    for (int i = 0; i < 2; i++) {
+        zl_run_result r;
+        double t0 = now();
+        zl_run(&r, "-n 1 {stage2} --preset tiny --steps 1000000 --accum 64 --quiet --trace %s %s", file, more[i]);
+        cr_expect_eq(r.exit_code, 2, "%s: exit %d (%s)", more[i], r.exit_code, r.err);
+        cr_expect(now() - t0 < 10, "%s: refused after %.1f s", more[i], now() - t0);
+        cr_expect(strstr(r.err, "--trace: 999999 timed steps of 581 spans need 17730 MiB"), "%s: %s", more[i], r.err);
+        cr_expect_eq(zl_program_lines(r.err, "stage2"), 1, "%s", r.err);
+        cr_expect(access(file, F_OK) != 0, "%s: %s was created", more[i], file);
+    }
+    rmdir(path);
+}
+
 /* zerocalc --max-layers answers the preflight's question: on a pretend device of 2e6 bytes
  * (ZL_CPU_DEVICE_BYTES, the CPU backend's test hook) the L it predicts trains, L + 1 is refused
  * by the preflight (exit 2) and, without it, runs out of memory while allocating (exit 1) —
