@@ -584,7 +584,8 @@ void zl_args_usage(const char *prog, int stage) {
     if (stage >= 2)
         printf("  --offload       ZeRO-Offload: fp32 master, Adam m and v in pinned host memory, Adam on the host\n");
     printf("exit codes: 0 ok | 1 runtime error (CUDA/NCCL/MPI/I-O, with file:line) | 2 bad input or does not fit\n"
-           "            (before anything is allocated) | 3 training diverged | 4 --check mismatch | 5 watchdog\n");
+           "            (before anything is allocated) | 3 training diverged | 4 --check mismatch | 5 watchdog;\n"
+           "            a finished run with several exits with the first of 1, 3, 4\n");
 }
 
 uint64_t zl_args_hash(const zl_config *c) {

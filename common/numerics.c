@@ -85,8 +85,10 @@ zl_step_verdict zl_numerics_decide(zl_numerics *n, int step, const double *dev_s
     n->grad_mult = unscale;
     if (n->clip > 0 && norm > n->clip) n->grad_mult = (float)((double)unscale * (n->clip / norm));
     zl_step_verdict v = zl_scaler_update(&n->scaler, overflow);
-    /* A non-finite loss whose gradients stayed finite (bf16, or a static scale) is divergence too. */
-    if (v == ZL_STEP_APPLY && !isfinite(loss)) v = ZL_STEP_DIVERGED;
+    /* A non-finite loss is divergence whatever the gradients did: the loss is the forward's,
+     * before any scaling, so no loss scale can cure it (a dynamic scaler would only skip the
+     * step and halve, and a run shorter than the halvings to 1 ended "ok" with a NaN loss). */
+    if (v != ZL_STEP_DIVERGED && !isfinite(loss)) v = ZL_STEP_DIVERGED;
     int i = step - 1;
     n->scales[i] = n->step_scale, n->norms[i] = (float)norm;
     n->steps_done = step;
@@ -94,7 +96,7 @@ zl_step_verdict zl_numerics_decide(zl_numerics *n, int step, const double *dev_s
     if (v == ZL_STEP_APPLY) n->adam_step++;
     n->diverged = v == ZL_STEP_DIVERGED;
     if (v == ZL_STEP_DIVERGED) {
-        if (n->scaler.dynamic && overflow)
+        if (n->scaler.dynamic && overflow && isfinite(loss))
             snprintf(n->diverged_why, sizeof n->diverged_why,
                      "diverged at step %d: the gradient still overflows with the dynamic loss scale below 1 "
                      "(loss = %g); try a smaller --lr",

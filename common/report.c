@@ -1152,11 +1152,12 @@ static int print_and_write(const zl_report *r) {
            r->losses[r->steps - 1], r->losses[0], ms, g.median_ms, samples_s, tflops, per, hash);
     if (gpt) print_throughput(gpt, c, per);
     /* One machine-readable line for scripts (make demo's comparison table). */
-    double paper_states = zl_paper_model_states((double)r->part->psi, N, c->stage, NULL);
+    double paper[5], paper_host, paper_states = paper_device_states(r, paper, &paper_host); /* as the table's */
     printf("summary: stage=%d world=%d states_measured=%.0f states_formula=%.0f states_paper=%.0f peak=%.0f "
            "wire=%.0f ms=%.3f tflops=%.4g loss=%.6f hash=%s",
            c->stage, N, all[0].states_measured, all[0].states_formula, paper_states, all[0].peak_measured,
            all[0].wire_measured, ms, tflops, r->losses[r->steps - 1], hashed ? hash : "none");
+    if (c->offload) printf(" host_states_paper=%.0f", paper_host);
     if (gpt) printf(" tokens_s=%.0f model_tflops=%.4g mfu=%.4f", gpt->tokens_per_s, gpt->tflops, gpt->mfu);
     printf("\n");
     print_check(&chk, c->check, r->rt->prog);

@@ -642,6 +642,16 @@ Test(check, exit_4_when_a_formula_is_perturbed) {
     run_check("stage0_ddp", 1, "adam_v", 4);
 }
 
+/* A diverged run whose --check also fails exits 3 (the first of 1, 3, 4), and says both. */
+Test(check, divergence_outranks_a_mismatch) {
+    setenv("ZL_TEST_PERTURB_FORMULA", "adam_m", 1);
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage2} --steps 2 --loss-scale 4 --inject-overflow 2 --check --quiet");
+    unsetenv("ZL_TEST_PERTURB_FORMULA");
+    cr_expect_eq(r.exit_code, 3, "%s", r.err);
+    cr_expect(strstr(r.err, "diverged at step 2") && strstr(r.err, "--check:"), "%s", r.err);
+}
+
 /* Without --check a mismatch is reported but the exit code stays 0. */
 Test(check, mismatch_without_check_only_reports) {
     setenv("ZL_TEST_PERTURB_FORMULA", "scratch", 1);

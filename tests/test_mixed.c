@@ -130,6 +130,20 @@ static void check_diverged(int N) {
               "%s", r.err);
     cr_expect(strstr(r.out, "memory per rank"), "the report is still printed");
 }
+/* --lr 10 leaves finite parameters after step 1 (about 10 at most) whose fp16 forward overflows:
+ * the loss is NaN from step 2 on. The loss comes before any scaling, so a dynamic scale that
+ * skips and halves cannot cure it: divergence at once (a 6-step run exited 0, "ok", NaN loss). */
+Test(diverged, a_non_finite_loss_is_divergence_under_a_dynamic_scale) {
+    cJSON *j = zl_run_json(3, "-n 2 {stage2} --preset tiny --steps 6 --lr 10");
+    cr_expect_str_eq(zl_get(j, "status")->valuestring, "diverged");
+    int done = (int)zl_num(j, "steps_done");
+    cJSON *loss = zl_get(j, "loss");
+    cr_expect(done >= 2 && done < 6, "stopped at step %d", done);
+    cr_expect(cJSON_IsNumber(cJSON_GetArrayItem(loss, 0)), "step 1's loss is finite");
+    cr_expect(cJSON_IsNull(cJSON_GetArrayItem(loss, done - 1)), "the last step's loss is not finite");
+    cr_expect_eq(cJSON_GetArraySize(zl_get(j, "skipped_steps")), 0, "no step skipped first");
+    cJSON_Delete(j);
+}
 Test(diverged, exit_3_N1) { check_diverged(1); }
 Test(diverged, exit_3_N2) { check_diverged(2); }
 

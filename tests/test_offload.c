@@ -213,6 +213,33 @@ static void check_exact(int stage, int N) {
 EXACT_TESTS(2)
 EXACT_TESTS(3)
 
+/* The summary line (make demo reads it) gives the paper's model states as the memory table does:
+ * with --offload the device keeps 2Ψ + 2Ψ/N (ZeRO-2) or 4Ψ/N (ZeRO-3) and the host 12Ψ/N
+ * (ZeRO-Offload); it printed the device-only run's figure once. Ψ from the JSON, the rest here. */
+static void check_summary_paper(int stage) {
+    zl_run_result r;
+    char json[96];
+    snprintf(json, sizeof json, "/tmp/zl_summary_%d_%d.json", getpid(), stage);
+    zl_run(&r, "-n 2 {%s} --preset tiny --steps 2 --offload --json %s", zl_progs[stage], json);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cJSON *j = zl_load_json(json);
+    unlink(json);
+    double psi = zl_num(j, "params"), N = 2;
+    double device = stage == 2 ? 2 * psi + 2 * psi / N : 4 * psi / N, host = 12 * psi / N;
+    const char *line = strstr(r.out, "summary: ");
+    cr_assert(line, "no summary line: %s", r.out);
+    double states = -1, host_states = -1;
+    const char *a = strstr(line, "states_paper="), *b = strstr(line, "host_states_paper=");
+    if (a) sscanf(a, "states_paper=%lf", &states);
+    if (b) sscanf(b, "host_states_paper=%lf", &host_states);
+    cr_expect_eq(states, device, "stage %d: summary states_paper %.0f, paper's device states %.0f", stage, states, device);
+    cr_expect_eq(host_states, host, "stage %d: summary host_states_paper %.0f, 12 Psi/N %.0f", stage, host_states, host);
+    cr_expect_eq(zl_num(cJSON_GetArrayItem(zl_get(j, "ranks"), 0), "memory.paper.model_states"), device);
+    cJSON_Delete(j);
+}
+Test(exact, the_summary_line_gives_the_tables_paper_states_stage2) { check_summary_paper(2); }
+Test(exact, the_summary_line_gives_the_tables_paper_states_stage3) { check_summary_paper(3); }
+
 /* A formula off by one byte in a host category fails --check with exit 4: the comparison
  * of the host lines is live. */
 Test(exact, a_wrong_host_formula_fails_the_check) {
