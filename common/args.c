@@ -191,6 +191,9 @@ static int check_gpt(const zl_config *c, char *err, int len) {
         return fail(err, len, "--batch/--seq/--dim/--vocab: batch*seq*max(4*dim, vocab) must be below 2^31");
     if (__builtin_mul_overflow(R * (size_t)c->heads, (size_t)c->seq, &scores) || scores > 2147483647u)
         return fail(err, len, "--batch/--heads/--seq: batch*heads*seq^2 must be below 2^31");
+    if (c->data_path[0] && c->vocab < 256) /* its tokens are bytes: folded modulo V they would be other text */
+        return fail(err, len, "--data: its tokens are the text's bytes, 0..255: --vocab must be at least 256 (got %d)",
+                    c->vocab);
     if (c->attention == ZL_ATTENTION_FUSED && !zl_gpt_flash_supported(c->dim, c->heads, c->dtype == ZL_BF16))
         return fail(err, len, "--attention fused: needs head dimension 64 (--dim / --heads, got %d) and --dtype fp16",
                     c->dim / c->heads);

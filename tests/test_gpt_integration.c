@@ -290,6 +290,9 @@ Test(gpt_bad_input, flags_exit_2) {
     expect_refused("-n 1 {stage1} --seq 16", "--seq: only --model gpt takes this flag");
     expect_refused("-n 1 {stage2} --model gpt2", "--model: expected mlp or gpt, got 'gpt2'");
     expect_refused("-n 1 {stage3} --model gpt --vocab 1", "--vocab: expected an integer in [2, 1048576]");
+    /* a text's tokens are its bytes: under 256 they were folded modulo V into other text */
+    expect_refused("-n 1 {stage2} --preset gpt-tiny --vocab 255 --data data/persuasion.txt",
+                   "--data: its tokens are the text's bytes, 0..255: --vocab must be at least 256 (got 255)");
     expect_refused("-n 1 {stage3} --preset gpt-tiny --attention fused", "--attention fused: needs head dimension 64");
     expect_refused("-n 1 {stage3} --preset gpt2-124m --dtype bf16 --attention fused", "and --dtype fp16");
     expect_refused("-n 1 {stage1} --attention strided", "--attention: only --model gpt takes this flag");
