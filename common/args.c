@@ -60,14 +60,16 @@ static int parse_int(const char *flag, const char *s, long lo, long hi, int *out
     return ZL_ARGS_OK;
 }
 
-static int parse_u64(const char *flag, const char *s, uint64_t *out, char *err, int len) {
+/* At most 2^53: the JSON report's numbers are doubles, exact up to there (a larger seed would be
+ * written as another one, and a run repeated from its report would train other data). */
+#define ZL_SEED_MAX (1ull << 53)
+static int parse_seed(const char *flag, const char *s, uint64_t *out, char *err, int len) {
     char *end;
     errno = 0;
-    if (!isdigit((unsigned char)*s)) /* strtoull would skip white space and take a sign: -1 wraps */
-        return fail(err, len, "%s: expected an integer in [0, 18446744073709551615], got '%s'", flag, s);
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end)
-        return fail(err, len, "%s: expected an integer in [0, 18446744073709551615], got '%s'", flag, s);
+    unsigned long long v = 0;
+    if (isdigit((unsigned char)*s)) v = strtoull(s, &end, 10); /* a digit first: strtoull skips white space, takes a sign */
+    if (!isdigit((unsigned char)*s) || errno || end == s || *end || v > ZL_SEED_MAX)
+        return fail(err, len, "%s: expected an integer in [0, %llu] (2^53), got '%s'", flag, ZL_SEED_MAX, s);
     *out = (uint64_t)v;
     return ZL_ARGS_OK;
 }
@@ -292,7 +294,7 @@ static int apply_value(zl_config *c, const char *f, const char *v, char *err, in
     if (!strcmp(f, "--batch")) return parse_int(f, v, 1, 1 << 20, &c->batch, err, len);
     if (!strcmp(f, "--steps")) return parse_int(f, v, 1, 1000000, &c->steps, err, len);
     if (!strcmp(f, "--accum")) return parse_int(f, v, 1, 1024, &c->accum, err, len);
-    if (!strcmp(f, "--seed")) return parse_u64(f, v, &c->seed, err, len);
+    if (!strcmp(f, "--seed")) return parse_seed(f, v, &c->seed, err, len);
     if (!strcmp(f, "--loss-scale")) {
         if (!strcmp(v, "dynamic")) return c->loss_scale_dynamic = 1, ZL_ARGS_OK;
         c->loss_scale_dynamic = 0;
@@ -547,7 +549,7 @@ void zl_args_usage(const char *prog, int stage) {
            "  --accum K       micro-batches per step (gradient accumulation), 1..1024 (default 1); K*L <= 65536\n"
            "  --checkpoint-activations  keep each block's input only; recompute its forward in backward\n"
            "  --steps S       training steps, 1..1000000\n"
-           "  --seed X        init and data seed (results never depend on N)\n"
+           "  --seed X        init and data seed, 0..2^53 (results never depend on N)\n"
            "  --dtype fp16|bf16   16-bit format of params, grads, activations (default fp16, the paper's)\n"
            "  --loss-scale dynamic|K  dynamic loss scaling (default for fp16) or a static scale in [2^-126, 65536]\n"
            "                      (default for bf16: static 1)\n"

@@ -945,7 +945,7 @@ static cJSON *json_report(const zl_report *r, const gathered *g, const check_res
     add_number(cf, "layers", c->layers);
     add_number(cf, "dim", c->dim);
     add_number(cf, "batch", c->batch);
-    add_number(cf, "seed", (double)c->seed); /* exact below 2^53 */
+    add_number(cf, "seed", (double)c->seed); /* exact: --seed is at most 2^53 (args.c) */
     add_number(cf, "loss_scale", c->loss_scale);
     add_number(cf, "lr", c->lr);
     add_number(cf, "beta1", c->beta1);

@@ -386,8 +386,8 @@ Test(args, presets_and_overrides) {
     cr_assert_eq(c.dim, 4096);
     cr_assert_eq(c.layers, 8);
     cr_assert_eq(c.batch, 8192);
-    cr_assert_eq(parse(0, err, &c, "--seed 18446744073709551615 --lr 0.01 --quiet"), ZL_ARGS_OK, "%s", err);
-    cr_assert_eq(c.seed, UINT64_MAX);
+    cr_assert_eq(parse(0, err, &c, "--seed 9007199254740992 --lr 0.01 --quiet"), ZL_ARGS_OK, "%s", err);
+    cr_assert_eq(c.seed, 1ull << 53, "the largest seed a JSON number holds exactly");
     cr_assert_eq(parse(0, err, &c, "--help"), ZL_ARGS_HELP);
     /* default lr: 1e-3 up to D = 256, then 1e-3·256/D; an explicit --lr wins */
     cr_assert_eq(parse(0, err, &c, "--preset tiny"), ZL_ARGS_OK);
@@ -418,7 +418,9 @@ Test(args, every_bad_value_names_its_flag) {
         {0, "--loss-scale 1e-45", "--loss-scale: expected a number in [1.17549e-38, 65536]"}, /* 1/K is inf */
         {0, "--loss-scale 4 --loss-scale-window 10", "--loss-scale-window: the clean steps before a dynamic scale"},
         {0, "--dtype bf16 --loss-scale-window 10", "this run's scale is static (--loss-scale 1, the default for bf16)"},
-        {0, "--seed \t-1", "--seed: expected an integer in [0, 18446744073709551615]"}, /* strtoull skips the tab */
+        {0, "--seed \t-1", "--seed: expected an integer in [0, 9007199254740992] (2^53)"}, /* strtoull skips the tab */
+        {0, "--seed 9007199254740993", "--seed: expected an integer in [0, 9007199254740992] (2^53), got"},
+        {0, "--seed 18446744073709551616", "--seed: expected an integer"}, /* past 64 bits: ERANGE */
         {0, "--layers 100000 --dim 1 --batch 1 --accum 16", "--accum/--layers: 16 micro-batches of 100000 layers"},
         {0, "--model gpt --dim 1048576 --layers 100000 --seq 1 --batch 1 --heads 1", /* a GPT block is 12D² + 13D */
          "--layers/--dim: a model of 100000 layers of dim 1048576 has byte counts that overflow 64 bits"},
