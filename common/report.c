@@ -72,8 +72,20 @@ typedef struct {
     double host_adam_bytes, host_threads; /* --offload: bytes host Adam moves per timed step; its OpenMP threads */
 } rank_summary;
 
-/* TEST ONLY: ZL_TEST_PERTURB_FORMULA=<memory category> adds one byte to that formula, so
- * the tests can show that --check fails when measured and formula disagree. */
+/* TEST ONLY: ZL_TEST_PERTURB_FORMULA=<memory category> adds one byte to that formula, and
+ * =<collective purpose> (grad_sync, control, offload_grads, ...) one byte a step to that
+ * purpose's traffic, so the tests can show that --check fails when measured and formula disagree. */
+static void perturb_comm_for_tests(zl_comm_formula *cf) {
+    const char *what = getenv("ZL_TEST_PERTURB_FORMULA");
+    if (!what || !*what) return;
+    for (int p = 0; p < ZL_NPURPOSES; p++)
+        if (!strcmp(what, zl_purpose_name((zl_purpose)p))) {
+            cf->bytes[p] += 1;
+            if (zl_purpose_in_step_total((zl_purpose)p)) cf->total += 1;
+            if (p == ZL_P_OFFLOAD_GRADS || p == ZL_P_OFFLOAD_PARAMS) cf->transfer_total += 1;
+        }
+}
+
 static void perturb_for_tests(zl_mem_formula *mf) {
     const char *cat = getenv("ZL_TEST_PERTURB_FORMULA");
     if (!cat || !*cat) return;
@@ -130,6 +142,7 @@ static void summarize(const zl_report *r, rank_summary *s) {
     zl_formula_config fc = r->fc;
     fc.no_param_hash = r->rt->cfg.no_param_hash || r->no_hash_why; /* no param_hash, and no gathers for it */
     zl_formula_comm(r->part, &fc, &cf);
+    perturb_comm_for_tests(&cf);
     memcpy(s->comm_formula, cf.bytes, sizeof cf.bytes);
     s->wire_formula = cf.total;
     s->transfer_measured = s->wire_by_purpose[ZL_P_OFFLOAD_GRADS] + s->wire_by_purpose[ZL_P_OFFLOAD_PARAMS];

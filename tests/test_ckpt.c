@@ -119,6 +119,29 @@ static void check_resume_with_skips(int stage, int N) {
     cr_expect_str_eq(resumed, straight, "%s N=%d: skipped steps and the scaler did not survive the resume", p, N);
     rm_rf(dir);
 }
+/* The scaler's clean-step count crosses too, saved where it is not 0: with a window of 2 the
+ * scale doubles after steps 2 and 4, so a save after step 3 holds clean_steps 1, and the resumed
+ * run's scales are the straight run's steps 4..6. (param_hash cannot show it: power-of-two scales
+ * leave every update bitwise the same; a resume that dropped the count doubled one step late.) */
+Test(resume, the_scalers_clean_steps_cross_the_resume) {
+    char dir[256];
+    tmp_path(dir, sizeof dir, "clean");
+    rm_rf(dir);
+    const char *common = "--layers 2 --dim 31 --loss-scale-window 2";
+    cJSON *straight = zl_run_json(0, "-n 2 {stage2} %s --steps 6", common);
+    cJSON *saved = zl_run_json(0, "-n 2 {stage2} %s --steps 3 --save %s", common, dir);
+    cJSON *m = manifest_of(dir);
+    cr_expect_eq(zl_num(m, "loss_scaler.clean_steps"), 1, "one clean step since the doubling after step 2");
+    cr_expect_eq(zl_num(m, "loss_scaler.scale"), 131072);
+    cJSON *resumed = zl_run_json(0, "-n 2 {stage2} %s --steps 3 --resume %s", common, dir);
+    for (int i = 0; i < 3; i++) {
+        double a = cJSON_GetArrayItem(zl_get(straight, "loss_scale"), 3 + i)->valuedouble;
+        double b = cJSON_GetArrayItem(zl_get(resumed, "loss_scale"), i)->valuedouble;
+        cr_expect_eq(b, a, "global step %d: resumed scale %g, straight %g", 4 + i, b, a);
+    }
+    cJSON_Delete(straight), cJSON_Delete(saved), cJSON_Delete(m), cJSON_Delete(resumed);
+    rm_rf(dir);
+}
 Test(resume, scaler_and_skipped_steps_stage0_N2) { check_resume_with_skips(0, 2); }
 Test(resume, scaler_and_skipped_steps_stage1_N3) { check_resume_with_skips(1, 3); }
 Test(resume, scaler_and_skipped_steps_stage2_N2) { check_resume_with_skips(2, 2); }

@@ -37,6 +37,20 @@ static gpt_shape sh = tiny;
 static double unit_size(int u) { return u == 0 ? (double)(V + T) * D : u <= L ? 12.0 * D * D + 13.0 * D : 2.0 * D; }
 static double slice(int u, int N) { return ceil(unit_size(u) / N); }
 
+/* The kernels' workspace for R = B·T rows, counted here from the layouts the backends document
+ * (kernels/cpu/gpt_cpu.c, kernels/cuda/gpt_cuda.cu), not from the program's formula. CPU: 64
+ * bytes to align, then three fp32 GEMM panels of max(R, D)·max(4D, Vp) floats (Vp: V rounded up
+ * to 64), each rounded up to 64 bytes. CUDA: the MLP kernels' layout for R rows (256 to align,
+ * cuBLASLt's 32 MiB, 1024 + 2 × 1024 doubles, 16 × 4D floats of column sums), then 256 to align
+ * and LayerNorm's dg and db partials, one row of D floats per chunk of 256 rows each. */
+static double expected_workspace(void) {
+    double R = (double)B * T, Vp = ceil(V / 64.0) * 64;
+    if (zl_build_is_cuda())
+        return 256 + 32.0 * 1024 * 1024 + 8 * (1024 + 2 * 1024) + 4 * 16 * 4.0 * D + 256 + 4 * 2 * ceil(R / 256) * D;
+    double panel = 4 * fmax(R, D) * fmax(4.0 * D, Vp);
+    return 64 + 3 * 64 * ceil(panel / 64);
+}
+
 /* extra: " --accum K" (K micro-batches: ZeRO-2/3 sync and gather per micro-batch, K losses)
  * and/or " --checkpoint-activations" (the per-block activations of one block only). */
 static void check_exact_with(int stage, int N, const char *extra) {
@@ -82,6 +96,8 @@ static void check_exact_with(int stage, int N, const char *extra) {
         cr_expect_eq(zl_num(rk, "memory.measured.activations"), act, "activations: %.0f, counted here %.0f",
                      zl_num(rk, "memory.measured.activations"), act);
         cr_expect_eq(zl_num(rk, "memory.formula.scratch"), scratch);
+        cr_expect_eq(zl_num(rk, "memory.measured.workspace"), expected_workspace(), "workspace: %.0f, counted here %.0f",
+                     zl_num(rk, "memory.measured.workspace"), expected_workspace());
         cr_expect_eq(zl_num(rk, "memory.allocations_in_step"), 0, "the step loop allocated");
         zl_expect_traffic_by_purpose(rk, zl_progs[stage], stage, N, K);
         /* gradients: DDP all-reduces, ZeRO-1 reduce-scatters once per step, ZeRO-2/3 once per micro-batch */

@@ -92,7 +92,10 @@ static void check_memory_and_traffic_with(int stage, int N, int L, int D, int B,
         double wf = zl_num(rk, "comm.formula.wire_bytes_per_step");
         cr_expect_float_eq(wm, wf, 1e-9 * (1 + wf), "%s N=%d rank %d wire bytes %.0f vs formula %.0f", prog, N, rank,
                            wm, wf);
-        cr_expect_float_eq(wf, wire_factor(stage, K, extra) * (N - 1) / N * 2 * psi_pad, 1e-6);
+        double wire = wire_factor(stage, K, extra) * (N - 1) / N * 2 * psi_pad; /* counted here */
+        cr_expect_float_eq(wf, wire, 1e-6);
+        cr_expect_float_eq(wm, wire, 1e-6, "%s N=%d rank %d: measured wire bytes %.0f, counted here %.0f", prog, N,
+                           rank, wm, wire);
         /* Activations and scratch counted here: x of every block and the output, h of every
          * block (one when checkpointing), one block's a (also backward's dh); targets, 2 activation grads, K losses,
          * and the gradient statistics (2 fp64). Control: K fp32 losses, and from ZeRO-1 on the
@@ -107,6 +110,17 @@ static void check_memory_and_traffic_with(int stage, int N, int L, int D, int B,
         cr_expect_eq(ws_measured, ws, "%s N=%d rank %d: workspace measured %.0f, counted here %.0f", prog, N, rank,
                      ws_measured, ws);
         zl_expect_traffic_by_purpose(rk, prog, stage, N, K);
+        /* The measured totals against the counts here too, not only against the formula: a
+         * total written from the formula would pass measured == formula. Every device buffer is
+         * allocated before step 1 and kept, so the peak is their sum. */
+        double states = zl_states_for(stage, psi_full, psi_pad, N);
+        cr_expect_float_eq(zl_num(rk, "memory.measured.model_states"), states, 1e-6, "%s N=%d rank %d: measured states",
+                           prog, N, rank);
+        double peak = states + zl_num(rk, "memory.formula.grad_bucket") + zl_num(rk, "memory.formula.param_gather") +
+                      2 * BD * ((L + 1) + 4 * (ckpt ? 1 : L) + 4) + 2 * 3 * BD + 4 * K + 16 + ws;
+        cr_expect_float_eq(zl_num(rk, "memory.measured.peak_total"), peak, 1e-6,
+                           "%s N=%d rank %d: measured peak %.0f, counted here %.0f", prog, N, rank,
+                           zl_num(rk, "memory.measured.peak_total"), peak);
     }
     cJSON_Delete(j);
     unlink(json);
@@ -478,9 +492,15 @@ static void check_bitwise(int N) {
     stage_runs sr;
     run_all_stages(&sr, N, 10);
     const char *ddp = zl_get(sr.json[0], "param_hash")->valuestring;
-    for (int i = 1; i < 5; i++)
+    for (int i = 1; i < 5; i++) {
         cr_expect_str_eq(zl_get(sr.json[i], "param_hash")->valuestring, ddp, "run %d (stage %d) at N=%d", i,
                          i < 4 ? i : 1, N);
+        for (int t = 0; t < 10; t++) { /* the reported loss too: each stage averages it over ranks itself */
+            double a = cJSON_GetArrayItem(zl_get(sr.json[0], "loss"), t)->valuedouble;
+            double b = cJSON_GetArrayItem(zl_get(sr.json[i], "loss"), t)->valuedouble;
+            cr_expect(a == b, "run %d N=%d step %d: loss %.9g vs DDP %.9g", i, N, t + 1, b, a);
+        }
+    }
     if (N > 1) { /* measured traffic ratio to DDP */
         double base = wire_of(sr.json[0]);
         cr_expect_float_eq(wire_of(sr.json[1]) / base, 1.0, 1e-12);

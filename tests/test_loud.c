@@ -640,6 +640,10 @@ Test(check, exit_4_when_a_formula_is_perturbed) {
     const char *m = getenv("ZL_MAX_WORLD");
     run_check("stage3", m && atoi(m) < 3 ? 2 : 3, "param_gather", 4);
     run_check("stage0_ddp", 1, "adam_v", 4);
+    /* the traffic side: one byte a step more in a purpose's formula */
+    run_check("stage2", 2, "grad_sync", 4);
+    run_check("stage3", 2, "param_gather_bwd", 4);
+    run_check("stage1", 2, "control", 4);
 }
 
 /* A diverged run whose --check also fails exits 3 (the first of 1, 3, 4), and says both. */

@@ -132,6 +132,31 @@ Test(schema, mlp_report_has_no_gpt_throughput) {
     cJSON_Delete(j);
 }
 
+/* config holds the values the run was given (each flag off its default, the floats exactly
+ * representable in 32 bits), and samples_per_s, tflops_per_gpu are recomputed here from
+ * ms_per_step: N·K·B rows a step, 6Ψ flops a row (an MLP row is one sample). */
+Test(schema, config_values_and_throughput_come_back) {
+    cJSON *j = zl_run_json(0, "-n 2 {stage3} --layers 3 --dim 16 --batch 5 --accum 2 --steps 3 --seed 12345 "
+                              "--lr 0.25 --beta1 0.5 --beta2 0.75 --eps 0.125 --weight-decay 0.0625 --prefetch 2 "
+                              "--loss-scale 512 --clip-grad-norm 2.5");
+    struct { const char *key; double value; } want[] = {
+        {"layers", 3}, {"dim", 16}, {"batch", 5}, {"accum", 2}, {"seed", 12345}, {"lr", 0.25}, {"beta1", 0.5},
+        {"beta2", 0.75}, {"eps", 0.125}, {"weight_decay", 0.0625}, {"prefetch", 2}, {"loss_scale", 512},
+        {"clip_grad_norm", 2.5}};
+    for (size_t i = 0; i < N_OF(want); i++) {
+        char key[64];
+        snprintf(key, sizeof key, "config.%s", want[i].key);
+        cr_expect_eq(zl_num(j, key), want[i].value, "%s: %g, given %g", key, zl_num(j, key), want[i].value);
+    }
+    cr_expect_str_eq(zl_get(j, "config.loss_scale_mode")->valuestring, "static");
+    double s = zl_num(j, "ms_per_step") / 1e3, rows = 2.0 * 2 * 5, psi = zl_num(j, "params");
+    cr_expect_eq(psi, 3 * (8.0 * 16 * 16 + 5 * 16), "Psi of 3 blocks of dim 16");
+    cr_expect_float_eq(zl_num(j, "samples_per_s"), rows / s, 1e-9 * rows / s);
+    double tflops = 6 * psi * (rows / 2) / s / 1e12; /* per GPU: its K·B rows */
+    cr_expect_float_eq(zl_num(j, "tflops_per_gpu"), tflops, 1e-9 * tflops);
+    cJSON_Delete(j);
+}
+
 /* ms_per_step_median: the median of step_ms[] over steps 2..S, recomputed here by sorting;
  * with 5 timed steps it is their middle one, which the mean is only by chance. */
 static int by_value(const void *a, const void *b) {
