@@ -1,7 +1,9 @@
 #!/bin/bash
 # test-zlbatch.sh — build/zlbatch, the GPT's batch written for another framework (make test):
 # rows·(T + 1) little-endian int32 tokens, the same bytes twice; it refuses to write over its own
-# --data text (exit 2, the text kept) and a --data it cannot read whole (a directory: exit 2).
+# --data text (exit 2, the text kept) and a --data it cannot read whole (a directory: exit 2);
+# --help prints the usage (exit 0); bad counts ("2x"), a missing value and an --out it cannot
+# open are refused with exit 2 and one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail() { echo "test-zlbatch: $*" >&2; exit 1; }
@@ -23,4 +25,15 @@ rc=0
 build/zlbatch --out "$tmp/c.bin" --preset gpt-tiny --data "$tmp" 2> "$tmp/err" || rc=$?
 [ "$rc" -eq 2 ] || fail "--data a directory: exit $rc, want 2"
 grep -q "Is a directory" "$tmp/err" || fail "--data a directory: $(cat "$tmp/err")"
-echo "test-zlbatch: 8 rows of 33 tokens, the same bytes twice; --out over --data and a directory as --data refused (exit 2)"
+build/zlbatch --help > "$tmp/help" || fail "--help: exit $?, want 0"
+grep -q "^usage: zlbatch --out FILE" "$tmp/help" || fail "--help: no usage on stdout"
+for bad in "--ranks 2x" "--step 0" "--ranks"; do
+    rc=0
+    # shellcheck disable=SC2086 # the flags split on purpose
+    build/zlbatch --out "$tmp/d.bin" $bad --preset gpt-tiny 2> "$tmp/err" || rc=$?
+    if [ "$rc" -ne 2 ] || [ "$(wc -l < "$tmp/err")" -ne 1 ]; then fail "$bad: exit $rc, want 2 and one line: $(cat "$tmp/err")"; fi
+done
+rc=0
+build/zlbatch --out "$tmp/no/such/dir" --preset gpt-tiny 2> "$tmp/err" || rc=$?
+[ "$rc" -eq 2 ] || fail "--out in a missing directory: exit $rc, want 2"
+echo "test-zlbatch: 8 rows of 33 tokens, the same bytes twice; --out over --data, a directory as --data, bad counts and an unopenable --out refused (exit 2); --help"

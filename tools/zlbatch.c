@@ -13,8 +13,9 @@
  * build trains on. (A --resume'd run continues the stream where the checkpoint left it: not
  * covered.)
  *
- * No MPI job, no device. Exit 0, or 2 and one line for bad flags (or a bad ZL_ knob: args.c checks
- * them for every program that parses flags). */
+ * No MPI job, no device. Exit 0 (also for --help); 2 and one line for bad flags (or a bad ZL_ knob:
+ * args.c checks them for every program that parses flags), a --data it cannot read whole or an
+ * --out it cannot open; 1 if writing the file fails. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdint.h>
@@ -26,10 +27,31 @@
 #include "common/util.h" /* zl_same_file: --out naming the --data file, by any path */
 #include "model/gpt.h"   /* zl_gpt_sample_row: row g of the token stream */
 
+#define USAGE "zlbatch --out FILE [--ranks N] [--step S] PROGRAM-FLAGS... (--model gpt or a GPT preset)"
+
+/* One line, as every program refuses a bad flag. */
 static int usage(const char *why) {
-    fprintf(stderr, "zlbatch: %s\nusage: zlbatch --out FILE [--ranks N] [--step S] PROGRAM-FLAGS... (--model gpt or a GPT preset)\n",
-            why);
+    fprintf(stderr, "zlbatch: %s (usage: " USAGE ")\n", why);
     return ZL_EXIT_INPUT;
+}
+
+static int help(void) {
+    printf("usage: " USAGE "\n"
+           "  writes the tokens of step S (default 1) of a run at N ranks (default 1) to FILE: N·K·B rows of\n"
+           "  T + 1 int32 little-endian tokens, in the stages' row order. PROGRAM-FLAGS are the stage\n"
+           "  programs' own (build/cpu/stage0_ddp --help), e.g. --preset gpt-tiny --seed 7 --data FILE.\n"
+           "exit codes: 0 ok | 1 writing FILE failed | 2 bad flags, --data unreadable, --out not writable\n");
+    return fflush(stdout) || ferror(stdout) ? ZL_EXIT_RUNTIME : ZL_EXIT_OK;
+}
+
+/* A whole decimal integer in [lo, hi] (atoi took "2x" as 2). */
+static int parse_count(const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) return 0;
+    *out = (int)v;
+    return 1;
 }
 
 /* --data: the whole file in memory (the programs map it; the bytes are the same). NULL with
@@ -70,18 +92,18 @@ int main(int argc, char **argv) {
     int nf = 0;
     flags[nf++] = argv[0];
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return help();
         if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) ranks = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--step") && i + 1 < argc) step = atoi(argv[++i]);
-        else flags[nf++] = argv[i];
+        else if (!strcmp(argv[i], "--ranks") && i + 1 < argc) {
+            if (!parse_count(argv[++i], 1, 1 << 20, &ranks)) return usage("--ranks: expected an integer in [1, 1048576]");
+        } else if (!strcmp(argv[i], "--step") && i + 1 < argc) {
+            if (!parse_count(argv[++i], 1, 1000000, &step)) return usage("--step: expected an integer in [1, 1000000]");
+        } else flags[nf++] = argv[i];
     }
     if (!out) return usage("--out FILE is required");
-    if (ranks < 1 || ranks > 1 << 20) return usage("--ranks: expected an integer in [1, 1048576]");
-    if (step < 1 || step > 1000000) return usage("--step: expected an integer in [1, 1000000]");
     zl_config c;
     char err[1024];
     int rc = zl_args_parse(&c, 0, nf, flags, err, sizeof err);
-    if (rc == ZL_ARGS_HELP) return usage("the program flags are the stages' (build/cpu/stage0_ddp --help)");
     if (rc != ZL_ARGS_OK) return usage(err);
     if (c.model != 1) return usage("only --model gpt has a token stream");
 
@@ -98,10 +120,14 @@ int main(int argc, char **argv) {
     }
     const int T = c.seq;
     const uint64_t rows = (uint64_t)ranks * (uint64_t)c.accum * (uint64_t)c.batch, row0 = (uint64_t)(step - 1) * rows;
-    int32_t *window = malloc(sizeof *window * ((size_t)T + 1));
     FILE *f = fopen(out, "wb");
-    if (!window || !f) {
-        fprintf(stderr, "zlbatch: %s: %s\n", out, strerror(errno));
+    if (!f) {
+        fprintf(stderr, "zlbatch: --out %s: %s\n", out, strerror(errno));
+        return ZL_EXIT_INPUT;
+    }
+    int32_t *window = malloc(sizeof *window * ((size_t)T + 1));
+    if (!window) {
+        fprintf(stderr, "zlbatch: out of host memory\n");
         return ZL_EXIT_RUNTIME;
     }
     for (uint64_t g = row0; g < row0 + rows; g++) {
