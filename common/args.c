@@ -560,7 +560,7 @@ void zl_args_usage(const char *prog, int stage) {
            "                      into a gradient element owned by rank 0\n"
            "  --lr --beta1 --beta2 --eps --weight-decay   AdamW (1e-3*min(1, 256/D), 0.9, 0.999, 1e-8, 0)\n"
            "  --json PATH     write the full report as JSON (rank 0)\n"
-           "  --dump-params PATH  write the final fp16 parameters, unpadded, raw (rank 0)\n"
+           "  --dump-params PATH  write the final 16-bit parameters (--dtype), unpadded, raw (rank 0)\n"
            CKPT_USAGE
            "  --trace PATH    write a timeline of steps 2..S, every rank, as Chrome trace-event JSON\n"
            "                  (open in https://ui.perfetto.dev or chrome://tracing)\n"

@@ -84,15 +84,18 @@ int zl_preflight_verdict(const zl_partition *part, const zl_formula_config *fc, 
                                 prog, mine.host / unit, U, mine.host_states / unit,
                                 (mine.host - mine.host_states) / unit, local_ranks, mine.host * local_ranks / unit, U,
                                 (double)host_avail / unit, U);
-    else /* the CPU backend: every buffer is host memory */
+    else { /* the CPU backend: every buffer is host memory, --offload's optimizer states too */
+        double host_side = mine.host - mine.states - mine.activations - mine.buffers;
+        char offloaded[64] = "";
+        if (fc->offload) snprintf(offloaded, sizeof offloaded, "offloaded optimizer states %.1f, ", mine.host_states / unit);
         len += (size_t)snprintf(msg + len, n - len,
                                 "%s needs %.1f %s of host memory per rank (model states %.1f, activations %.1f, "
-                                "buffers %.1f, host staging %.1f), x %d rank(s) on this node = %.1f %s; "
+                                "buffers %.1f, %shost staging %.1f), x %d rank(s) on this node = %.1f %s; "
                                 "%.1f %s available (MemAvailable)",
                                 prog, mine.host / unit, U, mine.states / unit, mine.activations / unit,
-                                mine.buffers / unit, (mine.host - mine.states - mine.activations - mine.buffers) / unit,
-                                local_ranks,
-                                mine.host * local_ranks / unit, U, (double)host_avail / unit, U);
+                                mine.buffers / unit, offloaded, (host_side - (fc->offload ? mine.host_states : 0)) / unit,
+                                local_ranks, mine.host * local_ranks / unit, U, (double)host_avail / unit, U);
+    }
     const char *sep = " — ";
     for (int s = fc->stage + 1; s <= 3 && len < n; s++) {
         int ok;

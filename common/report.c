@@ -331,6 +331,9 @@ static void print_comm(const zl_report *r, const rank_summary *s) {
     double paper = zl_paper_wire_bytes((double)r->part->psi, N, r->fc.stage);
     printf("total (grads + params, control excluded): measured %.0f, formula %.0f, paper %.0f bytes/step per rank\n",
            s->wire_measured, s->wire_formula, paper);
+    if (s->wire_by_purpose[ZL_P_GATHER_FINAL] > 0) /* its row's figures are the run's, not a step's */
+        printf("param_gather_final: once per run, after the last step (the full parameters for param_hash): its "
+               "row is the run's, in no per-step total\n");
     if (r->fc.offload) /* PCIe, not the network: d2h every step, h2d on applied steps */
         printf("transfers (d2h + h2d, device <-> host, not network): measured %.0f, formula %.0f bytes/step per rank\n",
                s->transfer_measured, s->transfer_formula);

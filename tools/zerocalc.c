@@ -87,7 +87,8 @@ static const char *const stage_names[4] = {"DDP (stage 0)", "ZeRO-1 P_os", "ZeRO
 static void usage(void) {
     printf("usage: zerocalc --params PSI | --layers L --dim D   [--ranks N] [--stage 0-3] [--json]\n"
            "       zerocalc --layers L --dim D --batch B [--accum K] [--checkpoint-activations] [--prefetch P]\n"
-           "                [--backend cuda|cpu] --ranks N [--stage 0-3] [--json]   (a run's exact bytes per rank)\n"
+           "                [--backend cuda|cpu (default cuda: its kernels' workspace)] --ranks N [--stage 0-3] [--json]\n"
+           "                (a run's exact bytes per rank)\n"
            "       zerocalc --model gpt --layers L --dim D --heads H --seq T [--vocab V] [--batch B] [--accum K]\n"
            "                [--attention strided|fused]   (default as the programs': fused at hd 64, B <= 65535)\n"
            "                --ranks N [--stage 0-3] [--json]   (the GPT: B sequences per rank per micro-batch)\n"
