@@ -37,7 +37,7 @@ typedef struct {
     zl_runtime rt;
     zl_model_shape shape; /* which model, its size, rows per rank */
     zl_model *model;   /* batch, activations, loss: everything but parameters and gradients */
-    zl_partition part; /* the model's shard units, padded to multiples of N (DDP uses the same layout) */
+    zl_partition part; /* the model's shard units, padded to multiples of N (every stage's layout) */
     int n_units, n_uses; /* a pass reads units in the model's order of uses (model.h) */
 
     /* model states: full copies, padded flat layout (unit u at part.off_pad[u]) */
@@ -61,12 +61,12 @@ typedef struct {
 
 /* Unit u inside a full padded buffer (params or grads). */
 static zl_half *unit(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u]; }
-/* The unit whose parameters use k reads (the MLP: unit k). */
+/* The unit whose parameters use k reads (model.h). */
 static int unit_of_use(Trainer *t, int k) { return zl_model_unit_of_use(t->shape, k); }
 /* Micro-batch j's backward writes a unit's gradients (j = 0) or adds to them. */
 static zl_grads_mode grads_mode(int micro) { return micro == 0 ? ZL_GRADS_WRITE : ZL_GRADS_ADD; }
 
-/* Every buffer the run will use, allocated before step 1: the loop allocates nothing (ZeRO-R's constant buffers). */
+/* Every buffer the run will use, allocated before step 1: the loop allocates nothing (pre-allocation: ZeRO-R's M_D). */
 static void allocate(Trainer *t) {
     size_t full = t->part.full_len; /* Ψ_full: Ψ_pad, units on 16-byte lines (partition.h) */
     t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * full, "fp16 params");
@@ -202,7 +202,7 @@ static uint64_t param_hash(Trainer *t) {
 
 /* ---- checkpoints: what this rank owns -------------------------------------------------- */
 
-/* Every rank holds full copies of everything, so each saves only its 1/N slice of the
+/* Every rank holds full copies of everything, so each saves only its shard (its 1/N slice of each unit) of the
  * fp32 master and Adam m, v (ZeRO-1's slices: no byte is written twice); the fp16 params
  * are not saved but rebuilt from the master on resume. */
 static zl_ckpt_owned owned(Trainer *t) {
@@ -229,9 +229,7 @@ int main(int argc, char **argv) {
     if (zl_model_partition(&t.part, t.shape, t.rt.world)) zl_fatal("model too large: byte counts overflow");
     t.n_units = t.part.n_units, t.n_uses = zl_model_n_uses(t.shape);
 
-    t.compute = zl_stream_create();
-    t.comm = zl_stream_create();
-    t.optim = zl_stream_create();
+    t.compute = zl_stream_create(), t.comm = zl_stream_create(), t.optim = zl_stream_create();
     t.grads_ready = zl_events_create(t.n_units);
     t.updated = zl_events_create(t.n_units);
     t.loss_ready = zl_event_create();
@@ -281,9 +279,7 @@ int main(int argc, char **argv) {
     zl_model_free(t.model);
     zl_event_destroy(t.loss_ready);
     zl_event_destroy(t.comm_done);
-    zl_stream_destroy(t.compute);
-    zl_stream_destroy(t.comm);
-    zl_stream_destroy(t.optim);
+    zl_stream_destroy(t.compute), zl_stream_destroy(t.comm), zl_stream_destroy(t.optim);
     zl_ckpt_free(t.ckpt);
     zl_partition_free(&t.part);
     return zl_runtime_finish(&t.rt, status);

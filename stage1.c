@@ -43,7 +43,7 @@ typedef struct {
     zl_runtime rt;
     zl_model_shape shape; /* which model, its size, rows per rank */
     zl_model *model;   /* batch, activations, loss: everything but parameters and gradients */
-    zl_partition part; /* the model's shard units, padded to multiples of N (DDP uses the same layout) */
+    zl_partition part; /* the model's shard units, padded to multiples of N (every stage's layout) */
     int n_units, n_uses; /* a pass reads units in the model's order of uses (model.h) */
 
     /* model states. Full fp16 params and grads (padded layout, unit u at part.off_pad[u]);
@@ -70,7 +70,7 @@ typedef struct {
 
 /* Unit u inside a full padded buffer (params or grads). */
 static zl_half *unit(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u]; }
-/* The unit whose parameters use k reads (the MLP: unit k). */
+/* The unit whose parameters use k reads (model.h). */
 static int unit_of_use(Trainer *t, int k) { return zl_model_unit_of_use(t->shape, k); }
 /* This rank's slice of unit u inside a full padded buffer. */
 static zl_half *my_slice(Trainer *t, zl_half *buf, int u) {
@@ -79,7 +79,7 @@ static zl_half *my_slice(Trainer *t, zl_half *buf, int u) {
 /* Micro-batch j's backward writes a unit's gradients (j = 0) or adds to them. */
 static zl_grads_mode grads_mode(int micro) { return micro == 0 ? ZL_GRADS_WRITE : ZL_GRADS_ADD; }
 
-/* Every buffer the run will use, allocated before step 1: the loop allocates nothing (ZeRO-R's constant buffers). */
+/* Every buffer the run will use, allocated before step 1: the loop allocates nothing (pre-allocation: ZeRO-R's M_D). */
 static void allocate(Trainer *t) {
     size_t full = t->part.full_len, shard = t->part.shard_len; /* Ψ_full (partition.h), Ψ_pad/N */
     t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * full, "fp16 params");
@@ -108,7 +108,7 @@ static void initialise(Trainer *t) {
     zl_stream_sync(t->compute);
 }
 
-/* A use of unit u may start once the all-gather of unit u's last update (issued at this step's start) has landed:
+/* A use of unit u may start once the all-gather of unit u's last applied update has landed:
  * the gathers of later units overlap the forward of earlier ones. */
 static void forward(Trainer *t) {
     for (int k = 0; k < t->n_uses; k++) {
@@ -122,13 +122,13 @@ static void forward(Trainer *t) {
  * u's gradients are final, the communication stream reduce-scatters them in place: this
  * rank's slice of the sum over ranks lands in its own place of the full gradient buffer
  * (the rest of the unit's buffer is left stale; nobody reads it). Overlaps the backward of
- * the unit before it. Earlier micro-batches only accumulate. */
+ * the unit before it. Earlier micro-batches only accumulate (no_sync). */
 static void backward_and_reduce_scatter(Trainer *t, int micro) {
     int last = micro == t->rt.cfg.accum - 1;
     for (int k = t->n_uses - 1; k >= 0; k--) {
         int u = unit_of_use(t, k);
         zl_model_backward(t->model, k, unit(t, t->params, u), unit(t, t->grads, u), grads_mode(micro), t->compute);
-        if (!last || !zl_model_grads_final(t->shape, k)) continue; /* accumulating, or a tied unit: more to come */
+        if (!last || !zl_model_grads_final(t->shape, k)) continue; /* no_sync, or a tied unit: more to come */
         if (u == 0 && zl_numerics_inject_now(&t->num)) /* --inject-overflow: rank N-1's +inf */
             zl_inject_inf(unit(t, t->grads, u), t->compute);
         zl_event_record(t->grads_ready[u], t->compute);
@@ -145,7 +145,7 @@ static void backward_and_reduce_scatter(Trainer *t, int micro) {
 /* Each rank updates only its slice of each unit — 1/N of DDP's optimizer work and state —
  * and writes the new fp16 values into that slice of the full param buffer. Then the unit
  * is all-gathered in place, so every rank holds every new fp16 param again; the gather of
- * unit u overlaps the update of unit u+1. grad_mult = 1/(loss_scale·N) (unscale, and sum -> mean), times the clip factor. */
+ * unit u overlaps the update of unit u+1. grad_mult = 1/(loss_scale·N) (unscale, sum -> mean), times the clip factor. */
 static void optimizer_step_and_allgather(Trainer *t) {
     for (int u = 0; u < t->n_units; u++) {
         size_t off = t->part.slice_off[u];
@@ -162,7 +162,7 @@ static void optimizer_step_and_allgather(Trainer *t) {
 
 /* Did the step overflow, and how large is the gradient? Each rank owns only slices, so neither
  * has a local answer: every rank measures its own (Σg², non-finite count), one 16-byte all-reduce
- * adds them up, and all take the same decision (skip, clip, apply) from the same numbers. */
+ * adds them up, and all reach the same verdict (apply, skip, diverged) and clip factor from the same numbers. */
 static zl_step_verdict check_gradients(Trainer *t, int step, float *loss) {
     zl_grad_stats_zero(t->stats, t->comm);
     for (int u = 0; u < t->n_units; u++) zl_grad_stats(my_slice(t, t->grads, u), t->part.slice_len[u], t->stats, t->comm);
@@ -201,7 +201,7 @@ static void finish_update(Trainer *t, int in_step) {
 
 /* One training step: the update the last step decided on, K micro-batches, then the
  * verdict on this step's gradient. An update runs at the start of the next step, not at the
- * end of its own: there each unit's forward waits only for that unit's update, so the rest
+ * end of its own: there each unit's forward waits only for that unit's update and all-gather, so the rest
  * overlaps the forward. Returns the mean loss over all N·K·B rows. */
 static float train_step(Trainer *t, int step) {
     const zl_config *c = &t->rt.cfg;
@@ -254,9 +254,7 @@ int main(int argc, char **argv) {
     if (zl_model_partition(&t.part, t.shape, t.rt.world)) zl_fatal("model too large: byte counts overflow");
     t.n_units = t.part.n_units, t.n_uses = zl_model_n_uses(t.shape);
 
-    t.compute = zl_stream_create();
-    t.comm = zl_stream_create();
-    t.optim = zl_stream_create();
+    t.compute = zl_stream_create(), t.comm = zl_stream_create(), t.optim = zl_stream_create();
     t.grads_ready = zl_events_create(t.n_units);
     t.grads_synced = zl_events_create(t.n_units);
     t.slice_updated = zl_events_create(t.n_units);
@@ -309,9 +307,7 @@ int main(int argc, char **argv) {
     zl_numerics_free(&t.num);
     zl_model_free(t.model);
     zl_event_destroy(t.loss_ready);
-    zl_stream_destroy(t.compute);
-    zl_stream_destroy(t.comm);
-    zl_stream_destroy(t.optim);
+    zl_stream_destroy(t.compute), zl_stream_destroy(t.comm), zl_stream_destroy(t.optim);
     zl_ckpt_free(t.ckpt);
     zl_partition_free(&t.part);
     return zl_runtime_finish(&t.rt, status);

@@ -5,7 +5,7 @@
  * writes each unit's gradients into a bucket, the bucket is reduce-scattered into this
  * rank's persistent fp16 gradient shard (2Ψ_pad/N), and the bucket is reused. Two buckets
  * alternate, so the reduce-scatter of unit u (communication stream) overlaps the backward
- * of unit u-1 (compute stream) — the paper's bucketization, with constant-size buffers:
+ * of unit u-1 (compute stream) — the paper's bucketization (§5.2), a bucket per unit, sized by the largest:
  *     fp16 params 2Ψ + (fp16 grads 2Ψ + 12Ψ)/N  =  2Ψ + 14Ψ/N bytes, plus 2 buckets
  * The optimizer step and the all-gather of the new fp16 params are those of stage 1.
  * --offload (ZeRO-Offload) keeps master, m and v in host memory and runs Adam there; when the
@@ -42,7 +42,7 @@ typedef struct {
     zl_runtime rt;
     zl_model_shape shape; /* which model, its size, rows per rank */
     zl_model *model;   /* batch, activations, loss: everything but parameters and gradients */
-    zl_partition part; /* the model's shard units, padded to multiples of N (DDP uses the same layout) */
+    zl_partition part; /* the model's shard units, padded to multiples of N (every stage's layout) */
     int n_units, n_uses; /* a pass reads units in the model's order of uses (model.h) */
 
     /* model states. Full fp16 params (padded layout, unit u at part.off_pad[u]); fp16 grads
@@ -73,7 +73,7 @@ typedef struct {
 
 /* Unit u inside a full padded buffer (params or grads). */
 static zl_half *unit(Trainer *t, zl_half *buf, int u) { return buf + t->part.off_pad[u]; }
-/* The unit whose parameters use k reads (the MLP: unit k). */
+/* The unit whose parameters use k reads (model.h). */
 static int unit_of_use(Trainer *t, int k) { return zl_model_unit_of_use(t->shape, k); }
 /* This rank's slice of unit u inside a full padded buffer. */
 static zl_half *my_slice(Trainer *t, zl_half *buf, int u) {
@@ -97,7 +97,7 @@ static void reduce_scatter_into_shard(Trainer *t, int b, int u, int micro) {
     zl_add_into(my_grads(t, u), landed, len, t->comm);
 }
 
-/* Every buffer the run will use, allocated before step 1: the loop allocates nothing (ZeRO-R's constant buffers). */
+/* Every buffer the run will use, allocated before step 1: the loop allocates nothing (pre-allocation: ZeRO-R's M_D). */
 static void allocate(Trainer *t) {
     size_t full = t->part.full_len, shard = t->part.shard_len; /* Ψ_full (partition.h), Ψ_pad/N */
     t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * full, "fp16 params");
@@ -137,7 +137,7 @@ static void initialise(Trainer *t) {
     zl_stream_sync(t->compute);
 }
 
-/* A use of unit u may start once the all-gather of unit u's last update (issued at this step's start) has landed:
+/* A use of unit u may start once the all-gather of unit u's last applied update has landed:
  * the gathers of later units overlap the forward of earlier ones. */
 static void forward(Trainer *t) {
     for (int k = 0; k < t->n_uses; k++) {
@@ -174,8 +174,8 @@ static void backward_and_reduce_scatter(Trainer *t, int micro) {
         int u = unit_of_use(t, k), b = u % 2;
         zl_stream_wait_event(t->compute, t->bucket_free[b]);
         zl_model_backward(t->model, k, unit(t, t->params, u), t->bucket[b], ZL_GRADS_WRITE, t->compute);
-        if (!zl_model_grads_final(t->shape, k)) continue; /* a tied unit: more of its gradient to come */
-        if (u == 0 && micro == t->rt.cfg.accum - 1 && zl_numerics_inject_now(&t->num)) /* rank 0's slice */
+        if (!zl_model_grads_final(t->shape, k)) continue; /* a tied unit: more to come */
+        if (u == 0 && micro == t->rt.cfg.accum - 1 && zl_numerics_inject_now(&t->num)) /* rank N-1's +inf */
             zl_inject_inf(t->bucket[b], t->compute);
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
@@ -206,7 +206,7 @@ static void optimizer_step_and_allgather(Trainer *t) {
 
 /* Did the step overflow, and how large is the gradient? Each rank owns only slices, so neither
  * has a local answer: every rank measures its own (Σg², non-finite count), one 16-byte all-reduce
- * adds them up, and all take the same decision (skip, clip, apply) from the same numbers. */
+ * adds them up, and all reach the same verdict (apply, skip, diverged) and clip factor from the same numbers. */
 static zl_step_verdict check_gradients(Trainer *t, int step, float *loss) {
     zl_grad_stats_zero(t->stats, t->comm);
     for (int u = 0; u < t->n_units; u++) zl_grad_stats(my_grads(t, u), t->part.slice_len[u], t->stats, t->comm);
@@ -245,7 +245,7 @@ static void finish_update(Trainer *t, int in_step) {
 
 /* One training step: the update the last step decided on, K micro-batches, then the
  * verdict on this step's gradient. An update runs at the start of the next step, not at the
- * end of its own: there each unit's forward waits only for that unit's update, so the rest
+ * end of its own: there each unit's forward waits only for that unit's update and all-gather, so the rest
  * overlaps the forward. Returns the mean loss over all N·K·B rows. */
 static float train_step(Trainer *t, int step) {
     const zl_config *c = &t->rt.cfg;
@@ -299,18 +299,16 @@ int main(int argc, char **argv) {
     if (zl_model_partition(&t.part, t.shape, t.rt.world)) zl_fatal("model too large: byte counts overflow");
     t.n_units = t.part.n_units, t.n_uses = zl_model_n_uses(t.shape);
 
-    t.compute = zl_stream_create();
-    t.comm = zl_stream_create();
-    t.optim = zl_stream_create();
+    t.compute = zl_stream_create(), t.comm = zl_stream_create(), t.optim = zl_stream_create();
     t.grads_ready = zl_events_create(t.n_units);
     t.grads_synced = zl_events_create(t.n_units);
     t.slice_updated = zl_events_create(t.n_units);
     t.params_gathered = zl_events_create(t.n_units);
     t.bucket_free = zl_events_create(2);
     t.loss_ready = zl_event_create();
-    int grad_syncs = c->accum * t.n_units, param_gathers = t.n_units, control_syncs = c->accum + 1; /* per step */
+    int grad_syncs = c->accum * t.n_units, param_gathers = t.n_units, control_syncs = c->accum + 1; /* K losses, grad stats */
     int copies = c->offload ? 2 * t.n_units : 0; /* --offload: each unit's grads d2h, params h2d */
-    zl_comm_init(t.rt.world, grad_syncs + param_gathers + control_syncs + copies); /* control: K losses, stats */
+    zl_comm_init(t.rt.world, grad_syncs + param_gathers + control_syncs + copies); /* collectives per step */
 
     /* every buffer before step 1, then training with allocation frozen */
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};
@@ -356,9 +354,7 @@ int main(int argc, char **argv) {
     zl_numerics_free(&t.num);
     zl_model_free(t.model);
     zl_event_destroy(t.loss_ready);
-    zl_stream_destroy(t.compute);
-    zl_stream_destroy(t.comm);
-    zl_stream_destroy(t.optim);
+    zl_stream_destroy(t.compute), zl_stream_destroy(t.comm), zl_stream_destroy(t.optim);
     zl_ckpt_free(t.ckpt);
     zl_offload_free(t.off);
     zl_partition_free(&t.part);

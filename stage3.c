@@ -2,11 +2,11 @@
  *
  * ZeRO-2 still keeps all fp16 parameters (2Ψ) on every rank. Here rank r keeps only its
  * slice of every unit, so all model states shrink by N:
- *     (fp16 params 2Ψ + fp16 grads 2Ψ + 12Ψ) / N  =  16Ψ/N bytes
+ *     (fp16 params 2Ψ + fp16 grads 2Ψ + 12Ψ) / N  =  16Ψ/N bytes, plus 2 buckets, 1 + P gather buffers
  * A unit's full parameters exist only while they are used: forward all-gathers unit u into a
  * gather buffer, computes, and releases the buffer; backward gathers it again, computes,
  * releases it, and reduce-scatters the unit's gradients (from a bucket, as in stage 2).
- * --prefetch P gathers the next P uses while the current one computes, with 1 + P gather
+ * --prefetch P gathers P visits ahead (a visit: a use of a unit, forward or backward), with 1 + P gather
  * buffers in a ring (constant size: the largest unit). Adam (at the next step's start, unit u's
  * gathers waiting for its update; --offload: on the host, as in stage 2) writes the new fp16
  * values straight into the rank's parameter shard: nothing to gather after the step.
@@ -40,7 +40,7 @@ typedef struct {
     zl_runtime rt;
     zl_model_shape shape; /* which model, its size, rows per rank */
     zl_model *model;   /* batch, activations, loss: everything but parameters and gradients */
-    zl_partition part; /* the model's shard units, padded to multiples of N (DDP uses the same layout) */
+    zl_partition part; /* the model's shard units, padded to multiples of N (every stage's layout) */
     int n_units, n_uses; /* a pass reads units in the model's order of uses (model.h) */
 
     /* model states: only this rank's slices (unit u at part.slice_off[u]) of everything */
@@ -62,16 +62,16 @@ typedef struct {
     zl_stream compute, comm, optim;
     zl_event *grads_ready;  /* one per unit: its gradients are final */
     zl_event *grads_synced; /* one per unit: its reduce-scatter is done */
-    zl_event *gathered;     /* one per gather slot: its all-gather has landed */
-    zl_event *slot_free;    /* one per gather slot: the use that read it is done */
+    zl_event *slice_updated; /* one per unit: Adam has written this rank's fp16 slice */
+    zl_event *gathered;     /* one per gather slot: its all-gather is done */
+    zl_event *slot_free;    /* one per gather slot: the visit that read it is done */
     zl_event *bucket_free; /* two: the reduce-scatter that last read bucket b is done */
-    zl_event *slice_updated; /* one per unit: this rank's parameter slice holds the new values */
     zl_event loss_ready;
     int update_pending; /* the last step's verdict was "apply": its update runs at the next step's start */
     int early; /* --offload, update known before the verdict (numerics.h): host Adam beside the backward */
 } Trainer;
 
-/* The unit whose parameters use k reads (the MLP: unit k). */
+/* The unit whose parameters use k reads (model.h). */
 static int unit_of_use(Trainer *t, int k) { return zl_model_unit_of_use(t->shape, k); }
 /* This rank's parameter / gradient slice of unit u in its shards. */
 static zl_half *my_params(Trainer *t, int u) { return t->params + t->part.slice_off[u]; }
@@ -92,7 +92,7 @@ static void reduce_scatter_into_shard(Trainer *t, int b, int u, int micro) {
     zl_add_into(my_grads(t, u), landed, len, t->comm);
 }
 
-/* Every buffer the run will use, allocated before step 1: the loop allocates nothing (ZeRO-R's constant buffers). */
+/* Every buffer the run will use, allocated before step 1: the loop allocates nothing (pre-allocation: ZeRO-R's M_D). */
 static void allocate(Trainer *t) {
     size_t shard = t->part.shard_len;
     t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * shard, "fp16 params (this rank's slices)");
@@ -150,8 +150,8 @@ static int use_of_visit(Trainer *t, int v) {
 }
 static int slot_of_visit(Trainer *t, int v) { return v % t->n_slots; }
 
-/* All-gather the unit of visit v into its slot, once the use that last read the slot is
- * done. Issued 1 + prefetch visits ahead, so it overlaps the compute of earlier uses. */
+/* All-gather the unit of visit v into its slot, once the visit that last read the slot is
+ * done. Issued 1 + prefetch visits ahead, so it overlaps the compute of earlier visits. */
 static void gather_for_visit(Trainer *t, int v) {
     if (v >= n_visits(t)) return;
     int u = unit_of_use(t, use_of_visit(t, v)), slot = slot_of_visit(t, v);
@@ -209,8 +209,8 @@ static void backward_and_reduce_scatter(Trainer *t, int micro) {
         zl_stream_wait_event(t->compute, t->bucket_free[b]);
         zl_model_backward(t->model, k, acquire(t, v), t->bucket[b], ZL_GRADS_WRITE, t->compute);
         release(t, v);
-        if (!zl_model_grads_final(t->shape, k)) continue; /* a tied unit: more of its gradient to come */
-        if (u == 0 && micro == t->rt.cfg.accum - 1 && zl_numerics_inject_now(&t->num)) /* rank 0's slice */
+        if (!zl_model_grads_final(t->shape, k)) continue; /* a tied unit: more to come */
+        if (u == 0 && micro == t->rt.cfg.accum - 1 && zl_numerics_inject_now(&t->num)) /* rank N-1's +inf */
             zl_inject_inf(t->bucket[b], t->compute);
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
@@ -232,7 +232,7 @@ static void optimizer_step(Trainer *t) {
 
 /* Did the step overflow, and how large is the gradient? Each rank owns only slices, so neither
  * has a local answer: every rank measures its own (Σg², non-finite count), one 16-byte all-reduce
- * adds them up, and all take the same decision (skip, clip, apply) from the same numbers. */
+ * adds them up, and all reach the same verdict (apply, skip, diverged) and clip factor from the same numbers. */
 static zl_step_verdict check_gradients(Trainer *t, int step, float *loss) {
     zl_grad_stats_zero(t->stats, t->comm);
     for (int u = 0; u < t->n_units; u++) zl_grad_stats(my_grads(t, u), t->part.slice_len[u], t->stats, t->comm);
@@ -335,14 +335,15 @@ int main(int argc, char **argv) {
     t.compute = zl_stream_create(), t.comm = zl_stream_create(), t.optim = zl_stream_create();
     t.n_slots = 1 + c->prefetch;
     t.gather = zl_host_calloc((size_t)t.n_slots, sizeof(zl_half *));
-    t.grads_ready = zl_events_create(t.n_units), t.grads_synced = zl_events_create(t.n_units);
+    t.grads_ready = zl_events_create(t.n_units);
+    t.grads_synced = zl_events_create(t.n_units);
+    t.slice_updated = zl_events_create(t.n_units);
     t.gathered = zl_events_create(t.n_slots), t.slot_free = zl_events_create(t.n_slots);
     t.bucket_free = zl_events_create(2);
-    t.slice_updated = zl_events_create(t.n_units);
     t.loss_ready = zl_event_create();
-    int grad_syncs = c->accum * t.n_units, param_gathers = n_visits(&t), control_syncs = c->accum + 1;
+    int grad_syncs = c->accum * t.n_units, param_gathers = n_visits(&t), control_syncs = c->accum + 1; /* K losses, grad stats */
     int copies = c->offload ? 2 * t.n_units : 0; /* --offload: each unit's grads d2h, params h2d */
-    zl_comm_init(t.rt.world, grad_syncs + param_gathers + control_syncs + copies); /* param_hash's gathers fit */
+    zl_comm_init(t.rt.world, grad_syncs + param_gathers + control_syncs + copies); /* per step (and the final gathers) */
 
     /* every buffer before step 1, then training with allocation frozen */
     zl_report rep = {.rt = &t.rt, .part = &t.part, .steps = c->steps};

@@ -584,8 +584,9 @@ void zl_args_usage(const char *prog, int stage) {
            prog);
     if (stage == 1) printf("  --grad-sync reducescatter|allreduce  ZeRO-1 gradient sync variant\n");
     if (stage == 3)
-        printf("  --prefetch K    uses gathered ahead, 0..min(uses-1, 64) (default min(1, uses-1)); uses a step:\n"
-               "                  layers (mlp), layers + 3 (gpt: embedding, blocks, final LN, tied LM head)\n");
+        printf("  --prefetch K    visits gathered ahead (a visit: a use of a unit, forward or backward),\n"
+               "                  0..min(uses-1, 64) (default min(1, uses-1)); uses a pass: layers (mlp),\n"
+               "                  layers + 3 (gpt: embedding, blocks, final LN, tied LM head)\n");
     if (stage >= 2)
         printf("  --offload       ZeRO-Offload: fp32 master, Adam m and v in pinned host memory, Adam on the host\n");
     printf("exit codes: 0 ok | 1 runtime error (CUDA/NCCL/MPI/I-O, with file:line) | 2 bad input or does not fit\n"
