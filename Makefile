@@ -266,6 +266,7 @@ test-integration: $(INTEGRATION_TESTS) $(CPU_BINS) build/zlckpt
 test-scripts: $(CPU_BINS) build/zerocalc build/zlbatch
 	python3 bench/nvml_clocks.py
 	tests/test-zlbatch.sh
+	tests/test-stage-files.sh
 	tests/test-slurm.sh
 	tests/test-table2.sh
 	tests/test-gpu-script.sh
