@@ -615,6 +615,10 @@ static void print_join_waits(const rank_summary *all, int N) {
 
 static void print_timeline(const rank_summary *all, int N) {
     const rank_summary *s = &all[0];
+    if (s->timeline_steps == 0) { /* a run that diverged at step 1: zeros would read as measurements */
+        printf("timeline: no timed step (the run ended at step 1, the warm-up)\n");
+        return;
+    }
     printf("timeline per step, mean over %.0f timed step(s), rank 0: compute busy %.3f ms, communication busy %.3f "
            "ms,\n  exposed communication %.3f ms (communication while the compute lane is idle)\n",
            s->timeline_steps, s->compute_busy_ms, s->comm_busy_ms, s->exposed_comm_ms);

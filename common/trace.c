@@ -203,16 +203,21 @@ void zl_trace_reserve(zl_lane lane, int spans_per_step) {
     g_rec = grow(g_rec, g_rec_cap, sizeof *g_rec, "--trace records");
 }
 
-/* The recording's ceiling: a timeline file past this is not one anyone opens. */
-#define RECORDS_MAX_BYTES ((size_t)1 << 30)
+/* The recording's ceiling a rank: 1 GiB of records (32 bytes a span; the file spends about 170
+ * a span, so some 5 GB of JSON a rank at the ceiling), and rank 0 gathers every rank's with one
+ * MPI_Gatherv of int byte counts: at most 2^31 - 1 bytes in all. */
+static size_t records_max_bytes(void) {
+    size_t gather = (size_t)INT32_MAX / (size_t)(g_world > 0 ? g_world : 1);
+    return gather < ((size_t)1 << 30) ? gather : (size_t)1 << 30;
+}
 
 int zl_trace_records_too_many(int more_per_step, char *err, size_t n) {
     if (!g_recording) return 0;
     size_t per_step = (size_t)reserved_per_step() + (size_t)more_per_step;
     size_t bytes = (size_t)timed_steps() * per_step * sizeof(record);
-    if (bytes <= RECORDS_MAX_BYTES) return 0;
-    snprintf(err, n, "--trace: %d timed steps of %zu spans need %zu MiB per rank (at most %zu): trace fewer --steps",
-             timed_steps(), per_step, bytes >> 20, RECORDS_MAX_BYTES >> 20);
+    if (bytes <= records_max_bytes()) return 0;
+    snprintf(err, n, "--trace: %d timed steps of %zu spans need %zu MiB per rank (at most %zu at N = %d): trace fewer "
+             "--steps", timed_steps(), per_step, bytes >> 20, records_max_bytes() >> 20, g_world);
     return 1;
 }
 
@@ -497,11 +502,21 @@ static cJSON *metadata(const char *name, int pid, int tid, const char *key, cons
 /* The file's thread of a span: its lane, but for the optimizer's spans, which run on a stream of
  * their own beside the forward (or on the host, --offload): a thread of their own, TID_OPTIMIZER,
  * since the trace-event format lets spans on one thread only nest, never overlap. The figures
- * count them with the compute lane. */
-enum { TID_OPTIMIZER = ZL_NLANES };
+ * count them with the compute lane. Likewise --offload's copies up (h2d) have their own thread,
+ * TID_COPY_UP, beside those down (d2h, the copy lane's): two streams, one per direction of the
+ * link, and a unit's parameters may go up while the next one's gradients come down. */
+enum { TID_OPTIMIZER = ZL_NLANES, TID_COPY_UP, N_TIDS };
 static int tid_of(const record *r) {
-    return r->lane == ZL_LANE_COMPUTE && r->kind == ZL_PHASE_OPTIMIZER ? TID_OPTIMIZER : r->lane;
+    if (r->lane == ZL_LANE_COMPUTE && r->kind == ZL_PHASE_OPTIMIZER) return TID_OPTIMIZER;
+    if (r->lane == ZL_LANE_COPY && r->kind == ZL_PHASE_COPY_H2D) return TID_COPY_UP;
+    return r->lane;
 }
+static const char *tid_name(int tid) {
+    return tid == ZL_LANE_COPY ? "copy d2h (offload)" : tid == TID_COPY_UP ? "copy h2d (offload)"
+           : tid == TID_OPTIMIZER ? "optimizer" : lane_names[tid];
+}
+/* top to bottom: compute, optimizer, communication, copies down, copies up */
+static int tid_sort_index(int tid) { return tid == TID_OPTIMIZER ? 1 : tid == TID_COPY_UP ? 4 : tid ? tid + 1 : 0; }
 
 /* "forward 3", "reduce_scatter 3", "all_reduce control": phase or op, then the unit. */
 static cJSON *span_event(const record *r, int pid, double origin_ms) {
@@ -558,12 +573,9 @@ static void write_file(FILE *f, const record *all, const int *counts, int world,
         ok = put(f, metadata("process_name", r, -1, "name", rank_names[r], 0), sep) &&
              put(f, metadata("process_sort_index", r, -1, "sort_index", NULL, r), ",\n  ");
         sep = ",\n  ";
-        for (int l = 0; l <= TID_OPTIMIZER && ok; l++) /* optimizer shown below compute */
-            ok = put(f,
-                     metadata("thread_name", r, l, "name",
-                              l == ZL_LANE_COPY ? "copy (offload)" : l == TID_OPTIMIZER ? "optimizer" : lane_names[l], 0),
-                     sep) &&
-                 put(f, metadata("thread_sort_index", r, l, "sort_index", NULL, l == TID_OPTIMIZER ? 1 : l ? l + 1 : 0), sep);
+        for (int l = 0; l < N_TIDS && ok; l++)
+            ok = put(f, metadata("thread_name", r, l, "name", tid_name(l), 0), sep) &&
+                 put(f, metadata("thread_sort_index", r, l, "sort_index", NULL, tid_sort_index(l)), sep);
     }
     for (size_t i = 0, r = 0, end = (size_t)counts[0]; i < total && ok; i++) {
         while (i >= end) end += (size_t)counts[++r];

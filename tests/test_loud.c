@@ -262,6 +262,15 @@ Test(preflight, a_timeline_too_large_for_trace_is_refused_at_start_up) {
         cr_expect_eq(zl_program_lines(r.err, "stage2"), 1, "%s", r.err);
         cr_expect(access(file, F_OK) != 0, "%s: %s was created", more[i], file);
     }
+    /* rank 0 gathers every rank's records in one MPI_Gatherv of int byte counts: at N = 3 a rank
+     * may keep (2^31 - 1)/3 bytes, 682 MiB (tiny, K = 8: 77 spans a step, 399,999 timed steps, 939
+     * MiB) — this passed the start-up check once and ended the run after training, report lost */
+    if (zl_max_world() >= 3) {
+        zl_run_result r;
+        zl_run(&r, "-n 3 {stage2} --preset tiny --steps 400000 --accum 8 --quiet --trace %s", file);
+        cr_expect_eq(r.exit_code, 2, "N = 3: exit %d (%s)", r.exit_code, r.err);
+        cr_expect(strstr(r.err, "need 939 MiB per rank (at most 682 at N = 3)"), "%s", r.err);
+    }
     rmdir(path);
 }
 

@@ -285,8 +285,16 @@ Test(trace, the_copies_are_on_the_copy_lane) {
     cJSON_ArrayForEach(e, events) {
         cJSON *cat = cJSON_GetObjectItem(e, "cat"), *name = cJSON_GetObjectItem(e, "name");
         if (!cJSON_IsString(cat) || strcmp(cat->valuestring, "copy")) continue;
-        if (!strncmp(name->valuestring, "copy_d2h", 8)) d2h++;
-        if (!strncmp(name->valuestring, "copy_h2d", 8)) h2d++;
+        /* each direction on its own thread (2 down, 4 up): two streams, whose spans may overlap */
+        int tid = (int)zl_num(e, "tid");
+        if (!strncmp(name->valuestring, "copy_d2h", 8)) {
+            d2h++;
+            cr_expect_eq(tid, 2, "a copy down on tid %d", tid);
+        }
+        if (!strncmp(name->valuestring, "copy_h2d", 8)) {
+            h2d++;
+            cr_expect_eq(tid, 4, "a copy up on tid %d", tid);
+        }
     }
     int units = (int)zl_num(j, "units"), timed = 2, ranks = 2;
     cr_expect_eq(d2h, units * timed * ranks, "d2h spans");

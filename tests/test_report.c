@@ -392,7 +392,7 @@ Test(trace, stage3_events_per_rank_unit_and_step_N2) {
     expect_spans_nest(ev);
     for (int pid = 0; pid < N; pid++) {
         cr_expect(has_metadata(ev, "process_name", pid, -1), "rank %d unnamed", pid);
-        for (int tid = 0; tid < 4; tid++) cr_expect(has_metadata(ev, "thread_name", pid, tid), "lane %d unnamed", tid);
+        for (int tid = 0; tid < 5; tid++) cr_expect(has_metadata(ev, "thread_name", pid, tid), "lane %d unnamed", tid);
         cr_expect_eq(count_events(ev, pid, 0, 1, NULL) + count_events(ev, pid, 1, 1, NULL), 0, "step 1 traced");
         for (int step = 2; step <= S; step++) {
             for (int u = 0; u < L; u++) {
@@ -547,7 +547,7 @@ static void check_trace_against_report(int stage, const char *extra, int N) {
                 cr_assert(x.t1 >= x.t0);
                 int tid = (int)zl_num(e, "tid");
                 cr_assert(nc < CAP && nm < CAP && ny < CAP, "more than %d spans in a lane", CAP);
-                cr_assert(tid >= 0 && tid <= 3, "tid %d", tid);
+                cr_assert(tid >= 0 && tid <= 4, "tid %d", tid);
                 cr_expect(tid == 3 || strncmp(zl_get(e, "name")->valuestring, "optimizer", 9), "an optimizer span on %d", tid);
                 if (tid != 1) /* a compute, optimizer or copy span: time in its phase */
                     for (int k = 0; k < 7; k++)
@@ -558,7 +558,7 @@ static void check_trace_against_report(int stage, const char *extra, int N) {
                     else busy[nb++] = x;
                 }
                 if (tid == 1) comm[nm++] = x, busy[nb++] = x, cover[nv++] = x;
-                if (tid == 2) copy[ny++] = x;
+                if (tid == 2 || tid == 4) copy[ny++] = x; /* the copy lane: down (2) and up (4) */
             }
             cr_expect_eq(ny > 0, offload, "%s rank %d step %d: %d copies", progs[stage], pid, step, ny);
             exposed += exposed_of(comp, nc, comm, nm) / (S - 1);
