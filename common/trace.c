@@ -518,6 +518,10 @@ static const char *tid_name(int tid) {
 /* top to bottom: compute, optimizer, communication, copies down, copies up */
 static int tid_sort_index(int tid) { return tid == TID_OPTIMIZER ? 1 : tid == TID_COPY_UP ? 4 : tid ? tid + 1 : 0; }
 
+/* Rank r's process in the file: r + 1, since trace viewers take pid 0 for the kernel's swapper
+ * (Perfetto's maintainers ask synthesized traces to start at 1). */
+static int pid_of(int rank) { return rank + 1; }
+
 /* "forward 3", "reduce_scatter 3", "all_reduce control": phase or op, then the unit. */
 static cJSON *span_event(const record *r, int pid, double origin_ms) {
     const char *what = r->lane == ZL_LANE_COMM ? zl_op_name((zl_op)r->kind) : zl_phase_name((zl_phase)r->kind);
@@ -554,9 +558,9 @@ static void write_file(FILE *f, const record *all, const int *counts, int world,
 
     cJSON *other = cJSON_CreateObject();
     cJSON_AddStringToObject(other, "format",
-                            "zerolab trace 3: one event per span; pid = rank, tid = lane (3: optimizer, counted "
-                            "as compute); each rank's times shifted by its clock_offset_ms (the join waits' median "
-                            "over join_steps; 0 where join_steps is 0: the rank's own clock)");
+                            "zerolab trace 4: one event per span; pid = rank + 1, tid = lane (3: optimizer, counted "
+                            "as compute; 4: --offload's copies up); each rank's times shifted by its clock_offset_ms "
+                            "(the join waits' median over join_steps; 0 where join_steps is 0: the rank's own clock)");
     cJSON_AddNumberToObject(other, "stage", stage);
     cJSON_AddNumberToObject(other, "world", world);
     cJSON_AddNumberToObject(other, "first_step", g_steps > 1 ? 2 : 1);
@@ -570,17 +574,17 @@ static void write_file(FILE *f, const record *all, const int *counts, int world,
              fputs(",\n \"traceEvents\": [", f) >= 0;
     const char *sep = "\n  ";
     for (int r = 0; r < world && ok; r++) {
-        ok = put(f, metadata("process_name", r, -1, "name", rank_names[r], 0), sep) &&
-             put(f, metadata("process_sort_index", r, -1, "sort_index", NULL, r), ",\n  ");
+        ok = put(f, metadata("process_name", pid_of(r), -1, "name", rank_names[r], 0), sep) &&
+             put(f, metadata("process_sort_index", pid_of(r), -1, "sort_index", NULL, r), ",\n  ");
         sep = ",\n  ";
         for (int l = 0; l < N_TIDS && ok; l++)
-            ok = put(f, metadata("thread_name", r, l, "name", tid_name(l), 0), sep) &&
-                 put(f, metadata("thread_sort_index", r, l, "sort_index", NULL, tid_sort_index(l)), sep);
+            ok = put(f, metadata("thread_name", pid_of(r), l, "name", tid_name(l), 0), sep) &&
+                 put(f, metadata("thread_sort_index", pid_of(r), l, "sort_index", NULL, tid_sort_index(l)), sep);
     }
     for (size_t i = 0, r = 0, end = (size_t)counts[0]; i < total && ok; i++) {
         while (i >= end) end += (size_t)counts[++r];
         if (i % 4096 == 0) zl_progress_in("writing --trace"); /* a slow file is progress, not a hang */
-        ok = put(f, span_event(&all[i], (int)r, origin), sep);
+        ok = put(f, span_event(&all[i], pid_of((int)r), origin), sep);
     }
     if (ok) ok = fputs("\n]}\n", f) >= 0 && fflush(f) == 0;
     if (!ok) zl_output_failed(ZL_OUT_TRACE, errno);
