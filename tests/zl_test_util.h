@@ -253,7 +253,7 @@ static inline const char *zl_hash_of(cJSON *j) { return zl_get(j, "param_hash")-
 
 static inline int zl_is_rank0_span(cJSON *e) {
     cJSON *ph = cJSON_GetObjectItem(e, "ph");
-    return cJSON_IsString(ph) && !strcmp(ph->valuestring, "X") && zl_num(e, "pid") == 0;
+    return cJSON_IsString(ph) && !strcmp(ph->valuestring, "X") && zl_num(e, "pid") == 1; /* the file's pid is rank + 1 */
 }
 
 /* In a --trace file: rank 0's optimizer spans that start after the last loss span and before
