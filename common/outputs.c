@@ -55,40 +55,45 @@ static int open_one(output *o, char *msg, size_t n) {
     return e;
 }
 
+/* Is the file `st` the one at `path` (NULL or empty: no file)? */
+static int is_at(const struct stat *st, const char *path) {
+    struct stat sp;
+    return path && *path && !stat(path, &sp) && zl_same_inode(st, &sp);
+}
+
 /* An output that is the file this run's stdout or stderr goes to (a shell's `> out.txt`): the
  * output truncates it when written and the report then writes over the output. */
 static const char *is_terminal_stream(const output *o) {
     struct stat so, ss;
     if (!o->f || fstat(fileno(o->f), &so) || !S_ISREG(so.st_mode)) return NULL;
     for (int fd = 1; fd <= 2; fd++)
-        if (!fstat(fd, &ss) && ss.st_dev == so.st_dev && ss.st_ino == so.st_ino) return fd == 1 ? "stdout" : "stderr";
+        if (!fstat(fd, &ss) && zl_same_inode(&ss, &so)) return fd == 1 ? "stdout" : "stderr";
     return NULL;
 }
 
 /* Two flags naming one file (also through a link or another spelling of the path). */
 static int same_file(const output *a, const output *b) {
     struct stat sa, sb;
-    return a->f && b->f && !fstat(fileno(a->f), &sa) && !fstat(fileno(b->f), &sb) && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino && S_ISREG(sa.st_mode);
+    return a->f && b->f && !fstat(fileno(a->f), &sa) && !fstat(fileno(b->f), &sb) && zl_same_inode(&sa, &sb) &&
+           S_ISREG(sa.st_mode);
 }
 
 /* An output that is one of the run's inputs: the --data text or a file of the --resume
  * checkpoint (writing it would destroy what the run reads). Only an existing file can be. */
 static int is_input(const output *o, const zl_config *c, const char **what) {
-    struct stat so, si;
+    struct stat so;
     if (o->created || !o->f || fstat(fileno(o->f), &so) || !S_ISREG(so.st_mode)) return 0;
     *what = "--data";
-    if (c->data_path[0] && !stat(c->data_path, &si) && si.st_dev == so.st_dev && si.st_ino == so.st_ino) return 1;
+    if (is_at(&so, c->data_path)) return 1;
     *what = "ZL_GEMM_TABLE";
-    const char *table = getenv("ZL_GEMM_TABLE");
-    if (table && *table && !stat(table, &si) && si.st_dev == so.st_dev && si.st_ino == so.st_ino) return 1;
+    if (is_at(&so, getenv("ZL_GEMM_TABLE"))) return 1;
     *what = "--resume";
     DIR *d = c->resume_dir[0] ? opendir(c->resume_dir) : NULL;
     int hit = 0;
     char path[ZL_PATH_MAX + 300];
     for (struct dirent *e; d && !hit && (e = readdir(d));) {
         snprintf(path, sizeof path, "%s/%s", c->resume_dir, e->d_name);
-        hit = !stat(path, &si) && si.st_dev == so.st_dev && si.st_ino == so.st_ino;
+        hit = is_at(&so, path);
     }
     if (d) closedir(d);
     return hit;
@@ -107,7 +112,7 @@ static int inside_save_dir(const output *o, const zl_config *c) {
     for (int i = 0; i < 3; i++) {
         zl_ckpt_sibling(name, sizeof name, c->save_dir, suffix[i]);
         if (stat(name, &save)) continue;
-        if (have_out && save.st_dev == out.st_dev && save.st_ino == out.st_ino) return 1;
+        if (have_out && zl_same_inode(&save, &out)) return 1;
         if (realpath(dir, real) && zl_path_within(real, &save)) return 1;
     }
     return 0;

@@ -109,9 +109,13 @@ int zl_fsync_path(const char *path) {
     return e == EINVAL ? 0 : e;
 }
 
+int zl_same_inode(const struct stat *a, const struct stat *b) {
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
 int zl_same_file(const char *a, const char *b) {
     struct stat sa, sb;
-    return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return !stat(a, &sa) && !stat(b, &sb) && zl_same_inode(&sa, &sb);
 }
 
 void zl_path_parent(char *out, size_t n, const char *path) {
@@ -129,7 +133,7 @@ int zl_path_within(const char *resolved, const struct stat *dir) {
     int hit = 0;
     for (char *slash; !hit;) {
         struct stat st;
-        hit = !stat(p, &st) && st.st_dev == dir->st_dev && st.st_ino == dir->st_ino;
+        hit = !stat(p, &st) && zl_same_inode(&st, dir);
         if (!(slash = strrchr(p, '/')) || slash == p) break; /* "/" itself is not walked to */
         *slash = '\0';
     }

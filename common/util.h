@@ -47,6 +47,8 @@ int zl_fsync_path(const char *path);
 /* Do two paths name one file or directory (any spelling, through links)? Both must exist. */
 int zl_same_file(const char *a, const char *b);
 struct stat;
+/* One file: the same device and inode, whatever the paths that reached the two stats. */
+int zl_same_inode(const struct stat *a, const struct stat *b);
 /* Is `dir` the directory `resolved` (an absolute path, from realpath) or one above it? Compared
  * by device and inode while walking up, so any spelling of dir (a link, "..") is caught; "/"
  * itself never counts. */

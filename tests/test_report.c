@@ -241,16 +241,13 @@ Test(schema, trace_path_checked_at_start_up) {
 
 /* ---- the trace ---------------------------------------------------------------------- */
 
-/* The file's process of a rank: rank + 1 (trace viewers take pid 0 for the kernel's swapper). */
-#define PID(rank) ((rank) + 1)
-
 /* Complete ("X") events of one rank, lane and step whose name is `name`. */
 static int count_events(cJSON *events, int pid, int tid, int step, const char *name) {
     int n = 0;
     cJSON *e;
     cJSON_ArrayForEach(e, events) {
         if (strcmp(zl_get(e, "ph")->valuestring, "X")) continue;
-        if (zl_num(e, "pid") != PID(pid) || zl_num(e, "tid") != tid || zl_num(e, "args.step") != step) continue;
+        if (zl_num(e, "pid") != ZL_TRACE_PID(pid) || zl_num(e, "tid") != tid || zl_num(e, "args.step") != step) continue;
         if (!name || !strcmp(zl_get(e, "name")->valuestring, name)) n++;
     }
     return n;
@@ -261,7 +258,7 @@ static int has_metadata(cJSON *events, const char *what, int pid, int tid) {
     cJSON_ArrayForEach(e, events) {
         if (strcmp(zl_get(e, "ph")->valuestring, "M") || strcmp(zl_get(e, "name")->valuestring, what)) continue;
         cJSON *t = cJSON_GetObjectItem(e, "tid");
-        if (zl_num(e, "pid") == PID(pid) && (tid < 0 || (t && t->valuedouble == tid))) return 1;
+        if (zl_num(e, "pid") == ZL_TRACE_PID(pid) && (tid < 0 || (t && t->valuedouble == tid))) return 1;
     }
     return 0;
 }
@@ -330,7 +327,7 @@ static int optimizer_spans(const char *trace) {
     int n = 0;
     cJSON_ArrayForEach(e, zl_get(t, "traceEvents")) {
         cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
-        n += !strcmp(zl_get(e, "ph")->valuestring, "X") && zl_num(e, "pid") == PID(0) && cJSON_IsString(name) &&
+        n += !strcmp(zl_get(e, "ph")->valuestring, "X") && zl_num(e, "pid") == ZL_TRACE_PID(0) && cJSON_IsString(name) &&
              !strncmp(name->valuestring, "optimizer", 9);
     }
     cJSON_Delete(t);
@@ -465,8 +462,8 @@ static void expect_join_waits(cJSON *ev, cJSON *j, int N, int S, const char *whe
         cJSON *e;
         cJSON_ArrayForEach(e, ev) {
             if (strcmp(zl_get(e, "ph")->valuestring, "X") || zl_num(e, "args.step") != step) continue;
-            int pid = (int)zl_num(e, "pid") - PID(0), tid = (int)zl_num(e, "tid");
-            cr_assert(pid >= 0 && pid < NMAX, "pid %d", pid + PID(0));
+            int pid = (int)zl_num(e, "pid") - ZL_TRACE_PID(0), tid = (int)zl_num(e, "tid");
+            cr_assert(pid >= 0 && pid < NMAX, "pid %d", pid + ZL_TRACE_PID(0));
             iv x = {zl_num(e, "ts") * 1e-3, (zl_num(e, "ts") + zl_num(e, "dur")) * 1e-3};
             cr_assert(nm[pid] < CAP && nc[pid] < CAP);
             if (tid == 1) comm[pid][nm[pid]++] = x;
@@ -546,7 +543,7 @@ static void check_trace_against_report(int stage, const char *extra, int N) {
             int nc = 0, nm = 0, no = 0, nb = 0, ny = 0, nv = 0;
             cJSON *e;
             cJSON_ArrayForEach(e, ev) {
-                if (strcmp(zl_get(e, "ph")->valuestring, "X") || zl_num(e, "pid") != PID(pid) ||
+                if (strcmp(zl_get(e, "ph")->valuestring, "X") || zl_num(e, "pid") != ZL_TRACE_PID(pid) ||
                     zl_num(e, "args.step") != step)
                     continue;
                 iv x = {zl_num(e, "ts") * 1e-3, (zl_num(e, "ts") + zl_num(e, "dur")) * 1e-3};

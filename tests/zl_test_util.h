@@ -251,9 +251,12 @@ static inline double zl_states_for(int stage, double full, double shard, int N) 
 
 static inline const char *zl_hash_of(cJSON *j) { return zl_get(j, "param_hash")->valuestring; }
 
+/* A --trace file's process of a rank: rank + 1 (trace format 4; viewers take pid 0 for the kernel's). */
+#define ZL_TRACE_PID(rank) ((rank) + 1)
+
 static inline int zl_is_rank0_span(cJSON *e) {
     cJSON *ph = cJSON_GetObjectItem(e, "ph");
-    return cJSON_IsString(ph) && !strcmp(ph->valuestring, "X") && zl_num(e, "pid") == 1; /* the file's pid is rank + 1 */
+    return cJSON_IsString(ph) && !strcmp(ph->valuestring, "X") && zl_num(e, "pid") == ZL_TRACE_PID(0);
 }
 
 /* In a --trace file: rank 0's optimizer spans that start after the last loss span and before

@@ -27,7 +27,7 @@
 #include "common/args.h" /* ZL_EXIT_*, ZL_PATH_MAX */
 #include "common/ckpt.h" /* zl_ckpt_manifest, zl_ckpt_read_manifest, zl_ckpt_verify_file, zl_ckpt_read_range */
 #include "common/stdout_check.h" /* a report lost on the way to stdout (a full disk) exits 1 */
-#include "common/util.h"         /* zl_path_within: is --out inside the checkpoint? */
+#include "common/util.h"         /* zl_path_within, zl_same_inode: is --out inside the checkpoint, or stdout? */
 #include "kernels/zl_math.h" /* zl_round_storage: fp32 -> fp16 / bf16 */
 
 static const char *const prog_of_stage[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
@@ -207,7 +207,7 @@ static int resolve_out(export_target *t, const char *out, const char *dir) {
     if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
         struct stat so;
         t->direct = 1;
-        t->is_stdout = !fstat(STDOUT_FILENO, &so) && so.st_dev == st.st_dev && so.st_ino == st.st_ino;
+        t->is_stdout = !fstat(STDOUT_FILENO, &so) && zl_same_inode(&so, &st);
         snprintf(t->path, sizeof t->path, "%s", out);
         return ZL_EXIT_OK;
     }
