@@ -107,7 +107,7 @@ static log_entry *begin_entry(zl_op op, zl_purpose why, zl_dtype t, int unit, si
     e->unit = unit;
     e->returned = 0;
     e->S = (double)full_count * (double)zl_dtype_size(t);
-    zl_trace_origin(s); /* the timeline's zero, if this is the run's first event */
+    zl_trace_anchor(s); /* the timeline's zero, or this step's anchor, if this is its first event */
     zl_event_record(e->start, s);
     g_n = g_n + 1;
     zl_progress_mark("a collective");

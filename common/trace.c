@@ -126,8 +126,17 @@ static int g_n_comm;
 static zl_interval *g_iv_compute, *g_iv_comm; /* scratch for the fold, same sizes */
 static zl_interval *g_iv_opt, *g_iv_copy, *g_iv_busy, *g_iv_cover; /* more scratch: the optimizer and copy figures */
 static zl_interval *g_iv_fwd; /* the busy intervals cut at the step's first loss span */
-static zl_event g_origin;
-static int g_origin_set;
+/* Times are milliseconds since the run's first event (the origin), a double, read from the
+ * nearer of two events: this step's first (its anchor) and the step before's. A float of
+ * milliseconds (cudaEventElapsedTime's) since the origin itself would coarsen as the run went
+ * on (about 4 µs after a minute); from the anchor, under a step away, it keeps its ~0.1 µs, and
+ * the anchors' own chain adds one float's rounding a step. */
+static zl_event g_anchor[2];
+static int g_at = -1;       /* g_anchor[g_at]: the latest anchor read; -1 before the run's first event */
+static double g_anchor_ms;  /* its time since the origin */
+static int g_anchored;      /* this step has its anchor (recorded, into g_anchor[!g_at] but at the origin) */
+static int g_anchor_unread; /* ... and it is not read yet (at the step's end, when its events are done) */
+#define g_origin_set (g_at >= 0)
 static record *g_rec; /* recording: [timed steps × all lanes' caps] */
 static size_t g_n_rec, g_rec_cap;
 static zl_trace_summary g_sum;
@@ -163,7 +172,7 @@ void zl_trace_setup(int steps, int recording, int world) {
     g_steps = steps, g_recording = recording, g_world = world;
     g_step_ms = calloc((size_t)steps, sizeof *g_step_ms);
     if (!g_step_ms) zl_fatal("out of host memory for %d step times", steps);
-    g_origin = zl_event_create();
+    g_anchor[0] = zl_event_create(), g_anchor[1] = zl_event_create();
 }
 
 /* The join waits' pools (one rank has none to wait for): what a step holds on average. */
@@ -226,7 +235,8 @@ void zl_trace_finalize(void) {
         zl_event_destroy(g_spans[i].start);
         zl_event_destroy(g_spans[i].end);
     }
-    if (g_origin) zl_event_destroy(g_origin);
+    for (int i = 0; i < 2; i++)
+        if (g_anchor[i]) zl_event_destroy(g_anchor[i]);
     free(g_spans), free(g_step_comm), free(g_iv_compute), free(g_iv_comm), free(g_rec), free(g_step_ms);
     free(g_iv_opt), free(g_iv_copy), free(g_iv_busy), free(g_iv_cover), free(g_iv_fwd);
     free(g_iv_exposed), free(g_join), free(g_join_comm), free(g_join_exposed);
@@ -234,16 +244,29 @@ void zl_trace_finalize(void) {
     g_iv_opt = g_iv_copy = g_iv_busy = g_iv_cover = g_iv_fwd = g_iv_exposed = NULL;
     g_join = NULL, g_join_comm = g_join_exposed = NULL;
     g_n_join = g_join_stopped = 0, g_join_comm_used = g_join_exposed_used = 0;
-    g_origin = NULL;
+    g_anchor[0] = g_anchor[1] = NULL, g_at = -1, g_anchor_ms = 0, g_anchored = g_anchor_unread = 0;
     memset(g_cap, 0, sizeof g_cap);
 }
 
 /* ---- during a step -------------------------------------------------------------------- */
 
-void zl_trace_origin(zl_stream s) {
-    if (g_origin_set || !g_origin) return;
-    zl_event_record(g_origin, s);
-    g_origin_set = 1;
+void zl_trace_anchor(zl_stream s) {
+    if (g_anchored || !g_anchor[0]) return;
+    g_anchored = 1;
+    if (g_at < 0) { /* the run's first event: the origin, time 0 */
+        zl_event_record(g_anchor[0], s);
+        g_at = 0;
+        return;
+    }
+    zl_event_record(g_anchor[!g_at], s);
+    g_anchor_unread = 1;
+}
+
+/* This step's anchor's time: the step before's and the float between them (its events are done). */
+static void read_anchor(void) {
+    if (!g_anchor_unread) return;
+    g_anchor_ms += zl_event_elapsed_ms(g_anchor[g_at], g_anchor[!g_at]);
+    g_at = !g_at, g_anchor_unread = 0;
 }
 
 void zl_trace_begin(zl_phase phase, int unit, zl_stream s) {
@@ -252,7 +275,7 @@ void zl_trace_begin(zl_phase phase, int unit, zl_stream s) {
                               zl_phase_name(g_spans[g_open].phase));
     if (g_n_spans == span_cap())
         zl_fatal("more than %d compute spans in one step: zl_trace_reserve more", span_cap());
-    zl_trace_origin(s);
+    zl_trace_anchor(s);
     span_events *e = &g_spans[g_n_spans];
     e->phase = phase, e->unit = unit;
     zl_event_record(e->start, s);
@@ -267,9 +290,12 @@ void zl_trace_end(zl_phase phase, int unit, zl_stream s) {
     g_open = -1;
 }
 
-void zl_trace_step_begin(void) { g_n_spans = 0, g_n_comm = 0, g_open = -1; }
+void zl_trace_step_begin(void) { g_n_spans = 0, g_n_comm = 0, g_open = -1, g_anchored = 0; }
 
-static double since_origin(zl_event e) { return zl_event_elapsed_ms(g_origin, e); }
+static double since_origin(zl_event e) {
+    read_anchor();
+    return g_anchor_ms + zl_event_elapsed_ms(g_anchor[g_at], e);
+}
 
 void zl_trace_comm(int op, int purpose, int unit, zl_event start, zl_event end) {
     if (!g_origin_set || g_n_comm == g_cap[ZL_LANE_COMM]) return; /* comm.c's own cap stops a step first */
@@ -314,6 +340,7 @@ static void keep(record r) {
  * (compute and comm: what a copy can hide behind) and fwd (busy, cut at the first loss span:
  * the forward, which the step before's host Adam can run beside). */
 void zl_trace_step_end(int timed) {
+    read_anchor(); /* every step, timed or not: the next step's anchor is read from this one */
     if (timed && g_spans && g_origin_set) {
         int nc = 0, nm = 0, no = 0, nb = 0, ny = 0, nv = 0, nf = 0;
         double first = INFINITY, last = -INFINITY, loss = INFINITY;

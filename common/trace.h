@@ -71,10 +71,11 @@ void zl_trace_finalize(void);
 /* One span of `phase` for unit u (-1: none), on stream s. Spans do not nest. */
 void zl_trace_begin(zl_phase phase, int unit, zl_stream s);
 void zl_trace_end(zl_phase phase, int unit, zl_stream s);
-/* For comm.c. origin: the first event of the run (times are taken from it); step_begin
+/* For comm.c. anchor: the step's first event (the run's first is the timeline's zero; times are
+ * taken from the step's anchor, see trace.c); step_begin
  * starts a step's log; comm adds one completed collective; step_end folds the step (all
  * events completed). timed = 0 for the warm-up step: nothing is kept. */
-void zl_trace_origin(zl_stream s);
+void zl_trace_anchor(zl_stream s);
 void zl_trace_step_begin(void);
 void zl_trace_comm(int op, int purpose, int unit, zl_event start, zl_event end);
 void zl_trace_step_end(int timed);

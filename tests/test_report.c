@@ -382,6 +382,31 @@ Test(trace, a_diverged_run_says_which_steps_it_holds) {
     unlink(json), unlink(trace);
 }
 
+/* A span far from the run's start keeps its resolution: a float of milliseconds since the run's
+ * first event is a multiple of 2^-12 ms (0.24 µs) past 2 s, so every duration would be one; the
+ * times are taken from each step's own first event instead (trace.c). Holding the rank 700 ms
+ * before each step puts steps 7 and 8 3.5-5 s out; the host clock's nanoseconds leave a
+ * duration on that grid about once in 244. */
+Test(trace, spans_keep_their_resolution_seconds_into_a_run) {
+    char json[128], trace[128];
+    setenv("ZL_TEST_HOLD_RANK", "0:700", 1);
+    run_traced(2, 1, 2, 8, "", json, trace);
+    unsetenv("ZL_TEST_HOLD_RANK");
+    cJSON *t = zl_load_json(trace), *e;
+    int n = 0, on_grid = 0;
+    cJSON_ArrayForEach(e, zl_get(t, "traceEvents")) {
+        if (strcmp(zl_get(e, "ph")->valuestring, "X") || zl_num(e, "args.step") < 7) continue;
+        double ts = zl_num(e, "ts"), q = zl_num(e, "dur") * 4.096; /* µs in units of 2^-12 ms */
+        cr_expect_geq(ts, 3000e3, "step %g's span at %g µs: not seconds into the run", zl_num(e, "args.step"), ts);
+        n++, on_grid += fabs(q - round(q)) < 1e-6;
+    }
+    cr_expect_geq(n, 20, "%d spans in steps 7 and 8", n);
+    cr_expect_leq(on_grid, n / 4, "%d of %d durations are multiples of 2^-12 ms: times coarsened by the run's length",
+                  on_grid, n);
+    cJSON_Delete(t);
+    unlink(json), unlink(trace);
+}
+
 /* ZeRO-3 at N = 2: every rank, every timed step, every unit has its forward, backward,
  * optimizer (compute lane), two all-gathers and one reduce-scatter (communication lane). */
 Test(trace, stage3_events_per_rank_unit_and_step_N2) {
