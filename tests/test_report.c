@@ -894,7 +894,11 @@ Test(timeline, exposed_over_ranks_N3) { check_exposed_over_ranks(3); }
  * taking the wait out of rank 0's exposed communication must leave little; rank 1's clock runs D
  * behind rank 0's (its step 1 began D later). The bounds allow for the CPU backend: a rank
  * waiting in a collective polls with naps of up to about a millisecond (backend_cpu.c), so its
- * ends, and with them the alignment, can be a few milliseconds off over a step's collectives. */
+ * ends, and with them the alignment, can be a few milliseconds off over a step's collectives.
+ * The lower bounds are 0.75 D: the wait is measured from rank 0's own arrival, and a rank 0
+ * whose host thread is held up too arrives later and truly waits less (176 of 200 ms once on
+ * 2 × H200 beside the suite's other parts; 198-204 over 12 runs alone, results/gpu/verify-d31e46f-2xH200/).
+ * A wait left unmeasured reads about 0, a misaligned clock about 0 or 2 D. */
 static void check_held_rank(int stage) {
     enum { D = 200 };
     if (zl_max_world() < 2) cr_skip_test("ZL_MAX_WORLD < 2");
@@ -912,11 +916,11 @@ static void check_held_rank(int stage) {
     double w0 = zl_num(r0, "join_wait_ms_per_step"), w1 = zl_num(r1, "join_wait_ms_per_step");
     double l0 = zl_num(r0, "late_join_ms_per_step"), l1 = zl_num(r1, "late_join_ms_per_step");
     cr_expect_eq(zl_num(r0, "join_steps"), 3, "%s", p);
-    cr_expect(w0 >= 0.9 * D && w0 <= 1.2 * D, "%s: rank 0 waited %g ms a step for a rank held %d ms", p, w0, D);
+    cr_expect(w0 >= 0.75 * D && w0 <= 1.2 * D, "%s: rank 0 waited %g ms a step for a rank held %d ms", p, w0, D);
     cr_expect(w1 <= 0.15 * D, "%s: the held rank waited %g ms a step", p, w1);
-    cr_expect(l1 >= 0.9 * D && l1 <= 1.2 * D, "%s: the others waited %g ms a step for the held rank", p, l1);
+    cr_expect(l1 >= 0.75 * D && l1 <= 1.2 * D, "%s: the others waited %g ms a step for the held rank", p, l1);
     cr_expect(l0 <= 0.15 * D, "%s: the others waited %g ms a step for rank 0", p, l0);
-    cr_expect(zl_num(r0, "exposed_comm_ms_per_step") >= 0.9 * D, "%s: rank 0 exposed %g ms", p,
+    cr_expect(zl_num(r0, "exposed_comm_ms_per_step") >= 0.75 * D, "%s: rank 0 exposed %g ms", p,
               zl_num(r0, "exposed_comm_ms_per_step"));
     cr_expect(zl_num(r0, "exposed_after_join_ms_per_step") <= 0.15 * D, "%s: rank 0 exposed %g ms after the last joins",
               p, zl_num(r0, "exposed_after_join_ms_per_step"));
