@@ -233,7 +233,7 @@ static void micro_batch(Trainer *t, int step, int j, float scale) {
     backward_and_reduce_scatter(t, j);
 }
 
-/* The pending update, now, and wait: in a step about to be saved (in_step), else after it or the last. */
+/* The pending update, now, and wait: in a step saved next or a run's only, timed one (in_step), else after. */
 static void finish_update(Trainer *t, int in_step) {
     if (!t->update_pending) return;
     optimizer_step_and_allgather(t);
@@ -256,7 +256,7 @@ static float train_step(Trainer *t, int step) {
     float loss; /* apply if the gradient is finite; else: skipped, or diverged */
     t->update_pending = check_gradients(t, step, &loss) == ZL_STEP_APPLY;
     if (t->off) zl_offload_sync(t->off); /* every copy done: the next step reuses the staging */
-    if (zl_ckpt_due_mid_run(t->ckpt, step)) finish_update(t, 1); /* saved next: its update in its time */
+    if (zl_ckpt_due_mid_run(t->ckpt, step) || c->steps == 1) finish_update(t, 1); /* saved next, or timed alone */
     zl_stream_sync(t->comm);
     zl_stream_sync(t->compute);
     zl_comm_step_end(step > 1 || c->steps == 1); /* step 1 is warm-up for timing */

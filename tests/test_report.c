@@ -355,6 +355,21 @@ Test(trace, a_save_every_2_keeps_every_update_in_the_timed_steps) {
     unlink(json), unlink(trace);
 }
 
+/* A run of one step times that step (there is no warm-up step to leave out), and that step
+ * holds its own update: every timed step holds one update, as the steps 2..S of a longer run
+ * hold those of 1..S-1 (the update of a run's last step once ran after the loop, untimed, so
+ * --steps 1 showed no optimizer span and a step time without Adam). */
+Test(trace, a_run_of_one_step_times_its_update) {
+    enum { L = 2 };
+    char json[128], trace[128];
+    for (int stage = 0; stage < 4; stage++) {
+        run_traced(stage, 1, L, 1, "", json, trace);
+        cr_expect_eq(optimizer_spans(trace), L, "%s --steps 1: %d optimizer spans, one update of %d units expected",
+                     progs[stage], optimizer_spans(trace), L);
+    }
+    unlink(json), unlink(trace);
+}
+
 /* A run that stops early (diverged at step 3 of 6, or at step 1): the trace says which steps it
  * holds (last_step: the last that ran), and the median is over the same timed steps as the mean
  * (none when step 1 of several diverged: both 0). */
