@@ -136,7 +136,6 @@ static int g_at = -1;       /* g_anchor[g_at]: the latest anchor read; -1 before
 static double g_anchor_ms;  /* its time since the origin */
 static int g_anchored;      /* this step has its anchor (recorded, into g_anchor[!g_at] but at the origin) */
 static int g_anchor_unread; /* ... and it is not read yet (at the step's end, when its events are done) */
-#define g_origin_set (g_at >= 0)
 static record *g_rec; /* recording: [timed steps × all lanes' caps] */
 static size_t g_n_rec, g_rec_cap;
 static zl_trace_summary g_sum;
@@ -262,6 +261,8 @@ void zl_trace_anchor(zl_stream s) {
     g_anchor_unread = 1;
 }
 
+static int origin_set(void) { return g_at >= 0; }
+
 /* This step's anchor's time: the step before's and the float between them (its events are done). */
 static void read_anchor(void) {
     if (!g_anchor_unread) return;
@@ -298,7 +299,7 @@ static double since_origin(zl_event e) {
 }
 
 void zl_trace_comm(int op, int purpose, int unit, zl_event start, zl_event end) {
-    if (!g_origin_set || g_n_comm == g_cap[ZL_LANE_COMM]) return; /* comm.c's own cap stops a step first */
+    if (!origin_set() || g_n_comm == g_cap[ZL_LANE_COMM]) return; /* comm.c's own cap stops a step first */
     if (zl_op_is_copy((zl_op)op)) { /* an offload copy: the copy lane, named by its phase */
         zl_phase ph = op == ZL_OP_D2H ? ZL_PHASE_COPY_D2H : ZL_PHASE_COPY_H2D;
         g_step_comm[g_n_comm++] = (record){since_origin(start), since_origin(end), g_step_no, unit, ZL_LANE_COPY,
@@ -341,7 +342,7 @@ static void keep(record r) {
  * the forward, which the step before's host Adam can run beside). */
 void zl_trace_step_end(int timed) {
     read_anchor(); /* every step, timed or not: the next step's anchor is read from this one */
-    if (timed && g_spans && g_origin_set) {
+    if (timed && g_spans && origin_set()) {
         int nc = 0, nm = 0, no = 0, nb = 0, ny = 0, nv = 0, nf = 0;
         double first = INFINITY, last = -INFINITY, loss = INFINITY;
         for (int i = 0; i < g_n_spans; i++) {
