@@ -50,10 +50,13 @@ static int fail(char *err, int len, const char *fmt, ...) {
     return ZL_ARGS_ERROR;
 }
 
+/* Digits, a minus sign first at most: strtol would also skip white space and take a '+' (' 3',
+ * '+2'), which the seed and the ZL_ knobs refuse as well. */
 static int parse_int(const char *flag, const char *s, long lo, long hi, int *out, char *err, int len) {
-    char *end;
+    char *end = (char *)s;
     errno = 0;
-    long v = strtol(s, &end, 10);
+    long v = 0;
+    if (isdigit((unsigned char)s[s[0] == '-'])) v = strtol(s, &end, 10);
     if (errno || end == s || *end || v < lo || v > hi)
         return fail(err, len, "%s: expected an integer in [%ld, %ld], got '%s'", flag, lo, hi, s);
     *out = (int)v;
@@ -83,7 +86,7 @@ static int parse_float(const char *flag, const char *s, double lo, int lo_open, 
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    int parsed = end != s && !*end && isfinite(v) && (errno == 0 || errno == ERANGE);
+    int parsed = end != s && !*end && !isspace((unsigned char)*s) && isfinite(v) && (errno == 0 || errno == ERANGE);
     float f = (float)v;
     double stored = (double)f;
     int ok = parsed && isfinite(f) && (lo_open ? stored > lo : stored >= lo) && (hi_open ? stored < hi : stored <= hi) &&
@@ -196,9 +199,10 @@ static int check_gpt(const zl_config *c, char *err, int len) {
     if (c->data_path[0] && c->vocab < 256) /* its tokens are bytes: folded modulo V they would be other text */
         return fail(err, len, "--data: its tokens are the text's bytes, 0..255: --vocab must be at least 256 (got %d)",
                     c->vocab);
+    if (c->attention == ZL_ATTENTION_FUSED && !zl_gpt_flash_supported(c->dim, c->heads, 0))
+        return fail(err, len, "--attention fused: needs head dimension 64 (--dim / --heads, got %d)", c->dim / c->heads);
     if (c->attention == ZL_ATTENTION_FUSED && !zl_gpt_flash_supported(c->dim, c->heads, c->dtype == ZL_BF16))
-        return fail(err, len, "--attention fused: needs head dimension 64 (--dim / --heads, got %d) and --dtype fp16",
-                    c->dim / c->heads);
+        return fail(err, len, "--attention fused: fp16 only (got --dtype bf16); --attention strided takes both");
     if (c->attention == ZL_ATTENTION_FUSED && c->batch > ZL_GPT_FLASH_MAX_BATCH)
         return fail(err, len, "--attention fused: --batch at most %d (got %d); --attention strided has no such bound",
                     ZL_GPT_FLASH_MAX_BATCH, c->batch);
@@ -490,8 +494,23 @@ static int check_gemm_table(char *err, int len) {
     return ZL_ARGS_OK;
 }
 
+/* ZL_CPU_DEVICE_BYTES=B (a test hook, backend_cpu.c): bytes, at least 1 (1e6 is fine). A typo
+ * would leave the CPU backend without its pretend device, and a test relying on it would pass
+ * for another reason. */
+static int check_pretend_device(char *err, int len) {
+    const char *e = getenv("ZL_CPU_DEVICE_BYTES");
+    if (!e || !*e) return ZL_ARGS_OK;
+    char *end;
+    errno = 0;
+    double v = strtod(e, &end);
+    if (isspace((unsigned char)*e) || end == e || *end || errno || !(v >= 1 && v < 0x1p63))
+        return fail(err, len, "ZL_CPU_DEVICE_BYTES=%s: want a number of bytes, at least 1 (e.g. 1e6)", e);
+    return ZL_ARGS_OK;
+}
+
 static int check_env_knobs(char *err, int len) {
     int rc = check_gemm_table(err, len);
+    if (rc == ZL_ARGS_OK) rc = check_pretend_device(err, len);
     if (rc != ZL_ARGS_OK) return rc;
     for (size_t i = 0; i < sizeof env_knobs / sizeof env_knobs[0]; i++) {
         const env_knob *k = &env_knobs[i];

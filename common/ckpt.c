@@ -1139,9 +1139,9 @@ static int same_training(const zl_ckpt_manifest *m, const char *dir, const zl_co
         return msg(err, n, "%s: trained with --loss-scale %s, this run has --loss-scale %s (give --loss-scale %s to "
                    "continue it)", dir, was, is, was);
     }
-    if (sc->dynamic && c->loss_scale_init > 0)
-        return msg(err, n, "%s: --loss-scale-init: a resumed run continues at the checkpoint's scale %g", dir,
-                   sc->scale);
+    if (sc->dynamic && c->loss_scale_init > 0 && c->loss_scale_init != sc->scale) /* the same scale: says the same */
+        return msg(err, n, "%s: --loss-scale-init %g: a resumed run continues at the checkpoint's scale %g (drop the "
+                   "flag, or give %g)", dir, c->loss_scale_init, sc->scale, sc->scale);
     if (sc->dynamic && sc->window != c->loss_scale_window)
         return msg(err, n, "%s: its loss scaler doubles after %d clean steps, this run's after %d (give "
                    "--loss-scale-window %d to continue it)", dir, sc->window, c->loss_scale_window, sc->window);

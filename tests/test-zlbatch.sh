@@ -2,7 +2,7 @@
 # test-zlbatch.sh — build/zlbatch, the GPT's batch written for another framework (make test):
 # rows·(T + 1) little-endian int32 tokens, the same bytes twice; it refuses to write over its own
 # --data text (exit 2, the text kept) and a --data it cannot read whole (a directory: exit 2);
-# --help prints the usage (exit 0); bad counts ("2x"), a missing value and an --out it cannot
+# --help prints the usage (exit 0); bad counts ("2x", "+2"), a missing value and an --out it cannot
 # open are refused with exit 2 and one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +27,7 @@ build/zlbatch --out "$tmp/c.bin" --preset gpt-tiny --data "$tmp" 2> "$tmp/err" |
 grep -q "Is a directory" "$tmp/err" || fail "--data a directory: $(cat "$tmp/err")"
 build/zlbatch --help > "$tmp/help" || fail "--help: exit $?, want 0"
 grep -q "^usage: zlbatch --out FILE" "$tmp/help" || fail "--help: no usage on stdout"
-for bad in "--ranks 2x" "--step 0" "--ranks"; do
+for bad in "--ranks 2x" "--ranks +2" "--step 0" "--ranks"; do
     rc=0
     # shellcheck disable=SC2086 # the flags split on purpose
     build/zlbatch --out "$tmp/d.bin" $bad --preset gpt-tiny 2> "$tmp/err" || rc=$?

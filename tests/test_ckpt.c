@@ -832,8 +832,13 @@ Test(refused, every_bad_checkpoint_exits_2_with_one_line, .timeout = 360) {
     /* what the resumed run would continue, not what the flags say: refused, the flag to give named */
     expect_resume_refused(dir, " --seed 5", dir, "trained with --seed 1234, this run has --seed 5 (give --seed 1234");
     expect_resume_refused(dir, " --loss-scale 128", dir, "trained with --loss-scale dynamic, this run has --loss-scale 128");
-    expect_resume_refused(dir, " --loss-scale-init 1024", dir, "continues at the checkpoint's scale 65536");
+    expect_resume_refused(dir, " --loss-scale-init 1024", dir, "continues at the checkpoint's scale 65536 (drop");
     expect_resume_refused(dir, " --loss-scale-window 7", dir, "give --loss-scale-window 1000");
+    { /* a flag that says what the checkpoint says is no contradiction */
+        zl_run_result r;
+        zl_run(&r, "-n 2 {stage1} %s --batch 2 --steps 2 --resume %s --loss-scale-init 65536", TINY, dir);
+        cr_expect_eq(r.exit_code, 0, "--loss-scale-init at the checkpoint's own scale: exit %d: %s", r.exit_code, r.err);
+    }
     rm_rf(dir);
     expect_resume_refused(dir, "", man, "cannot open");
 }

@@ -310,7 +310,8 @@ Test(gpt_bad_input, flags_exit_2) {
     expect_refused("-n 1 {stage2} --preset gpt-tiny --vocab 255 --data data/persuasion.txt",
                    "--data: its tokens are the text's bytes, 0..255: --vocab must be at least 256 (got 255)");
     expect_refused("-n 1 {stage3} --preset gpt-tiny --attention fused", "--attention fused: needs head dimension 64");
-    expect_refused("-n 1 {stage3} --preset gpt2-124m --dtype bf16 --attention fused", "and --dtype fp16");
+    expect_refused("-n 1 {stage3} --preset gpt2-124m --dtype bf16 --attention fused",
+                   "--attention fused: fp16 only (got --dtype bf16)"); /* the head dimension is 64 here */
     expect_refused("-n 1 {stage1} --attention strided", "--attention: only --model gpt takes this flag");
     expect_refused("-n 1 {stage2} --preset gpt-tiny --attention flash", "--attention: expected strided or fused");
     expect_refused("-n 1 {stage2} --model gpt --dim 64 --heads 1 --seq 1 --batch 70000 --attention fused",

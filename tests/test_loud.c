@@ -491,6 +491,19 @@ Test(flags, values_that_narrow_to_0_or_1_in_a_float_are_refused) {
     expect_refused("-n 1 {stage0_ddp} --eps 1e-60", "--eps");
 }
 
+/* strtol and strtod skip leading white space and strtol takes a '+': the flags take what --seed
+ * and the ZL_ knobs take, digits (a '-' first at most; a float's own forms). (A tab: the
+ * harness splits its command line at spaces.) */
+Test(flags, a_number_with_leading_space_or_plus_is_refused) {
+    expect_refused("-n 1 {stage0_ddp} --batch=\t3", "--batch: expected an integer in [1, 1048576], got '\\t3'");
+    expect_refused("-n 1 {stage1} --steps +2", "--steps: expected an integer in [1, 1000000], got '+2'");
+    expect_refused("-n 1 {stage2} --loss-scale=\t1", "--loss-scale: expected dynamic or a number");
+    expect_refused("-n 1 {stage3} --lr=\t1e-3", "--lr: expected a number in (0, 10], got '\\t1e-3'");
+    zl_run_result r;
+    zl_run(&r, "-n 1 {stage2} --batch 04 --lr +1e-3 --steps 2 --quiet"); /* digits and a float's sign are fine */
+    cr_expect_eq(r.exit_code, 0, "exit %d: %s", r.exit_code, r.err);
+}
+
 Test(flags, control_characters_are_escaped) {
     expect_refused("-n 1 {stage0_ddp} --dim 1\n2", "got '1\\n2'");
     expect_refused("-n 1 {stage0_ddp} --preset x\ty", "got 'x\\ty'");
@@ -518,6 +531,7 @@ Test(flags, bad_environment_knobs_are_refused_before_anything_is_allocated) {
         {"ZL_GEMM_TUNE", "yes"},         {"ZL_CUBLASLT_EPILOGUES", "32"}, {"ZL_NCCL_CTA_POLICY", "-1"},
         {"ZL_NCCL_WINDOWS", "01"},       {"ZL_NCCL_WINDOWS", "1 "},       {"ZL_NCCL_CTA_POLICY", "3"},
         {"ZL_NCCL_CTA_POLICY", "+2"},    {"ZL_CUBLASLT_EPILOGUES", "99999999999999999999"},
+        {"ZL_CPU_DEVICE_BYTES", "abc"},  {"ZL_CPU_DEVICE_BYTES", "-5"}, /* a test hook's typo, not ignored */
     };
     char expect[128];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -344,6 +344,7 @@ Test(cli, bad_input_exits_2) {
     refused("--params 1e30", "--params");
     refused("--params 7.5e9 --ranks 0", "--ranks");
     refused("--params 7.5e9 --ranks 2.5", "--ranks: expected a whole number");
+    refused("--params 7.5e9 --ranks \t4", "--ranks: expected a whole number"); /* strtod skips white space */
     refused("--params 7.5e9 --stage 4", "--stage");
     refused("--params 7.5e9 --precision bf16", "--precision: expected mixed, fp32 or custom");
     refused("--params 7.5e9 --precision custom --k 8", "--precision custom: needs");

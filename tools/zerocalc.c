@@ -25,6 +25,7 @@
  *
  * Exit 0; 2 and one line for bad input; 1 when the report could not be written to stdout (a
  * full disk: common/stdout_check.h). */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -124,7 +125,7 @@ static double number(const char *flag, const char *s, double lo, double hi, int 
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi || (integral && v != floor(v)))
+    if (errno || end == s || *end || isspace((unsigned char)*s) || !isfinite(v) || v < lo || v > hi || (integral && v != floor(v)))
         bad("%s: expected %s in [%g, %g], got '%s'", flag, integral ? "a whole number" : "a number", lo, hi, s);
     return v;
 }

@@ -17,6 +17,7 @@
  * args.c checks them for every program that parses flags), a --data it cannot read whole or an
  * --out it cannot open; 1 if writing the file fails. */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,7 +50,7 @@ static int parse_count(const char *s, int lo, int hi, int *out) {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi) return 0;
+    if (!isdigit((unsigned char)*s) || *end || errno || v < lo || v > hi) return 0; /* no ' 3', no '+2' */
     *out = (int)v;
     return 1;
 }
