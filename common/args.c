@@ -471,12 +471,14 @@ typedef struct {
     long lo, hi;       /* a whole integer in [lo, hi] */
     const char *word;  /* or this word (NULL: none) */
     const char *means; /* for the error line */
+    long unset;        /* what the backend takes when it is not set (the ranks compare meanings); −1:
+                        * another's default (NCCL's CTA policy, which its own variable may set) */
 } env_knob;
 static const env_knob env_knobs[] = {
-    {"ZL_GEMM_TUNE", 0, 1, "log", "0 (heuristic), 1 (the same-bits choice) or log"},
-    {"ZL_CUBLASLT_EPILOGUES", 0, 31, NULL, "a mask of the five epilogue bits (kernels/cuda/cuda_common.cuh)"},
-    {"ZL_NCCL_CTA_POLICY", 0, 2, NULL, "0 default, 1 efficiency, 2 zero-CTA"},
-    {"ZL_NCCL_WINDOWS", 0, 1, NULL, "1: the all-gathers' buffers as NCCL windows"},
+    {"ZL_GEMM_TUNE", 0, 1, "log", "0 (heuristic), 1 (the same-bits choice) or log", 1},
+    {"ZL_CUBLASLT_EPILOGUES", 0, 31, NULL, "a mask of the five epilogue bits (kernels/cuda/cuda_common.cuh)", 27},
+    {"ZL_NCCL_CTA_POLICY", 0, 2, NULL, "0 default, 1 efficiency, 2 zero-CTA", -1},
+    {"ZL_NCCL_WINDOWS", 0, 1, NULL, "1: the all-gathers' buffers as NCCL windows", 0},
 };
 
 /* ZL_GEMM_TABLE=PATH: a table of GEMM algorithms (gemm_table.h). A file that does not load is
@@ -627,9 +629,14 @@ uint64_t zl_args_hash(const zl_config *c) {
     h = zl_fnv1a(h, c->trace_path, strlen(c->trace_path));
     h = zl_fnv1a(h, c->data_path, strlen(c->data_path));
     for (size_t i = 0; i < sizeof env_knobs / sizeof env_knobs[0]; i++) { /* e.g. ZL_NCCL_WINDOWS: */
-        const char *e = getenv(env_knobs[i].name); /* one rank registering windows alone would hang */
-        h = zl_fnv1a(h, e ? e : "", e ? strlen(e) : 0);
-        h = zl_fnv1a(h, "\n", 1);
+        const env_knob *k = &env_knobs[i]; /* one rank registering windows alone would hang */
+        const char *e = getenv(k->name);
+        long v = k->unset; /* what it means (checked above): unset and the default alike */
+        char word[32] = "";
+        if (e && *e && k->word && !strcmp(e, k->word)) snprintf(word, sizeof word, "%s", k->word);
+        else if (e && *e && zl_env_int(k->name, k->lo, k->hi, &v) <= 0) snprintf(word, sizeof word, "%.31s", e);
+        h = zl_fnv1a(h, &v, sizeof v);
+        h = zl_fnv1a(h, word, strlen(word) + 1);
     }
     return hash_ckpt_flags(h, c);
 }

@@ -607,9 +607,16 @@ Test(flags, an_unknown_zl_variable_is_named_once) {
 }
 
 /* Ranks whose knobs differ would issue different collectives (ZL_NCCL_WINDOWS registers
- * buffers collectively): refused like different flags. */
+ * buffers collectively): refused like different flags. Unset and set to the default are the
+ * same, but for the CTA policy, whose default is NCCL's (NCCL_CTA_POLICY may move it). */
 Test(flags, ranks_with_different_knobs_are_refused) {
     expect_refused("-n 1 env ZL_NCCL_WINDOWS=1 {stage0_ddp} : -n 1 {stage0_ddp}", "every rank must get the same flags and ZL_ knobs");
+    /* what the ranks compare is what a knob means: one rank setting a default runs */
+    zl_run_result r;
+    zl_run(&r, "-n 1 env ZL_NCCL_WINDOWS=0 ZL_GEMM_TUNE=1 ZL_CUBLASLT_EPILOGUES=27 {stage0_ddp} --steps 2 --quiet : "
+               "-n 1 {stage0_ddp} --steps 2 --quiet");
+    cr_expect_eq(r.exit_code, 0, "a default set on one rank only: exit %d: %s", r.exit_code, r.err);
+    expect_refused("-n 1 env ZL_NCCL_CTA_POLICY=0 {stage0_ddp} : -n 1 {stage0_ddp}", "every rank must get the same");
 }
 
 Test(flags, help_on_one_rank_of_an_mpmd_launch_does_not_hang) {
