@@ -163,9 +163,10 @@ int zl_runtime_finish(zl_runtime *rt, int status) {
     zl_comm_finalize();      /* the collectives' log, */
     zl_events_destroy_all(); /* the stage's event arrays */
     zl_trace_finalize(); /* its events, before the device goes */
+    zl_watchdog_finalizing(); /* a rank stopped now would hold MPI_Finalize for ever */
     zl_backend_finalize();
-    zl_watchdog_stop();
     MPI_Finalize();
+    zl_watchdog_stop();
     return status;
 }
 
@@ -173,10 +174,11 @@ void zl_runtime_exit(zl_runtime *rt, int code) {
     (void)rt;
     fflush(stdout);
     fflush(stderr);
-    zl_watchdog_stop();
     zl_trace_finalize();
+    zl_watchdog_finalizing();
     zl_backend_finalize();
     MPI_Finalize();
+    zl_watchdog_stop();
     exit(code);
 }
 

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "util.h"
@@ -17,6 +18,7 @@ static _Atomic int g_step;
 static const char *_Atomic g_what = "start-up";
 static atomic_int g_in_phase; /* the last mark was zl_progress_in: a phase of its own, not a wait */
 static atomic_int g_stop;
+static atomic_int g_finalizing; /* in MPI_Finalize: no MPI_Abort, the process exits by itself */
 static zl_wait_describer g_describe;
 static pthread_t g_thread;
 static int g_running, g_rank, g_timeout_s;
@@ -63,8 +65,18 @@ static void fire(double idle_s) {
     else
         fprintf(stderr, "%s: rank %d: no progress for %.0f s %s, waiting in %s (--timeout %d); ending the job\n", g_prog,
                 g_rank, idle_s, where, waiting[0] ? waiting : what, g_timeout_s);
+    if (atomic_load(&g_finalizing)) { /* the backend going, MPI finalizing: end this process, the launcher
+                                         * the others (a stopped peer, whom MPI_Finalize waited on) */
+        fflush(stderr);
+        _exit(ZL_EXIT_WATCHDOG);
+    }
     zl_backend_abort(); /* NCCL: abort the communicator so no kernel keeps the GPU */
     zl_abort_job(ZL_EXIT_WATCHDOG); /* after a pause: the launcher must forward the line first */
+}
+
+void zl_watchdog_finalizing(void) {
+    zl_progress_in("finishing (MPI_Finalize waits for every rank)");
+    atomic_store(&g_finalizing, 1);
 }
 
 /* Ranks fire in rank order (500 ms apart, beyond zl_abort_job's 250 ms pause and a 100 ms
@@ -84,7 +96,7 @@ static void *watch(void *arg) {
         if (now - last_tick > 2.0) atomic_store(&g_last_progress, now);
         last_tick = now;
         char msg[256];
-        if (++ticks % 10 == 0 && zl_backend_async_error(msg, sizeof msg)) {
+        if (++ticks % 10 == 0 && !atomic_load(&g_finalizing) && zl_backend_async_error(msg, sizeof msg)) {
             zl_set_ending();
             fprintf(stderr, "%s: rank %d: communicator failed: %s; ending the job\n", g_prog, g_rank, msg);
             zl_backend_abort();

@@ -17,6 +17,10 @@
 /* Start the thread (timeout_s = 0: progress is still tracked but nothing fires). */
 void zl_watchdog_start(const char *prog, int rank, int timeout_s);
 void zl_watchdog_stop(void);
+/* Before the backend's and MPI's finalize, which may wait on a peer that never comes: the watchdog
+ * keeps watching (stopped after MPI_Finalize), and if it fires it exits this process with 5,
+ * without MPI_Abort; the backend's asynchronous errors are no longer polled. */
+void zl_watchdog_finalizing(void);
 
 /* Progress marks: a clock read and a few stores; `what` must be a string literal.
  * zl_progress_in marks a phase of the rank's own (checkpoint I/O, shut-down): past --timeout

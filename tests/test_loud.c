@@ -434,6 +434,59 @@ Test(watchdog, a_stopped_rank_ends_the_job_with_exit_5, .timeout = 60) {
         cr_expect(busy < 0.5, "rank 0 used %.0f%% of a core while waiting for the stopped rank", 100 * busy);
 }
 
+/* A rank stopped after the report, while the ranks finalize: MPI_Finalize waits on it, and the
+ * watchdog used to be off by then — the job never ended. Now it watches through MPI_Finalize and
+ * exits 5 (no MPI_Abort from a finalizing MPI: the launcher ends the rest). The stop must land
+ * after rank 0's last line and before rank 1 leaves: if rank 1 was already gone (the job ends 0)
+ * the attempt is made again. */
+Test(watchdog, a_rank_stopped_while_finalizing_ends_the_job_with_exit_5, .timeout = 120) {
+    char out[64], err[64], prog[256], seed[32], tag[64], e[4096] = "", o[1 << 14];
+    snprintf(out, sizeof out, "/tmp/zl_wdf_out_%d", getpid());
+    snprintf(err, sizeof err, "/tmp/zl_wdf_err_%d", getpid());
+    snprintf(prog, sizeof prog, "%s/stage1", zl_build_dir());
+    int status = 0, stopped_in_time = 0;
+    for (int attempt = 0; attempt < 3 && !stopped_in_time; attempt++) {
+        snprintf(seed, sizeof seed, "%d", 200000 + 10 * getpid() % 100000 + attempt);
+        snprintf(tag, sizeof tag, "--seed %s", seed);
+        char *argv[] = {"mpiexec", "-n", "2", prog, "--dim", "24", "--layers", "2", "--steps", "3000", "--timeout",
+                        "2", "--seed", seed, "--quiet", NULL};
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        pid_t launcher;
+        cr_assert_eq(posix_spawnp(&launcher, "mpiexec", &fa, NULL, argv, environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+        pid_t r1 = 0;
+        int ended = 0;
+        for (int i = 0; i < 60000 && !ended; i++) { /* the report's last line, then stop rank 1 at once */
+            if (!r1) r1 = find_rank(tag, 1);
+            zl_read_file(out, o, sizeof o);
+            if (r1 && strstr(o, "\ncheck:")) break;
+            ended = waitpid(launcher, &status, WNOHANG) == launcher;
+            usleep(500);
+        }
+        if (ended) continue;
+        if (r1) kill(r1, SIGSTOP);
+        double t0 = now();
+        pid_t done = 0;
+        while (!(done = waitpid(launcher, &status, WNOHANG)) && now() - t0 < 30) usleep(50000);
+        zl_read_file(err, e, sizeof e);
+        if (r1) kill(r1, SIGKILL);
+        if (!done) {
+            kill(launcher, SIGKILL);
+            waitpid(launcher, &status, 0);
+            cr_assert_fail("the job was still running 30 s after rank 1 stopped while finalizing; stderr: %s", e);
+        }
+        stopped_in_time = !(WIFEXITED(status) && WEXITSTATUS(status) == 0); /* 0: rank 1 had left already */
+    }
+    unlink(out), unlink(err);
+    if (!stopped_in_time) cr_skip_test("rank 1 left before the stop in 3 attempts");
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 5, "status %d, stderr %s", status, e);
+    cr_expect(strstr(e, "stage1: rank 0: no progress for") && strstr(e, "while finishing (MPI_Finalize"),
+              "stderr: %s", e);
+}
+
 /* ---- flags ---------------------------------------------------------------------- */
 
 static void expect_refused(const char *launch, const char *expect) {
