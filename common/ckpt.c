@@ -1063,6 +1063,9 @@ static void save(zl_ckpt *ck, zl_ckpt_owned o, zl_ckpt_progress at, zl_stream s)
     if (rt->rank == 0) zl_progress_in("publishing the checkpoint");
     if (rt->rank == 0) e = publish(ck, o.params_layout == ZL_CKPT_SLICES, at, hashes, tmp, what, sizeof what);
     if (rt->rank == 0 && hashes != ck->staging) free(hashes);
+    /* rank 0 has published: a wait from here on is for a peer (a stopped rank), not for its disk */
+    zl_progress_in(rt->rank == 0 ? "waiting for the other ranks after publishing the checkpoint"
+                                 : "waiting for rank 0 to publish the checkpoint");
     mpiCheck(MPI_Bcast(&e, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (e) { /* rank 0 knows what failed: every rank's line names it */
         mpiCheck(MPI_Bcast(what, (int)sizeof what, MPI_CHAR, 0, MPI_COMM_WORLD));
