@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h> /* flock */
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -887,6 +888,28 @@ static int newer_in_tmp(const char *dir, char *m, size_t n) {
     return newer;
 }
 
+/* One job a DIR: two jobs saving into it at once would share DIR.zl-tmp, one publishing the
+ * other's files under its manifest. Rank 0 holds an flock on DIR.zl-lock (an empty file, left in
+ * place) from start-up to its exit; a file system without flock (some cluster mounts) goes
+ * unlocked. */
+static int lock_save_dir(const char *dir, char *m, size_t n) {
+    char path[ZL_PATH_MAX + 32];
+    zl_ckpt_sibling(path, sizeof path, dir, ".zl-lock");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int e = errno;
+        msg(m, n, "--save: cannot write '%s' (the lock beside it): %s", path, strerror(e));
+        return e;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 || errno == ENOLCK || errno == EOPNOTSUPP || errno == ENOSYS)
+        return 0; /* fd stays open: the lock lasts as long as this process */
+    int e = errno;
+    close(fd);
+    msg(m, n, "--save: another running job saves into '%s' (it holds '%s'): give this one another directory", dir,
+        path);
+    return e == EWOULDBLOCK ? EBUSY : e;
+}
+
 int zl_ckpt_probe_dir(const char *dir, const char *resume_dir, char *m, size_t n) {
     struct stat st;
     char path[ZL_PATH_MAX + 32], name[ZL_PATH_MAX];
@@ -956,7 +979,7 @@ int zl_ckpt_probe_dir(const char *dir, const char *resume_dir, char *m, size_t n
         return e;
     }
     rmdir(path); /* fails harmlessly if a killed save left files there: the next save clears them */
-    return 0;
+    return lock_save_dir(dir, m, n);
 }
 
 /* This rank's file: category after category, slice r of every unit, hashed as written. */

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -31,7 +32,7 @@ static void tmp_path(char *out, size_t n, const char *tag) { snprintf(out, n, "/
 
 static void rm_rf(const char *path) {
     char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.zl-tmp' '%s.zl-old'", path, path, path);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.zl-tmp' '%s.zl-old' '%s.zl-lock'", path, path, path, path);
     cr_assert_eq(system(cmd), 0);
 }
 
@@ -846,6 +847,26 @@ Test(refused, every_bad_checkpoint_exits_2_with_one_line, .timeout = 360) {
 /* Where the file system has no RENAME_EXCHANGE a save renames DIR to DIR.zl-old, then
  * DIR.zl-tmp to DIR: a job killed between the two leaves no DIR. --resume DIR and zlckpt said
  * only "cannot open"; they now name DIR.zl-old (and DIR.zl-tmp when it has a manifest). */
+/* Two jobs saving into one DIR at once shared DIR.zl-tmp: one exited 0 over a checkpoint that
+ * mixed both. A job holds an flock on DIR.zl-lock while it runs: here this test holds it, and a
+ * run saving into DIR is refused at start-up, exit 2, naming the lock; released, the run saves. */
+Test(refused, a_save_dir_another_job_saves_into_is_refused) {
+    char dir[256], lock[300], unused[17];
+    tmp_path(dir, sizeof dir, "locked");
+    rm_rf(dir);
+    snprintf(lock, sizeof lock, "%s.zl-lock", dir);
+    int fd = open(lock, O_RDWR | O_CREAT, 0666);
+    cr_assert(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0, "cannot lock %s: %s", lock, strerror(errno));
+    zl_run_result r;
+    zl_run(&r, "-n 2 {stage1} %s --batch 2 --steps 1 --save %s", TINY, dir);
+    cr_expect_eq(r.exit_code, 2, "exit %d: %s", r.exit_code, r.err);
+    cr_expect(strstr(r.err, "another running job saves into") && strstr(r.err, lock), "stderr: %s", r.err);
+    cr_expect_eq(zl_program_lines(r.err, "stage1"), 1, "not one line: %s", r.err);
+    close(fd); /* the lock goes with it */
+    run_ok(unused, "-n 2 {stage1} %s --batch 2 --steps 1 --save %s", TINY, dir);
+    rm_rf(dir);
+}
+
 Test(refused, a_save_cut_between_its_renames_names_the_checkpoints_left) {
     char dir[256], old[300], tmp[300], cmd[1000], want[700], unused[17];
     tmp_path(dir, sizeof dir, "cut");
