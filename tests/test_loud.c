@@ -361,6 +361,18 @@ static double cpu_seconds(pid_t pid) {
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* mpiexec with argv (argv[0] "mpiexec"), stdout and stderr into the files out and err, not waited for. */
+static pid_t spawn_job(char *const argv[], const char *out, const char *err) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t launcher;
+    cr_assert_eq(posix_spawnp(&launcher, "mpiexec", &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    return launcher;
+}
+
 Test(watchdog, a_stopped_rank_ends_the_job_with_exit_5, .timeout = 60) {
     char tag[64], out[64], err[64];
     snprintf(tag, sizeof tag, "--seed %d", 100000 + getpid()); /* finds our ranks among others */
@@ -371,13 +383,7 @@ Test(watchdog, a_stopped_rank_ends_the_job_with_exit_5, .timeout = 60) {
     snprintf(seed, sizeof seed, "%d", 100000 + getpid());
     char *argv[] = {"mpiexec", "-n", "2", prog, "--dim", "64", "--layers", "3", "--steps", "1000000", "--timeout", "5",
                     "--seed", seed, NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t launcher;
-    cr_assert_eq(posix_spawnp(&launcher, "mpiexec", &fa, NULL, argv, environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
+    pid_t launcher = spawn_job(argv, out, err);
     pid_t r0 = 0, r1 = 0;
     for (int i = 0; i < 100 && !(r0 && r1); i++) { /* the ranks start within a few seconds */
         usleep(100000);
@@ -450,13 +456,7 @@ Test(watchdog, a_rank_stopped_while_finalizing_ends_the_job_with_exit_5, .timeou
         snprintf(tag, sizeof tag, "--seed %s", seed);
         char *argv[] = {"mpiexec", "-n", "2", prog, "--dim", "24", "--layers", "2", "--steps", "3000", "--timeout",
                         "2", "--seed", seed, "--quiet", NULL};
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        pid_t launcher;
-        cr_assert_eq(posix_spawnp(&launcher, "mpiexec", &fa, NULL, argv, environ), 0);
-        posix_spawn_file_actions_destroy(&fa);
+        pid_t launcher = spawn_job(argv, out, err);
         pid_t r1 = 0;
         int ended = 0;
         for (int i = 0; i < 60000 && !ended; i++) { /* the report's last line, then stop rank 1 at once */
