@@ -905,9 +905,13 @@ static int lock_save_dir(const char *dir, char *m, size_t n) {
         return 0; /* fd stays open: the lock lasts as long as this process */
     int e = errno;
     close(fd);
+    if (e != EWOULDBLOCK) {
+        msg(m, n, "--save: cannot lock '%s': %s", path, strerror(e));
+        return e;
+    }
     msg(m, n, "--save: another running job saves into '%s' (it holds '%s'): give this one another directory", dir,
         path);
-    return e == EWOULDBLOCK ? EBUSY : e;
+    return EBUSY;
 }
 
 int zl_ckpt_probe_dir(const char *dir, const char *resume_dir, char *m, size_t n) {

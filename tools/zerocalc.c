@@ -125,7 +125,8 @@ static double number(const char *flag, const char *s, double lo, double hi, int 
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || isspace((unsigned char)*s) || !isfinite(v) || v < lo || v > hi || (integral && v != floor(v)))
+    if (errno || end == s || *end || isspace((unsigned char)*s) || !isfinite(v) || v < lo || v > hi ||
+        (integral && v != floor(v)))
         bad("%s: expected %s in [%g, %g], got '%s'", flag, integral ? "a whole number" : "a number", lo, hi, s);
     return v;
 }
