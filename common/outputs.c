@@ -25,6 +25,9 @@ typedef struct {
                   * again when the run writes it — so a job killed before then (MPI_Abort runs no
                   * atexit handler) leaves no empty file where a result is expected */
     int err;     /* first errno of a failed write, 0 if none */
+    mode_t mode; /* an existing file's permissions, given to what replaces it */
+    char target[PATH_MAX];     /* written beside: the file at `path` (a link's target, resolved) */
+    char beside[PATH_MAX + 8]; /* target + ".zl-tmp", written and renamed onto target; "" = in place */
 } output;
 
 static output g_out[ZL_OUT_N];
@@ -78,25 +81,30 @@ static int same_file(const output *a, const output *b) {
            S_ISREG(sa.st_mode);
 }
 
-/* An output that is one of the run's inputs: the --data text or a file of the --resume
- * checkpoint (writing it would destroy what the run reads). Only an existing file can be. */
-static int is_input(const output *o, const zl_config *c, const char **what) {
-    struct stat so;
-    if (o->created || !o->f || fstat(fileno(o->f), &so) || !S_ISREG(so.st_mode)) return 0;
+/* Is the file `st` one of the run's inputs: the --data text, the GEMM table or a file of the
+ * --resume checkpoint (writing it would destroy what the run reads)? */
+static int is_input_file(const struct stat *st, const zl_config *c, const char **what) {
     *what = "--data";
-    if (is_at(&so, c->data_path)) return 1;
+    if (is_at(st, c->data_path)) return 1;
     *what = "ZL_GEMM_TABLE";
-    if (is_at(&so, getenv("ZL_GEMM_TABLE"))) return 1;
+    if (is_at(st, getenv("ZL_GEMM_TABLE"))) return 1;
     *what = "--resume";
     DIR *d = c->resume_dir[0] ? opendir(c->resume_dir) : NULL;
     int hit = 0;
     char path[ZL_PATH_MAX + 300];
     for (struct dirent *e; d && !hit && (e = readdir(d));) {
         snprintf(path, sizeof path, "%s/%s", c->resume_dir, e->d_name);
-        hit = is_at(&so, path);
+        hit = is_at(st, path);
     }
     if (d) closedir(d);
     return hit;
+}
+
+/* An output that is one of the run's inputs. Only an existing file can be. */
+static int is_input(const output *o, const zl_config *c, const char **what) {
+    struct stat so;
+    if (o->created || !o->f || fstat(fileno(o->f), &so) || !S_ISREG(so.st_mode)) return 0;
+    return is_input_file(&so, c, what);
 }
 
 /* An output inside the --save directory, or its DIR.zl-tmp or DIR.zl-old, or one of them itself
@@ -118,11 +126,40 @@ static int inside_save_dir(const output *o, const zl_config *c) {
     return 0;
 }
 
+/* A file this run reads or writes (another output), which must not be taken for a leftover. */
+static int in_use(const struct stat *st, const zl_config *c) {
+    const char *what;
+    struct stat so;
+    for (int i = 0; i < ZL_OUT_N; i++)
+        if (g_out[i].f && !fstat(fileno(g_out[i].f), &so) && zl_same_inode(&so, st)) return 1;
+    return is_input_file(st, c, &what);
+}
+
+/* A regular file is written beside it, in PATH.zl-tmp, and renamed over it once whole, so a run
+ * ended while it writes (a kill, the watchdog, a full disk) leaves the earlier result as it was.
+ * In place instead: a device or pipe; a file with other hard links (they would keep the old
+ * content); a directory this user cannot add a file to; a PATH.zl-tmp that is not a killed run's
+ * leftover (not a regular file, or a file this run uses). A link's target is what gets replaced. */
+static void choose_beside(output *o, const zl_config *c) {
+    struct stat st, old;
+    o->beside[0] = '\0';
+    if (!o->f || fstat(fileno(o->f), &st) || !S_ISREG(st.st_mode) || st.st_nlink > 1) return;
+    if (!realpath(o->path, o->target)) return;
+    o->mode = st.st_mode & 07777;
+    char beside[sizeof o->beside];
+    if (snprintf(beside, sizeof beside, "%s.zl-tmp", o->target) >= (int)sizeof beside) return;
+    if (!lstat(beside, &old) && (!S_ISREG(old.st_mode) || in_use(&old, c) || unlink(beside))) return;
+    int fd = open(beside, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); /* can the directory take it? */
+    if (fd < 0) return;
+    close(fd);
+    if (!unlink(beside)) memcpy(o->beside, beside, sizeof beside);
+}
+
 static int open_all(const zl_runtime *rt, char *msg, size_t n) {
     if (rt->cfg.save_dir[0] && zl_ckpt_probe_dir(rt->cfg.save_dir, rt->cfg.resume_dir, msg, n)) return 1; /* --save DIR */
-    g_out[ZL_OUT_JSON] = (output){"--json", rt->cfg.json_path, NULL, 0, 0, 0};
-    g_out[ZL_OUT_DUMP] = (output){"--dump-params", rt->cfg.dump_path, NULL, 0, 0, 0};
-    g_out[ZL_OUT_TRACE] = (output){"--trace", rt->cfg.trace_path, NULL, 0, 0, 0};
+    g_out[ZL_OUT_JSON] = (output){.flag = "--json", .path = rt->cfg.json_path};
+    g_out[ZL_OUT_DUMP] = (output){.flag = "--dump-params", .path = rt->cfg.dump_path};
+    g_out[ZL_OUT_TRACE] = (output){.flag = "--trace", .path = rt->cfg.trace_path};
     const char *input;
     for (int i = 0; i < ZL_OUT_N; i++) {
         output *o = &g_out[i];
@@ -149,16 +186,20 @@ static int open_all(const zl_runtime *rt, char *msg, size_t n) {
             return 1;
         }
     }
+    for (int i = 0; i < ZL_OUT_N; i++) choose_beside(&g_out[i], &rt->cfg);
     for (int i = 0; i < ZL_OUT_N; i++) /* every check passed: a new file waits until it is written */
         if (g_out[i].created) fclose(g_out[i].f), g_out[i].f = NULL, (void)unlink(g_out[i].path);
     return 0;
 }
 
 /* At exit on rank 0 (a refusal, an exit with a message): files this run created and never wrote
- * are removed (a later refusal may come after open_all kept them open). */
+ * are removed (a later refusal may come after open_all kept them open), and so is a PATH.zl-tmp
+ * not renamed (zl_outputs_close clears `beside` once done). */
 static void remove_unwritten(void) {
-    for (int i = 0; i < ZL_OUT_N; i++)
+    for (int i = 0; i < ZL_OUT_N; i++) {
         if (g_out[i].created && g_out[i].f && !g_out[i].started) (void)unlink(g_out[i].path);
+        if (g_out[i].started && g_out[i].beside[0]) (void)unlink(g_out[i].beside);
+    }
 }
 
 void zl_outputs_open(const zl_runtime *rt) {
@@ -176,8 +217,22 @@ void zl_outputs_open(const zl_runtime *rt) {
     exit(ZL_EXIT_INPUT);
 }
 
+/* The run's output goes to PATH.zl-tmp; the file at PATH stays as it is until the rename. */
+static FILE *begin_beside(output *o, zl_output_id id) {
+    o->started = 1;
+    if (o->f) fclose(o->f), o->f = NULL; /* the earlier file, kept open for the start-up checks */
+    int fd = open(o->beside, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, o->created ? 0666 : 0600);
+    /* an existing file's permissions are kept (fchmod ignores the umask, as the old file did) */
+    if (fd < 0 || (!o->created && fchmod(fd, o->mode)) || !(o->f = fdopen(fd, "w"))) {
+        zl_output_failed(id, errno);
+        if (fd >= 0) close(fd);
+    }
+    return o->f;
+}
+
 FILE *zl_output_begin(zl_output_id id) {
     output *o = &g_out[id];
+    if (o->beside[0]) return o->started ? o->f : begin_beside(o, id);
     if (o->created && !o->started && !o->err) { /* created again now (open_all removed it) */
         int fd = open(o->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
         if (fd < 0 || !(o->f = fdopen(fd, "w"))) {
@@ -206,18 +261,31 @@ void zl_stdout_flush(void) {
     if (fflush(stdout) && !g_stdout_err) g_stdout_err = errno ? errno : EIO;
 }
 
+/* A whole PATH.zl-tmp (flushed to the disk) replaces PATH; one that failed is removed. */
+static void finish_beside(output *o, zl_output_id id, int had_error) {
+    if (!o->err && o->f && (fflush(o->f) || fsync(fileno(o->f)))) zl_output_failed(id, errno);
+    if (o->f && fclose(o->f)) zl_output_failed(id, errno);
+    if (had_error) zl_output_failed(id, 0);
+    o->f = NULL;
+    if (!o->err && rename(o->beside, o->target)) zl_output_failed(id, errno);
+    if (o->err) (void)unlink(o->beside);
+    o->beside[0] = '\0';
+}
+
 int zl_outputs_close(void) {
     int status = 0;
     for (int i = 0; i < ZL_OUT_N; i++) {
         output *o = &g_out[i];
-        if (o->f) {
-            int had_error = ferror(o->f);
+        int beside = o->started && o->beside[0], had_error = o->f && ferror(o->f);
+        if (beside) finish_beside(o, (zl_output_id)i, had_error);
+        else if (o->f) {
             if (fclose(o->f)) zl_output_failed((zl_output_id)i, errno);
             if (had_error) zl_output_failed((zl_output_id)i, 0);
-            o->f = NULL;
         }
+        o->f = NULL;
         if (o->err) {
-            fprintf(stderr, "%s: %s: writing '%s' failed: %s\n", g_prog, o->flag, o->path, strerror(o->err));
+            fprintf(stderr, "%s: %s: writing '%s' failed: %s%s\n", g_prog, o->flag, o->path, strerror(o->err),
+                    beside && !o->created ? " (the earlier file is kept as it was)" : "");
             status = ZL_EXIT_RUNTIME;
         }
     }

@@ -9,8 +9,11 @@
  * directory. An existing file is not truncated until the run writes it, so a run refused for
  * another reason does not destroy an earlier result; a new file is created to prove it can be,
  * removed, and created again when the run writes it, so a run that dies first leaves none.
- * Write failures later (disk full) are remembered, the report is still printed, and the
- * program exits 1 naming them. */
+ * A regular file is written beside itself (PATH.zl-tmp) and renamed over PATH once whole and on
+ * the disk, so a run ended while it writes (a kill, the watchdog, a full disk) leaves the earlier
+ * result as it was; devices, pipes, hard-linked files and directories this user cannot add a file
+ * to are written in place. Write failures later (disk full) are remembered, the report is still
+ * printed, and the program exits 1 naming them. */
 #ifndef ZL_OUTPUTS_H
 #define ZL_OUTPUTS_H
 

@@ -1,5 +1,6 @@
 /* test_loud.c — failing loudly and early, end to end (spawns mpiexec as a child):
- * output paths refused before anything is allocated, write failures that still print
+ * output paths refused before anything is allocated, outputs written beside and renamed (a cut
+ * write keeps the earlier file), write failures that still print
  * the report, the preflight's numbers, the watchdog against a SIGSTOPped rank, float
  * flags that narrow, --help on one rank of an MPMD launch, two ranks on one GPU, --check's
  * exit 4, and the documented exit codes. ZL_BUILD picks build/cpu or build/cuda (zl_test_util.h). */
@@ -7,6 +8,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -185,6 +187,85 @@ Test(outputs, outputs_that_lost_a_result_are_refused) {
     cr_expect(r.exit_code == 2 && strstr(r.err, "not a regular file"), "--data FIFO: exit %d: %s", r.exit_code, r.err);
     snprintf(cmd, sizeof cmd, "rm -rf %s %s %s %s %s", ck, tmp, table, out, fifo);
     cr_expect_eq(system(cmd), 0);
+}
+
+/* A regular output is written beside it (PATH.zl-tmp) and renamed over it once whole: a run ended
+ * while it writes leaves the earlier result as it was. The cut: a file-size limit under the
+ * --dump-params write (2Ψ = 100 MB; MPI's own shared-memory files need well under the 64 MB).
+ * Killed by SIGXFSZ, the earlier file stands and the cut PATH.zl-tmp is left; with SIGXFSZ
+ * ignored the write fails (EFBIG): exit 1, the earlier file stands, the leftover is cleared.
+ * Before, the file was truncated and written in place: 64 MB of a cut result. */
+static void run_with_file_limit(zl_run_result *r, rlim_t bytes, int ignore_xfsz, const char *out) {
+    struct rlimit old, lim;
+    cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old, lim.rlim_cur = bytes;
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    void (*was)(int) = signal(SIGXFSZ, ignore_xfsz ? SIG_IGN : SIG_DFL); /* inherited through exec */
+    zl_run_plain(r, "{stage2} --dim 1024 --layers 6 --batch 8 --steps 1 --quiet --dump-params %s", out);
+    signal(SIGXFSZ, was);
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+}
+
+Test(outputs, a_write_cut_short_keeps_the_earlier_file) {
+    char a[64], tmp[80], buf[64];
+    snprintf(a, sizeof a, "/tmp/zl_cut_%d.bin", getpid());
+    snprintf(tmp, sizeof tmp, "%s.zl-tmp", a);
+    unlink(tmp);
+    FILE *f = fopen(a, "w");
+    cr_assert(f);
+    fputs("earlier\n", f);
+    fclose(f);
+    zl_run_result r;
+    run_with_file_limit(&r, 64 << 20, 0, a);
+    cr_expect_neq(r.exit_code, 0, "a run killed while writing exited 0");
+    zl_read_file(a, buf, sizeof buf);
+    cr_expect_str_eq(buf, "earlier\n", "killed while writing --dump-params: the earlier file is now %zu bytes",
+                     strlen(buf));
+    struct stat st;
+    cr_expect(!stat(tmp, &st) && st.st_size == 64 << 20, "no cut %s beside it", tmp);
+    run_with_file_limit(&r, 64 << 20, 1, a);
+    cr_expect_eq(r.exit_code, 1, "exit %d: %s", r.exit_code, r.err);
+    cr_expect(strstr(r.err, "--dump-params: writing") && strstr(r.err, "File too large") &&
+                  strstr(r.err, "the earlier file is kept as it was"),
+              "%s", r.err);
+    zl_read_file(a, buf, sizeof buf);
+    cr_expect_str_eq(buf, "earlier\n");
+    cr_expect(access(tmp, F_OK) != 0, "the failed write left %s", tmp);
+    unlink(a), unlink(tmp);
+}
+
+/* Written whole, the output replaces the file: its permissions kept, a symbolic link's target
+ * replaced (the link stays a link), nothing left beside it. A file with a second hard link is
+ * written in place, so both names see the result. */
+Test(outputs, a_finished_output_replaces_the_file_a_link_names) {
+    char target[64], slink[64], other[64], tmp[80], buf[64];
+    snprintf(target, sizeof target, "/tmp/zl_target_%d.json", getpid());
+    snprintf(slink, sizeof slink, "/tmp/zl_link_%d.json", getpid());
+    snprintf(other, sizeof other, "/tmp/zl_hard_%d.json", getpid());
+    snprintf(tmp, sizeof tmp, "%s.zl-tmp", target);
+    unlink(target), unlink(slink), unlink(other);
+    FILE *f = fopen(target, "w");
+    cr_assert(f);
+    fputs("earlier\n", f);
+    fclose(f);
+    cr_assert_eq(chmod(target, 0604), 0);
+    cr_assert_eq(symlink(target, slink), 0);
+    zl_run_result r;
+    zl_run(&r, "-n 1 {stage1} --preset tiny --steps 1 --quiet --json %s", slink);
+    cr_expect_eq(r.exit_code, 0, "%s", r.err);
+    struct stat st;
+    cr_expect(!lstat(slink, &st) && S_ISLNK(st.st_mode), "%s is no longer a link", slink);
+    cr_expect(!stat(target, &st) && (st.st_mode & 07777) == 0604, "mode %o", st.st_mode & 07777);
+    zl_read_file(target, buf, sizeof buf);
+    cr_expect(buf[0] == '{', "the target holds '%s'", buf);
+    cr_expect(access(tmp, F_OK) != 0, "%s left", tmp);
+    cr_assert_eq(link(target, other), 0);
+    cr_assert(truncate(target, 0) == 0);
+    zl_run(&r, "-n 1 {stage1} --preset tiny --steps 1 --quiet --json %s", other);
+    cr_expect_eq(r.exit_code, 0, "%s", r.err);
+    zl_read_file(target, buf, sizeof buf);
+    cr_expect(buf[0] == '{', "a hard-linked output was not written in place: the other name holds '%s'", buf);
+    unlink(target), unlink(slink), unlink(other);
 }
 
 /* /proc/version opens for writing as root and fails at the write (EIO): the report is
