@@ -263,7 +263,9 @@ void zl_stdout_flush(void) {
 
 /* A whole PATH.zl-tmp (flushed to the disk) replaces PATH; one that failed is removed. */
 static void finish_beside(output *o, zl_output_id id, int had_error) {
-    if (!o->err && o->f && (fflush(o->f) || fsync(fileno(o->f)))) zl_output_failed(id, errno);
+    if (!o->err && o->f && fflush(o->f)) zl_output_failed(id, errno);
+    /* EINVAL, ENOTSUP: a file system that cannot sync (some FUSE ones); the bytes are written */
+    if (!o->err && o->f && fsync(fileno(o->f)) && errno != EINVAL && errno != ENOTSUP) zl_output_failed(id, errno);
     if (o->f && fclose(o->f)) zl_output_failed(id, errno);
     if (had_error) zl_output_failed(id, 0);
     o->f = NULL;
