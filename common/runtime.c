@@ -116,6 +116,26 @@ static void share_cpus(zl_runtime *rt, MPI_Comm local) {
                         "(its CPU affinity; e.g. mpirun --bind-to none)\n", rt->host_threads, allowed, online);
 }
 
+/* A launcher that started N processes while MPI_COMM_WORLD holds fewer: the mpiexec does not
+ * speak the MPI library's start-up protocol, and each process runs alone — N one-rank jobs, each
+ * printing a report as if all were well. Hydra (MPICH's mpiexec) and Slurm's PMI set PMI_SIZE,
+ * Open MPI's launcher OMPI_COMM_WORLD_SIZE. Seen with Ubuntu 24.04's MPICH package, built against
+ * PMIx, which its own mpiexec does not speak (Launchpad bug 2072338). */
+static void refuse_a_foreign_launcher(const zl_runtime *rt) {
+    static const char *const vars[] = {"PMI_SIZE", "OMPI_COMM_WORLD_SIZE"};
+    for (int i = 0; i < 2; i++) {
+        const char *v = getenv(vars[i]);
+        long n = v ? strtol(v, NULL, 10) : 0;
+        if (n <= rt->world) continue;
+        fprintf(stderr, "%s: the launcher started %ld processes (%s=%s) but MPI_COMM_WORLD has %d: the mpiexec does "
+                "not match the MPI library this program was built with (use the mpiexec beside mpicc; Ubuntu 24.04's "
+                "mpich package has none that works: use Open MPI)\n", rt->prog, n, vars[i], v, rt->world);
+        fflush(stderr);
+        MPI_Finalize();
+        exit(ZL_EXIT_INPUT);
+    }
+}
+
 void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     memset(rt, 0, sizeof *rt);
     rt->prog = prog_names[stage];
@@ -130,6 +150,7 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     rt->argc = argc, rt->argv = argv; /* after MPI_Init, which may remove its own arguments */
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &rt->world));
+    refuse_a_foreign_launcher(rt);
 
     char err[512];
     int status = zl_args_parse(&rt->cfg, stage, argc, argv, err, sizeof err);

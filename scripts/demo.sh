@@ -9,7 +9,7 @@ if [ "$backend" = cuda ] && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
 fi
 flags=${DEMO_FLAGS:---preset demo}
 MPIEXEC=${MPIEXEC:-mpiexec}
-if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then MPIEXEC="$MPIEXEC --allow-run-as-root --oversubscribe"; fi
+if $MPIEXEC --version 2>&1 | grep -qi -e "open mpi" -e openrte; then MPIEXEC="$MPIEXEC --allow-run-as-root --oversubscribe"; fi
 export NCCL_NVLS_ENABLE=0   # NVLink multicast off (harmless without NCCL)
 out=build/$backend/demo
 mkdir -p "$out"
@@ -19,6 +19,12 @@ for prog in stage0_ddp stage1 stage2 stage3; do
     # shellcheck disable=SC2086 # $flags and $MPIEXEC are word lists on purpose
     $MPIEXEC -n "$n" "build/$backend/$prog" $flags --json "$out/$prog.json" | tee "$out/$prog.txt" |
         grep -v '^step ' | grep -v '^summary:'
+    # One job of N ranks prints one summary with world=N; a launcher that does not match the MPI
+    # library starts N one-rank jobs instead (the programs refuse those, exit 2, when they can tell).
+    if [ "$(grep -c "^summary: .* world=$n " "$out/$prog.txt")" != 1 ]; then
+        echo "demo: '$MPIEXEC -n $n build/$backend/$prog' did not run as one job of $n ranks (above)" >&2
+        exit 1
+    fi
     grep '^summary:' "$out/$prog.txt" >> "$out/summary.txt"
 done
 echo

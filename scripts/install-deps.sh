@@ -1,6 +1,7 @@
 #!/bin/sh
 # install-deps.sh — install what zerolab needs to build and test on Debian/Ubuntu:
-# an MPI (MPICH), Criterion (tests), cJSON (checkpoint manifests; the tests read the programs' JSON)
+# an MPI (MPICH; Open MPI where the archive's MPICH cannot start a job of several ranks), Criterion
+# (tests), cJSON (checkpoint manifests; the tests read the programs' JSON)
 # and xxHash (checkpoint checksums); python3 for make test's script checks (bench/nvml_clocks.py,
 # the bench table's pretend runs), absent from minimal images.
 # Runs apt-get as root, or through sudo. Says what it installs.
@@ -12,9 +13,16 @@ fi
 if ! command -v apt-get >/dev/null 2>&1; then
     echo "install-deps: no apt-get here; install an MPI (mpicc, mpiexec), Criterion and cJSON yourself" >&2; exit 1
 fi
-echo "install-deps: installing $PKGS"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
+# Ubuntu 24.04's MPICH (libmpich12 4.2.0-5build3) is built against PMIx, which its own mpiexec
+# (Hydra) does not speak: `mpiexec -n 4` starts 4 one-rank jobs (Launchpad bug 2072338). Where the
+# archive's libmpich12 depends on libpmix, install Open MPI instead (the Makefile takes either).
+if apt-cache depends libmpich12 2>/dev/null | grep -q 'Depends: libpmix'; then
+    echo "install-deps: this distribution's MPICH starts one-rank jobs (built with PMIx); using Open MPI"
+    PKGS=$(echo "$PKGS" | sed 's/mpich libmpich-dev/openmpi-bin libopenmpi-dev/')
+fi
+echo "install-deps: installing $PKGS"
 # shellcheck disable=SC2086 # $PKGS is a word list on purpose
 $SUDO apt-get install -y -qq --no-install-recommends $PKGS >/dev/null
-echo "install-deps: done ($(mpicc -show 2>/dev/null | cut -d' ' -f1) via mpicc, $(mpiexec --version 2>&1 | head -1))"
+echo "install-deps: done ($(mpicc -show 2>/dev/null | cut -d' ' -f1) via mpicc, $(mpiexec --version 2>&1 | grep -m1 -i -e version -e '[0-9]\.[0-9]'))"

@@ -9,7 +9,7 @@
 # machine (ranks outnumber cores, and each collective waits for the slowest), a few minutes in all.
 set -eu
 MPIEXEC=${MPIEXEC:-mpiexec}
-if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then MPIEXEC="$MPIEXEC --allow-run-as-root --oversubscribe"; fi
+if $MPIEXEC --version 2>&1 | grep -qi -e "open mpi" -e openrte; then MPIEXEC="$MPIEXEC --allow-run-as-root --oversubscribe"; fi
 out=results/cpu
 mkdir -p "$out"
 for n in 1 2 3 4 5 6 7 8; do

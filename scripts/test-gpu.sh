@@ -32,7 +32,7 @@ export NCCL_NVLS_ENABLE=0
 MPIEXEC=${MPIEXEC:-mpiexec}
 PARALLEL=${PARALLEL:-0}
 openmpi=0
-if $MPIEXEC --version 2>&1 | grep -qi "open mpi"; then
+if $MPIEXEC --version 2>&1 | grep -qi -e "open mpi" -e openrte; then
     openmpi=1
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     MPIEXEC="$MPIEXEC --oversubscribe"

@@ -1,9 +1,9 @@
 /* test_loud.c — failing loudly and early, end to end (spawns mpiexec as a child):
  * output paths refused before anything is allocated, outputs written beside and renamed (a cut
- * write keeps the earlier file), write failures that still print
- * the report, the preflight's numbers, the watchdog against a SIGSTOPped rank, float
- * flags that narrow, --help on one rank of an MPMD launch, two ranks on one GPU, --check's
- * exit 4, and the documented exit codes. ZL_BUILD picks build/cpu or build/cuda (zl_test_util.h). */
+ * write keeps the earlier file), write failures that still print the report, the preflight's
+ * numbers, the watchdog against a SIGSTOPped rank, float flags that narrow, --help on one rank of
+ * an MPMD launch, two ranks on one GPU, a launcher that starts singletons, --check's exit 4, and
+ * the documented exit codes. ZL_BUILD picks build/cpu or build/cuda (zl_test_util.h). */
 #include "zl_test_util.h" /* first: it defines _GNU_SOURCE */
 
 #include <dirent.h>
@@ -590,6 +590,28 @@ static void expect_refused(const char *launch, const char *expect) {
  * and no --json left behind; one rank on that device runs. On a GPU, CUDA_VISIBLE_DEVICES=0 makes
  * every rank see one device, the same; the CPU backend has none to share, so there its test hook
  * ZL_TEST_ONE_DEVICE=1 gives every rank the same one. */
+/* A launcher that cannot start the library's ranks (Ubuntu 24.04's mpich: its mpiexec and its
+ * PMIx-built library) starts N singletons, each reporting a one-rank run and exiting 0. The
+ * launcher's own count (PMI_SIZE from Hydra or Slurm, OMPI_COMM_WORLD_SIZE from Open MPI) gives
+ * it away: exit 2, one line. Here a singleton run is given the variable a 4-rank launch sets. */
+Test(launch, a_launcher_that_starts_singletons_is_refused) {
+    static const char *const vars[] = {"PMI_SIZE", "OMPI_COMM_WORLD_SIZE"};
+    for (int i = 0; i < 2; i++) {
+        setenv(vars[i], "4", 1);
+        zl_run_result r;
+        zl_run_plain(&r, "{stage1} --preset tiny --steps 1 --quiet");
+        unsetenv(vars[i]);
+        cr_expect_eq(r.exit_code, 2, "%s=4: exit %d, %s", vars[i], r.exit_code, r.err);
+        cr_expect(strstr(r.err, "the launcher started 4 processes") && strstr(r.err, "MPI_COMM_WORLD has 1"), "%s",
+                  r.err);
+        cr_expect_eq(zl_program_lines(r.err, "stage1"), 1, "%s", r.err);
+        cr_expect(strstr(r.out, "memory per rank") == NULL, "%s=4: the run went on", vars[i]);
+    }
+    zl_run_result r;
+    zl_run_plain(&r, "{stage1} --preset tiny --steps 1 --quiet");
+    cr_expect_eq(r.exit_code, 0, "a singleton run: exit %d, %s", r.exit_code, r.err);
+}
+
 Test(launch, two_ranks_on_one_device_are_refused) {
     const char *var = zl_build_is_cuda() ? "CUDA_VISIBLE_DEVICES" : "ZL_TEST_ONE_DEVICE";
     setenv(var, zl_build_is_cuda() ? "0" : "1", 1);

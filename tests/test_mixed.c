@@ -88,7 +88,7 @@ Test(inject, all_four_stages_end_equal_at_N2) {
 
 /* Without the agreement (test-only switch) rank 0 skips a step the others apply. ZeRO-3
  * then trains a different model; ZeRO-2 does not even issue the same collectives (rank 0
- * has no update to all-gather) and hangs until the watchdog ends it. */
+ * has no update to all-gather) and hangs until the watchdog ends it, or fails in MPI. */
 Test(inject, without_the_agreement_the_ranks_drift_apart) {
     if (zl_max_world() < 3) cr_skip_test("ZL_MAX_WORLD < 3");
     cJSON *agreed = zl_run_json(0, "-n 3 {stage3} --steps 4 --inject-overflow 2");
@@ -97,7 +97,10 @@ Test(inject, without_the_agreement_the_ranks_drift_apart) {
     cr_expect_str_neq(zl_hash_of(alone), zl_hash_of(agreed), "the test cannot tell agreement from its absence");
     zl_run_result r;
     zl_run(&r, "-n 3 {stage2} --steps 4 --inject-overflow 2 --quiet --timeout 3");
-    cr_expect_eq(r.exit_code, 5, "stage2 without agreement: exit %d, %s", r.exit_code, r.err);
+    /* Mismatched collectives are erroneous MPI: MPICH hangs until the watchdog ends it (5); Open
+     * MPI's non-blocking collectives may see the mismatch (MPI_ERR_TRUNCATE) and abort. */
+    cr_expect(r.exit_code == 5 || (r.exit_code != 0 && strstr(r.err, "MPI")), "stage2 without agreement: exit %d, %s",
+              r.exit_code, r.err);
     unsetenv("ZL_TEST_NO_OVERFLOW_CONSENSUS");
     cJSON_Delete(agreed), cJSON_Delete(alone);
 }
