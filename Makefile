@@ -11,6 +11,22 @@
 # MPI comes from the mpicc wrapper (MPICC=... to override), so MPICH and Open MPI both work.
 
 MPICC     ?= mpicc
+# The tests' fp16 reference is the compiler's _Float16: GCC >= 12 or Clang >= 15. Where mpicc's
+# compiler lacks it (Ubuntu 22.04: gcc 11) and a gcc-14, gcc-13 or gcc-12 has it, mpicc is told to
+# use that one (MPICH_CC, OMPI_CC; exported, so sub-makes take it as set), and so is $(CC) unless
+# given. Setting MPICH_CC or OMPI_CC yourself skips this.
+HAS_FLOAT16 = printf '_Float16 x;\n' | $(1) -x c -c - -o /dev/null >/dev/null 2>&1
+ifeq ($(origin MPICH_CC)$(origin OMPI_CC),undefinedundefined)
+FLOAT16_CC := $(shell $(call HAS_FLOAT16,$(MPICC)) || for c in gcc-14 gcc-13 gcc-12; do \
+  command -v $$c >/dev/null 2>&1 && $(call HAS_FLOAT16,MPICH_CC=$$c OMPI_CC=$$c $(MPICC)) && { echo $$c; break; }; done)
+ifneq ($(FLOAT16_CC),)
+export MPICH_CC := $(FLOAT16_CC)
+export OMPI_CC  := $(FLOAT16_CC)
+ifeq ($(origin CC),default)
+CC := $(FLOAT16_CC)
+endif
+endif
+endif
 # The launcher of the MPI that MPICC belongs to (the mpiexec beside it), else the first on PATH:
 # another MPI's launcher would start N separate one-rank jobs.
 ifndef MPIEXEC
@@ -26,6 +42,9 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM ?= 1
 # jobs share that core); run unbound, as MPICH does.
 export OMPI_MCA_hwloc_base_binding_policy ?= none
 export PRTE_MCA_hwloc_default_binding_policy ?= none
+# Ubuntu 22.04's MPICH loads libinfinipath, whose constructor turns SIGABRT, SIGSEGV, SIGTERM, ...
+# into a backtrace, a NAME.80s-PID,HOST.btr file and exit(1) unless this is set.
+export IPATH_NO_BACKTRACE ?= 1
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
@@ -94,7 +113,7 @@ CUDA_BINS := $(if $(HAVE_NVCC),$(addprefix build/cuda/,$(STAGES)) build/cuda/tes
                                  build/cuda/bench_attention build/cuda/bench_gemm_tune build/cuda/bench_gpt_step build/cuda/bench_pinned_copy)
 
 .SECONDARY:
-.PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-scripts test-words test-gpu test-gpt-reference deps deps-run clean
+.PHONY: all cpu cuda demo notebooks results-cpu test test-unit test-asan test-zerocalc test-integration test-scripts test-words test-gpu test-gpt-reference deps deps-run float16-check clean
 all: cpu $(if $(HAVE_NVCC),cuda)
 cpu: $(CPU_BINS) build/zerocalc build/zlckpt build/zlbatch build/bench_host_adam
 cuda: $(CUDA_BINS)
@@ -226,9 +245,13 @@ deps-run:
 	  && $(call HAS_HEADERS,cjson/cJSON.h xxhash.h) || scripts/install-deps.sh
 deps: deps-run
 	@$(call HAS_HEADERS,criterion/criterion.h cjson/cJSON.h) && command -v python3 >/dev/null 2>&1 || scripts/install-deps.sh
-	@printf '_Float16 x;\n' | $(MPICC) -x c -c - -o /dev/null 2>/dev/null || { echo "make test: the tests' fp16 \
-	reference is the compiler's _Float16, which $$($(MPICC) -v 2>&1 | tail -1) lacks: GCC >= 12 or Clang >= 15 has it \
-	(Ubuntu 22.04: apt-get install gcc-12, then make test MPICH_CC=gcc-12 OMPI_CC=gcc-12 CC=gcc-12)" >&2; exit 1; }
+	@$(MAKE) -s --no-print-directory float16-check 2>/dev/null || { scripts/install-deps.sh; \
+	  $(MAKE) -s --no-print-directory float16-check; }
+# Run as a sub-make, so that it looks for a compiler with _Float16 after install-deps.sh.
+float16-check:
+	@$(call HAS_FLOAT16,$(MPICC)) || { echo "make test: the tests' fp16 reference is the compiler's \
+	_Float16, which $$($(MPICC) -v 2>&1 | tail -1) lacks: GCC >= 12 or Clang >= 15 has it (make finds gcc-14, \
+	gcc-13 or gcc-12 by itself unless MPICH_CC or OMPI_CC is set; Ubuntu 22.04: apt-get install gcc-12)" >&2; exit 1; }
 
 test: deps
 	$(MAKE) cpu build/tests/test_unit build/asan/test_unit $(ASAN_BINS) $(INTEGRATION_TESTS) build/tests/test_zerocalc
