@@ -23,7 +23,7 @@ ifneq ($(FLOAT16_CC),)
 export MPICH_CC := $(FLOAT16_CC)
 export OMPI_CC  := $(FLOAT16_CC)
 ifeq ($(origin CC),default)
-CC := $(FLOAT16_CC)
+export CC := $(FLOAT16_CC)
 endif
 endif
 endif
