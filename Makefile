@@ -262,7 +262,7 @@ test-unit: build/tests/test_unit
 	$(CRITERION) build/tests/test_unit -j2
 
 test-asan: build/asan/test_unit $(ASAN_BINS)
-	@export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1; tests/run-criterion.sh build/asan/test_unit -j2
+	@ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 tests/run-criterion.sh build/asan/test_unit -j2
 	@for p in $(STAGES); do \
 	  ASAN_OPTIONS=detect_leaks=0 $(MPIEXEC) -n 3 build/asan/$$p --layers 3 --dim 31 --steps 3 --quiet \
 	    >build/asan/$$p.log 2>&1 || { cat build/asan/$$p.log; echo "test-asan: $$p failed"; exit 1; }; \

@@ -123,7 +123,7 @@ static void share_cpus(zl_runtime *rt, MPI_Comm local) {
  * PMIx, which its own mpiexec does not speak (Launchpad bug 2072338). */
 static void refuse_a_foreign_launcher(const zl_runtime *rt) {
     static const char *const vars[] = {"PMI_SIZE", "OMPI_COMM_WORLD_SIZE"};
-    for (int i = 0; i < 2; i++) {
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
         long n = v ? strtol(v, NULL, 10) : 0;
         if (n <= rt->world) continue;
