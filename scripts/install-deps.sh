@@ -37,4 +37,4 @@ if ! printf '_Float16 x;\n' | mpicc -x c -c - -o /dev/null >/dev/null 2>&1; then
         fi
     done
 fi
-echo "install-deps: done ($(mpicc -show 2>/dev/null | cut -d' ' -f1) via mpicc, $(mpiexec --version 2>&1 | grep -m1 -i -e version -e '[0-9]\.[0-9]' | tr -s ' \t' ' '))"
+echo "install-deps: done ($(mpicc -show 2>/dev/null | cut -d' ' -f1) via mpicc, $(mpiexec --version 2>&1 | grep -m1 -i -e version -e '[0-9]\.[0-9]' | tr -s ' \t' ' ' | sed 's/^ //'))"
