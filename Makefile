@@ -295,11 +295,16 @@ test-integration: $(INTEGRATION_TESTS) $(CPU_BINS) build/zlckpt
 	@ZL_BUILD=build/cpu ZL_MPIEXEC="$(MPIEXEC)" tests/run-criterion.sh build/tests/test_offload -j1
 
 # Shell scripts parse and pass shellcheck (if installed); run-criterion.sh fails a run of no test;
-# the Slurm body runs in a pretend allocation; scripts/gpu-table2.sh runs on a pretend device
-# (ZL_CPU_DEVICE_BYTES); scripts/test-gpu.sh on pretend GPUs.
+# mpi-kind.sh tells the launchers apart; the Slurm body runs in a pretend allocation;
+# scripts/gpu-table2.sh runs on a pretend device (ZL_CPU_DEVICE_BYTES); scripts/test-gpu.sh on
+# pretend GPUs.
 test-scripts: $(CPU_BINS) build/zerocalc build/zlbatch build/tests/test_unit
 	python3 bench/nvml_clocks.py
 	! tests/run-criterion.sh build/tests/test_unit --filter 'no-such-suite/*' >/dev/null 2>&1  # a run of no test fails
+	test "$$(scripts/mpi-kind.sh $(MPIEXEC))" != other  # the launcher the tests use is recognised
+	test "$$(scripts/mpi-kind.sh echo 'mpiexec (OpenRTE) 4.1.6')" = openmpi
+	test "$$(scripts/mpi-kind.sh echo 'mpiexec (Open MPI) 5.0.3')" = openmpi
+	test "$$(scripts/mpi-kind.sh echo 'HYDRA build details:')" = mpich
 	tests/test-zlbatch.sh
 	tests/test-stage-files.sh
 	tests/test-slurm.sh

@@ -9,7 +9,8 @@ if [ "$backend" = cuda ] && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
 fi
 flags=${DEMO_FLAGS:---preset demo}
 MPIEXEC=${MPIEXEC:-mpiexec}
-if $MPIEXEC --version 2>&1 | grep -qi -e "open mpi" -e openrte; then MPIEXEC="$MPIEXEC --allow-run-as-root --oversubscribe"; fi
+# shellcheck disable=SC2086 # $MPIEXEC may carry options: split on purpose
+if [ "$("$(dirname "$0")/mpi-kind.sh" $MPIEXEC)" = openmpi ]; then MPIEXEC="$MPIEXEC --allow-run-as-root --oversubscribe"; fi
 export NCCL_NVLS_ENABLE=0   # NVLink multicast off (harmless without NCCL)
 out=build/$backend/demo
 mkdir -p "$out"

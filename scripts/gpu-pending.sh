@@ -59,7 +59,7 @@ export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 export MPIEXEC=${MPIEXEC:-mpirun}
 # Open MPI refuses more ranks than cores unless told; MPICH's launcher refuses the option itself.
 OVERSUB=""
-if $MPIEXEC --version 2>&1 | grep -qi -e "open mpi" -e openrte; then OVERSUB=" --oversubscribe"; fi
+if [ "$("$(dirname "$0")/mpi-kind.sh" $MPIEXEC)" = openmpi ]; then OVERSUB=" --oversubscribe"; fi
 gpus=$("$(dirname "$0")/gpu-count.sh") # the sections run what fits: N <= gpus (CUDA_VISIBLE_DEVICES counted)
 # the 7.5 B "fill" model: 6 steps (step 1 warm-up), no final hash (an FNV of 7.5 B parameters on
 # one host core would take longer than the steps); a string, so `bash -c` sections see it

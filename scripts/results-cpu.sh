@@ -9,7 +9,8 @@
 # machine (ranks outnumber cores, and each collective waits for the slowest), a few minutes in all.
 set -eu
 MPIEXEC=${MPIEXEC:-mpiexec}
-if $MPIEXEC --version 2>&1 | grep -qi -e "open mpi" -e openrte; then MPIEXEC="$MPIEXEC --allow-run-as-root --oversubscribe"; fi
+# shellcheck disable=SC2086 # $MPIEXEC may carry options: split on purpose
+if [ "$("$(dirname "$0")/mpi-kind.sh" $MPIEXEC)" = openmpi ]; then MPIEXEC="$MPIEXEC --allow-run-as-root --oversubscribe"; fi
 out=results/cpu
 mkdir -p "$out"
 for n in 1 2 3 4 5 6 7 8; do

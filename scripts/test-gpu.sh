@@ -32,7 +32,8 @@ export NCCL_NVLS_ENABLE=0
 MPIEXEC=${MPIEXEC:-mpiexec}
 PARALLEL=${PARALLEL:-0}
 openmpi=0
-if $MPIEXEC --version 2>&1 | grep -qi -e "open mpi" -e openrte; then
+# shellcheck disable=SC2086 # $MPIEXEC may carry options: split on purpose
+if [ "$("$(dirname "$0")/mpi-kind.sh" $MPIEXEC)" = openmpi ]; then
     openmpi=1
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     MPIEXEC="$MPIEXEC --oversubscribe"
