@@ -86,7 +86,7 @@ STAGES   := stage0_ddp stage1 stage2 stage3
 COMMON   := common/util.c common/alloc.c common/events.c common/partition.c common/formulas.c common/comm.c \
             common/args.c common/runtime.c common/report.c common/watchdog.c common/outputs.c common/preflight.c \
             common/scaler.c common/numerics.c common/ckpt.c common/trace.c common/offload.c common/throughput.c common/clocks.c \
-            common/stdout_check.c common/gemm_table.c \
+            common/stdout_check.c common/gemm_table.c common/replace.c \
             model/layout.c \
             model/gpt_layout.c model/model.c model/mlp.c model/gpt.c model/gpt_data.c
 CPU_SRC  := kernels/storage.c kernels/cpu/kernels_cpu.c kernels/cpu/adam_host.c kernels/cpu/kernels_dispatch_cpu.c kernels/cpu/backend_cpu.c \

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "replace.h" /* zl_replace: the table written whole or not at all */
+
 /* err gets the message; returns -1 (as the loader and saver do on failure). */
 static int fail(char *err, int len, const char *fmt, ...) {
     va_list ap;
@@ -175,12 +177,18 @@ int zl_gemm_table_save(const char *path, const zl_gemm_table *t, char *err, int 
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     if (!text) return fail(err, len, "out of host memory");
-    FILE *f = fopen(path, "w");
-    int ok = f && fputs(text, f) >= 0 && fputs("\n", f) >= 0;
-    int e = errno;
-    if (f && fclose(f)) ok = 0, e = errno;
+    /* whole or not at all (replace.h): a table cut short would be refused on load, and the one it
+     * replaced lost; a device or a pipe (EINVAL: not a regular file) is written directly */
+    zl_replace r;
+    int e = zl_replace_resolve(&r, path), direct = e == EINVAL;
+    FILE *f = NULL;
+    if (direct) e = (f = fopen(path, "w")) ? 0 : errno;
+    else if (!e && !(e = zl_replace_begin(&r))) f = r.f;
+    if (!e && (fputs(text, f) < 0 || fputs("\n", f) < 0)) e = errno ? errno : EIO;
     free(text);
-    return ok ? 0 : fail(err, len, "cannot write %s: %s", path, strerror(e));
+    if (direct && f && fclose(f) && !e) e = errno ? errno : EIO;
+    else if (!direct && f) e = e ? (zl_replace_discard(&r), e) : zl_replace_commit(&r, NULL);
+    return e ? fail(err, len, "cannot write %s: %s", path, strerror(e)) : 0;
 }
 
 void zl_gemm_table_free(zl_gemm_table *t) {

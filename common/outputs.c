@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "replace.h"
 #include "stdout_check.h"
 #include "util.h"
 
@@ -25,9 +26,9 @@ typedef struct {
                   * again when the run writes it — so a job killed before then (MPI_Abort runs no
                   * atexit handler) leaves no empty file where a result is expected */
     int err;     /* first errno of a failed write, 0 if none */
-    mode_t mode; /* an existing file's permissions, given to what replaces it */
-    char target[PATH_MAX];     /* written beside: the file at `path` (a link's target, resolved) */
-    char beside[PATH_MAX + 8]; /* target + ".zl-tmp", written and renamed onto target; "" = in place */
+    int beside;  /* written into rep.tmp and renamed onto the file at `path` (replace.h); 0: in place */
+    int placed;  /* ... and the rename done (a later failure did not keep the earlier file) */
+    zl_replace rep;
 } output;
 
 static output g_out[ZL_OUT_N];
@@ -142,17 +143,15 @@ static int in_use(const struct stat *st, const zl_config *c) {
  * leftover (not a regular file, or a file this run uses). A link's target is what gets replaced. */
 static void choose_beside(output *o, const zl_config *c) {
     struct stat st, old;
-    o->beside[0] = '\0';
+    o->beside = 0;
     if (!o->f || fstat(fileno(o->f), &st) || !S_ISREG(st.st_mode) || st.st_nlink > 1) return;
-    if (!realpath(o->path, o->target)) return;
-    o->mode = st.st_mode & 07777;
-    char beside[sizeof o->beside];
-    if (snprintf(beside, sizeof beside, "%s.zl-tmp", o->target) >= (int)sizeof beside) return;
-    if (!lstat(beside, &old) && (!S_ISREG(old.st_mode) || in_use(&old, c) || unlink(beside))) return;
-    int fd = open(beside, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); /* can the directory take it? */
+    if (zl_replace_resolve(&o->rep, o->path)) return;
+    const char *tmp = o->rep.tmp;
+    if (!lstat(tmp, &old) && (!S_ISREG(old.st_mode) || in_use(&old, c) || unlink(tmp))) return;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); /* can the directory take it? */
     if (fd < 0) return;
     close(fd);
-    if (!unlink(beside)) memcpy(o->beside, beside, sizeof beside);
+    o->beside = !unlink(tmp);
 }
 
 static int open_all(const zl_runtime *rt, char *msg, size_t n) {
@@ -198,7 +197,7 @@ static int open_all(const zl_runtime *rt, char *msg, size_t n) {
 static void remove_unwritten(void) {
     for (int i = 0; i < ZL_OUT_N; i++) {
         if (g_out[i].created && g_out[i].f && !g_out[i].started) (void)unlink(g_out[i].path);
-        if (g_out[i].started && g_out[i].beside[0]) (void)unlink(g_out[i].beside);
+        if (g_out[i].started && g_out[i].beside && g_out[i].rep.tmp[0]) (void)unlink(g_out[i].rep.tmp);
     }
 }
 
@@ -221,18 +220,15 @@ void zl_outputs_open(const zl_runtime *rt) {
 static FILE *begin_beside(output *o, zl_output_id id) {
     o->started = 1;
     if (o->f) fclose(o->f), o->f = NULL; /* the earlier file, kept open for the start-up checks */
-    int fd = open(o->beside, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, o->created ? 0666 : 0600);
-    /* an existing file's permissions are kept (fchmod ignores the umask, as the old file did) */
-    if (fd < 0 || (!o->created && fchmod(fd, o->mode)) || !(o->f = fdopen(fd, "w"))) {
-        zl_output_failed(id, errno);
-        if (fd >= 0) close(fd);
-    }
-    return o->f;
+    o->rep.replaces = o->rep.replaces && !o->created; /* a file this run created has the umask's mode already */
+    int e = zl_replace_begin(&o->rep);
+    if (e) zl_output_failed(id, e);
+    return o->f = o->rep.f;
 }
 
 FILE *zl_output_begin(zl_output_id id) {
     output *o = &g_out[id];
-    if (o->beside[0]) return o->started ? o->f : begin_beside(o, id);
+    if (o->beside) return o->started ? o->f : begin_beside(o, id);
     if (o->created && !o->started && !o->err) { /* created again now (open_all removed it) */
         int fd = open(o->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
         if (fd < 0 || !(o->f = fdopen(fd, "w"))) {
@@ -262,24 +258,23 @@ void zl_stdout_flush(void) {
 }
 
 /* A whole PATH.zl-tmp (flushed to the disk) replaces PATH; one that failed is removed. */
-static void finish_beside(output *o, zl_output_id id, int had_error) {
-    if (!o->err && o->f && fflush(o->f)) zl_output_failed(id, errno);
-    /* EINVAL, ENOTSUP: a file system that cannot sync (some FUSE ones); the bytes are written */
-    if (!o->err && o->f && fsync(fileno(o->f)) && errno != EINVAL && errno != ENOTSUP) zl_output_failed(id, errno);
-    if (o->f && fclose(o->f)) zl_output_failed(id, errno);
-    if (had_error) zl_output_failed(id, 0);
-    o->f = NULL;
-    if (!o->err && rename(o->beside, o->target)) zl_output_failed(id, errno);
-    if (o->err) (void)unlink(o->beside);
-    o->beside[0] = '\0';
+static void finish_beside(output *o, zl_output_id id) {
+    o->f = NULL; /* rep.f: the commit or the discard closes it */
+    if (o->err) zl_replace_discard(&o->rep);
+    else {
+        int e = zl_replace_commit(&o->rep, NULL);
+        if (e) zl_output_failed(id, e);
+    }
+    o->placed = !o->rep.tmp[0];
+    o->beside = 0;
 }
 
 int zl_outputs_close(void) {
     int status = 0;
     for (int i = 0; i < ZL_OUT_N; i++) {
         output *o = &g_out[i];
-        int beside = o->started && o->beside[0], had_error = o->f && ferror(o->f);
-        if (beside) finish_beside(o, (zl_output_id)i, had_error);
+        int beside = o->started && o->beside, had_error = o->f && ferror(o->f);
+        if (beside) finish_beside(o, (zl_output_id)i);
         else if (o->f) {
             if (fclose(o->f)) zl_output_failed((zl_output_id)i, errno);
             if (had_error) zl_output_failed((zl_output_id)i, 0);
@@ -287,7 +282,7 @@ int zl_outputs_close(void) {
         o->f = NULL;
         if (o->err) {
             fprintf(stderr, "%s: %s: writing '%s' failed: %s%s\n", g_prog, o->flag, o->path, strerror(o->err),
-                    beside && !o->created ? " (the earlier file is kept as it was)" : "");
+                    beside && !o->created && !o->placed ? " (the earlier file is kept as it was)" : "");
             status = ZL_EXIT_RUNTIME;
         }
     }

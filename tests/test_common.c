@@ -12,6 +12,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <errno.h>
 
 #include "common/alloc.h"
 #include "common/clocks.h"
@@ -19,6 +22,7 @@
 #include "common/formulas.h"
 #include "common/gemm_table.h"
 #include "common/preflight.h"
+#include "common/replace.h"
 #include "common/report.h"
 #include "common/throughput.h"
 #include "common/util.h"
@@ -931,6 +935,101 @@ Test(throughput, peak_known_only_for_h100_and_h200_sxm) {
         cr_expect_eq(p, cases[i].peak, "'%s': %g, expected %g", cases[i].name, p, cases[i].peak);
         cr_expect_eq(family != NULL, cases[i].peak > 0, "'%s': family %s", cases[i].name, family ? family : "NULL");
     }
+}
+
+/* ---- replace: a file written whole or not at all ------------------------------------ */
+
+static void put_text(const char *path, const char *text, mode_t mode) {
+    FILE *f = fopen(path, "w");
+    cr_assert(f && fputs(text, f) >= 0 && !fclose(f), "%s: %s", path, strerror(errno));
+    cr_assert_eq(chmod(path, mode), 0);
+}
+
+static int text_is(const char *path, const char *want) {
+    char got[64] = "";
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(got, 1, sizeof got - 1, f) : 0;
+    if (f) fclose(f);
+    got[n] = '\0';
+    return !strcmp(got, want);
+}
+
+/* Through a link, the file it names is replaced (the link stays a link) and keeps its mode; a
+ * killed writer's leftover PATH.zl-tmp is replaced too; until the commit the earlier file is as
+ * it was, and after it no .zl-tmp is left. */
+Test(replace, a_commit_replaces_the_file_a_link_names_keeping_its_mode) {
+    char dir[64], file[96], link[96], tmp[128];
+    snprintf(dir, sizeof dir, "/tmp/zl_replace_%d", getpid());
+    snprintf(file, sizeof file, "%s/file", dir), snprintf(link, sizeof link, "%s/link", dir);
+    snprintf(tmp, sizeof tmp, "%s.zl-tmp", file);
+    cr_assert(!mkdir(dir, 0700) || errno == EEXIST);
+    put_text(file, "old", 0640);
+    put_text(tmp, "a killed writer's", 0600);
+    unlink(link);
+    cr_assert_eq(symlink(file, link), 0);
+    zl_replace r;
+    cr_assert_eq(zl_replace_resolve(&r, link), 0);
+    cr_expect(r.replaces && r.mode == 0640 && !strcmp(strrchr(r.target, '/'), "/file"), "target %s", r.target);
+    cr_assert_eq(zl_replace_begin(&r), 0);
+    cr_expect(fputs("new", r.f) >= 0);
+    fflush(r.f);
+    cr_expect(text_is(file, "old"), "the file changed before the commit");
+    cr_assert_eq(zl_replace_commit(&r, NULL), 0);
+    struct stat st;
+    cr_expect(text_is(file, "new"));
+    cr_expect(!lstat(link, &st) && S_ISLNK(st.st_mode), "the link is no longer a link");
+    cr_expect(!stat(file, &st) && (st.st_mode & 07777) == 0640, "mode %o", (unsigned)(st.st_mode & 07777));
+    cr_expect(access(tmp, F_OK) && errno == ENOENT, "%s left behind", tmp);
+    /* discarded: the file as it was, nothing left */
+    cr_assert_eq(zl_replace_resolve(&r, file), 0);
+    cr_assert_eq(zl_replace_begin(&r), 0);
+    cr_expect(fputs("abandoned", r.f) >= 0);
+    zl_replace_discard(&r);
+    cr_expect(text_is(file, "new"), "a discarded write changed the file");
+    cr_expect(access(tmp, F_OK) && errno == ENOENT, "%s left behind", tmp);
+    /* a new file: the umask's mode */
+    char fresh[96];
+    snprintf(fresh, sizeof fresh, "%s/fresh", dir);
+    unlink(fresh);
+    mode_t um = umask(022);
+    cr_assert_eq(zl_replace_resolve(&r, fresh), 0);
+    cr_expect(!r.replaces);
+    cr_assert_eq(zl_replace_begin(&r), 0);
+    cr_assert_eq(zl_replace_commit(&r, NULL), 0);
+    umask(um);
+    cr_expect(!stat(fresh, &st) && (st.st_mode & 07777) == 0644, "mode %o", (unsigned)(st.st_mode & 07777));
+    unlink(fresh), unlink(link), unlink(file), rmdir(dir);
+}
+
+/* What cannot be replaced is said before anything is created: a directory (or a path ending in
+ * '/'), a device, a new name in a missing directory, a link to nothing; and a PATH.zl-tmp that
+ * is not a regular file is left alone (begin fails). */
+Test(replace, refuses_what_it_cannot_replace) {
+    char dir[64], path[128], tmp[140];
+    snprintf(dir, sizeof dir, "/tmp/zl_replace_no_%d", getpid());
+    cr_assert(!mkdir(dir, 0700) || errno == EEXIST);
+    zl_replace r;
+    cr_expect_eq(zl_replace_resolve(&r, dir), EISDIR);
+    snprintf(path, sizeof path, "%s/", dir);
+    cr_expect_eq(zl_replace_resolve(&r, path), EISDIR);
+    cr_expect_eq(zl_replace_resolve(&r, "/dev/null"), EINVAL);
+    snprintf(path, sizeof path, "%s/no/such", dir);
+    cr_expect_eq(zl_replace_resolve(&r, path), ENOENT);
+    snprintf(path, sizeof path, "%s/dangling", dir);
+    unlink(path);
+    cr_assert_eq(symlink("/nonexistent/zl", path), 0);
+    cr_expect_eq(zl_replace_resolve(&r, path), ENOENT);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/f", dir);
+    snprintf(tmp, sizeof tmp, "%s.zl-tmp", path);
+    put_text(path, "kept", 0644);
+    cr_assert_eq(mkdir(tmp, 0700), 0);
+    cr_assert_eq(zl_replace_resolve(&r, path), 0);
+    cr_expect_eq(zl_replace_begin(&r), EEXIST);
+    struct stat st;
+    cr_expect(!stat(tmp, &st) && S_ISDIR(st.st_mode), "the directory named PATH.zl-tmp was touched");
+    cr_expect(text_is(path, "kept"));
+    rmdir(tmp), unlink(path), rmdir(dir);
 }
 
 /* zl_median (the report's median step, the pinned-copy bench's loaded copies): the middle value

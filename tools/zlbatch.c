@@ -23,9 +23,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
-#include "common/args.h" /* zl_args_parse: the programs' flags; ZL_EXIT_* */
-#include "common/util.h" /* zl_same_file: --out naming the --data file, by any path */
+#include "common/args.h"    /* zl_args_parse: the programs' flags; ZL_EXIT_* */
+#include "common/replace.h" /* zl_replace: FILE written whole or not at all */
+#include "common/util.h"    /* zl_same_file: --out naming the --data file, by any path */
 #include "model/gpt.h"   /* zl_gpt_sample_row: row g of the token stream */
 
 #define USAGE "zlbatch --out FILE [--ranks N] [--step S] PROGRAM-FLAGS... (--model gpt or a GPT preset)"
@@ -85,6 +87,31 @@ static unsigned char *read_text(const char *path, size_t *len) {
     return buf;
 }
 
+/* FILE: a regular file is written beside and renamed into place once whole (common/replace.h),
+ * so a cut write leaves the earlier batch as it was; a device or a pipe is written directly. */
+typedef struct {
+    int direct;
+    zl_replace file;
+    FILE *f;
+} batch_out;
+
+static int open_out(batch_out *o, const char *out) {
+    struct stat st;
+    memset(o, 0, sizeof *o);
+    o->direct = !stat(out, &st) && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
+    int e = o->direct ? ((o->f = fopen(out, "wb")) ? 0 : errno) : zl_replace_resolve(&o->file, out);
+    if (!e && !o->direct && !(e = zl_replace_begin(&o->file))) o->f = o->file.f;
+    if (e) fprintf(stderr, "zlbatch: --out %s: %s\n", out, strerror(e));
+    return e;
+}
+
+/* 0, or the errno of the write that failed (the file at FILE then as it was). */
+static int close_out(batch_out *o) {
+    if (!o->direct) return zl_replace_commit(&o->file, NULL);
+    int bad = ferror(o->f);
+    return fclose(o->f) || bad ? (errno ? errno : EIO) : 0;
+}
+
 int main(int argc, char **argv) {
     const char *out = NULL;
     int ranks = 1, step = 1;
@@ -121,11 +148,9 @@ int main(int argc, char **argv) {
     }
     const int T = c.seq;
     const uint64_t rows = (uint64_t)ranks * (uint64_t)c.accum * (uint64_t)c.batch, row0 = (uint64_t)(step - 1) * rows;
-    FILE *f = fopen(out, "wb");
-    if (!f) {
-        fprintf(stderr, "zlbatch: --out %s: %s\n", out, strerror(errno));
-        return ZL_EXIT_INPUT;
-    }
+    batch_out o;
+    if (open_out(&o, out)) return ZL_EXIT_INPUT;
+    FILE *f = o.f;
     int32_t *window = malloc(sizeof *window * ((size_t)T + 1));
     if (!window) {
         fprintf(stderr, "zlbatch: out of host memory\n");
@@ -139,8 +164,9 @@ int main(int argc, char **argv) {
             if (fwrite(b, 1, 4, f) != 4) break;
         }
     }
-    if (ferror(f) | fclose(f)) { /* both: the file is closed either way */
-        fprintf(stderr, "zlbatch: writing %s: %s\n", out, strerror(errno));
+    int e = close_out(&o);
+    if (e) {
+        fprintf(stderr, "zlbatch: writing %s: %s\n", out, strerror(e));
         return ZL_EXIT_RUNTIME;
     }
     free(window), free(text), free(flags);

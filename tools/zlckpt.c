@@ -14,10 +14,9 @@
  *
  * No MPI job, no device: one process reads the files with the checkpoint module's own
  * range reader (the same code a resharding --resume uses). */
-#define _XOPEN_SOURCE 700 /* realpath */
+#define _XOPEN_SOURCE 700 /* lstat */
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h> /* PATH_MAX: realpath's answer */
+#include <limits.h> /* PATH_MAX */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 #include "common/args.h" /* ZL_EXIT_*, ZL_PATH_MAX */
 #include "common/ckpt.h" /* zl_ckpt_manifest, zl_ckpt_read_manifest, zl_ckpt_verify_file, zl_ckpt_read_range */
 #include "common/stdout_check.h" /* a report lost on the way to stdout (a full disk) exits 1 */
+#include "common/replace.h"      /* zl_replace: --out written whole or not at all */
 #include "common/util.h"         /* zl_path_within, zl_same_inode: is --out inside the checkpoint, or stdout? */
 #include "kernels/zl_math.h" /* zl_round_storage: fp32 -> fp16 / bf16 */
 
@@ -139,17 +139,16 @@ static void write_elements(void *ctx, size_t at, void *data, size_t count) {
     if (fwrite(data, esz, count, s->out) != count) s->failed = errno ? errno : EIO;
 }
 
-/* Where the export goes. A regular file (new or existing, through symbolic links) is written as
- * PATH.zl-tmp beside it and renamed into place, so no reader ever sees half a vector. A
- * character device or a pipe (/dev/null, /dev/stdout, a FIFO) is written directly: a rename
- * would put a regular file where the device node was, and neither can hold half a file. */
+/* Where the export goes. A regular file (new or existing, through symbolic links) is written
+ * whole or not at all (common/replace.h): no reader ever sees half a vector. A character device
+ * or a pipe (/dev/null, /dev/stdout, a FIFO) is written directly: a rename would put a regular
+ * file where the device node was, and neither can hold half a file. */
 typedef struct {
-    int direct;           /* a character device or a pipe */
-    int is_stdout;        /* ... and the same one as stdout: the summary line goes to stderr */
-    int replaces;         /* a regular file that exists: the new one takes its permissions, */
-    mode_t mode;          /* ... these (a 0600 file stays 0600) */
-    char path[PATH_MAX];  /* a regular file: its resolved path; else --out as given */
-    char tmp[PATH_MAX + 16];
+    int direct;    /* a character device or a pipe, at path */
+    int is_stdout; /* ... and the same one as stdout: the summary line goes to stderr */
+    const char *path;
+    zl_replace file; /* else: the regular file */
+    FILE *f;         /* what the export writes to */
 } export_target;
 
 static int refuse_out(const char *out, const char *why) {
@@ -157,87 +156,58 @@ static int refuse_out(const char *out, const char *why) {
     return ZL_EXIT_INPUT;
 }
 
-/* A regular file at the resolved directory `parent`, named `name`: not inside the checkpoint. */
-static int place_file(export_target *t, const char *out, const char *parent, const char *name, const struct stat *ck) {
-    if (!*name) return refuse_out(out, "names a directory; --out is a file"); /* the rename would aim at parent */
-    if (zl_path_within(parent, ck)) return refuse_out(out, "inside the checkpoint directory being exported");
-    if ((size_t)snprintf(t->path, sizeof t->path, "%s/%s", strcmp(parent, "/") ? parent : "", name) >= sizeof t->path)
-        return refuse_out(out, "path too long");
-    snprintf(t->tmp, sizeof t->tmp, "%s.zl-tmp", t->path);
-    return ZL_EXIT_OK;
-}
-
-/* --out that does not exist yet: a new file in an existing directory. */
-static int resolve_new(export_target *t, const char *out, const struct stat *ck) {
-    struct stat lst;
-    if (!lstat(out, &lst)) return refuse_out(out, "a symbolic link to nothing");
-    char parent[PATH_MAX];
-    snprintf(parent, sizeof parent, "%s", out);
-    char *slash = strrchr(parent, '/');
-    const char *name = slash ? out + (slash - parent) + 1 : out; /* in out: parent is cut below */
-    if (!slash) strcpy(parent, ".");
-    else if (slash == parent) parent[1] = '\0'; /* "/name" */
-    else *slash = '\0';
-    char *real = realpath(parent, NULL);
-    if (!real) {
-        char why[PATH_MAX + 64];
-        snprintf(why, sizeof why, "its directory '%s': %s", parent, strerror(errno));
-        return refuse_out(out, why);
-    }
-    int rc = place_file(t, out, real, name, ck);
-    free(real);
-    return rc;
-}
-
 /* Decide, before any checkpoint file is read, where --out goes, or refuse it (exit 2): a path
  * inside the checkpoint (renaming over a rank file would destroy it), a directory, anything
  * that is neither a regular file nor a character device nor a pipe. */
 static int resolve_out(export_target *t, const char *out, const char *dir) {
     memset(t, 0, sizeof *t);
+    t->path = out;
     struct stat ck, st;
     if (stat(dir, &ck)) return refuse_out(out, "the checkpoint directory cannot be examined");
-    size_t len = strlen(out);
-    if (!len) return refuse_out(out, "an empty path");
-    if (out[len - 1] == '/') return refuse_out(out, "names a directory; --out is a file");
-    if (stat(out, &st)) {
-        if (errno == ENOENT) return resolve_new(t, out, &ck);
-        return refuse_out(out, strerror(errno));
-    }
-    if (S_ISDIR(st.st_mode)) return refuse_out(out, "a directory; --out is a file");
-    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+    if (!stat(out, &st) && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
         struct stat so;
         t->direct = 1;
         t->is_stdout = !fstat(STDOUT_FILENO, &so) && zl_same_inode(&so, &st);
-        snprintf(t->path, sizeof t->path, "%s", out);
         return ZL_EXIT_OK;
     }
-    if (!S_ISREG(st.st_mode)) return refuse_out(out, "not a regular file, a character device or a pipe");
-    char *real = realpath(out, NULL); /* through symbolic links: the file they name is replaced */
-    if (!real) return refuse_out(out, strerror(errno));
-    char *slash = strrchr(real, '/'); /* realpath's answer is absolute */
-    *slash = '\0';
-    int rc = place_file(t, out, slash == real ? "/" : real, slash + 1, &ck);
-    free(real);
-    t->replaces = 1, t->mode = st.st_mode & 07777;
-    return rc;
+    int e = zl_replace_resolve(&t->file, out);
+    char why[PATH_MAX + 64], parent[PATH_MAX];
+    if (e == EISDIR) return refuse_out(out, "names a directory; --out is a file");
+    if (e == EINVAL) return refuse_out(out, "not a regular file, a character device or a pipe");
+    if (e == ENOENT && !lstat(out, &st) && S_ISLNK(st.st_mode)) return refuse_out(out, "a symbolic link to nothing");
+    if (e == ENAMETOOLONG) return refuse_out(out, "path too long");
+    if (e && stat(out, &st) && errno == ENOENT) { /* a new file: what failed was its directory */
+        zl_path_parent(parent, sizeof parent, out);
+        snprintf(why, sizeof why, "its directory '%s': %s", parent, strerror(e));
+        return refuse_out(out, why);
+    }
+    if (e) return refuse_out(out, strerror(e));
+    zl_path_parent(parent, sizeof parent, t->file.target);
+    if (zl_path_within(parent, &ck)) return refuse_out(out, "inside the checkpoint directory being exported");
+    return ZL_EXIT_OK;
 }
 
 /* Open the target now, before the checkpoint is read: a directory that cannot be written is
  * bad input found up front, not a failure after the work. */
-static FILE *open_target(const export_target *t) {
-    FILE *f = NULL;
-    if (t->direct) f = fopen(t->path, "wb");
-    else { /* replacing a file: private (0600) until it has that file's permissions */
-        int fd = open(t->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, t->replaces ? 0600 : 0666);
-        if (fd >= 0 && (!t->replaces || !fchmod(fd, t->mode))) f = fdopen(fd, "wb");
-        if (fd >= 0 && !f) {
-            int e = errno;
-            close(fd), remove(t->tmp), errno = e;
-        }
-    }
-    if (!f)
-        fprintf(stderr, "zlckpt: --out: cannot write '%s': %s\n", t->direct ? t->path : t->tmp, strerror(errno));
-    return f;
+static int open_target(export_target *t) {
+    int e = 0;
+    if (t->direct) e = (t->f = fopen(t->path, "wb")) ? 0 : errno;
+    else if (!(e = zl_replace_begin(&t->file))) t->f = t->file.f;
+    if (e) fprintf(stderr, "zlckpt: --out: cannot write '%s': %s\n", t->direct ? t->path : t->file.tmp, strerror(e));
+    return e;
+}
+
+/* The vector written: a file put in --out's place once whole and on the disk; a device or pipe closed. */
+static int finish_target(export_target *t, int failed) {
+    const char *step = "write";
+    int e = failed;
+    if (t->direct) {
+        if (fclose(t->f) && !e) e = errno ? errno : EIO;
+    } else if (e) zl_replace_discard(&t->file);
+    else e = zl_replace_commit(&t->file, &step);
+    if (!e) return ZL_EXIT_OK;
+    fprintf(stderr, "zlckpt: --out '%s': %s failed: %s\n", t->path, step, strerror(e));
+    return ZL_EXIT_RUNTIME;
 }
 
 static int export_params(const char *dir, const char *out, zl_dtype dtype) {
@@ -245,8 +215,8 @@ static int export_params(const char *dir, const char *out, zl_dtype dtype) {
     if (open_manifest(dir, &m)) return ZL_EXIT_INPUT;
     export_target t;
     int status = resolve_out(&t, out, dir);
-    export_sink s = {status ? NULL : open_target(&t), dtype, 0};
-    if (!status && !s.out) status = ZL_EXIT_INPUT;
+    if (!status && open_target(&t)) status = ZL_EXIT_INPUT;
+    export_sink s = {t.f, dtype, 0};
     static unsigned char buf[BUF_BYTES];
     char err[ZL_PATH_MAX + 256];
     for (int r = 0; r < m.world && status == ZL_EXIT_OK; r++) /* check before writing anything */
@@ -262,25 +232,9 @@ static int export_params(const char *dir, const char *out, zl_dtype dtype) {
             status = ZL_EXIT_RUNTIME;
         }
     zl_ckpt_reader_close(rd);
-    /* on disk before the rename puts it in --out's place (a pipe or device: nothing to sync) */
-    if (s.out && !t.direct && !s.failed && (fflush(s.out) || fsync(fileno(s.out)))) s.failed = errno ? errno : EIO;
-    if (s.out && fclose(s.out) && !s.failed) s.failed = errno ? errno : EIO;
-    if (!status && s.failed) {
-        fprintf(stderr, "zlckpt: writing '%s' failed: %s\n", t.direct ? t.path : t.tmp, strerror(s.failed));
-        status = ZL_EXIT_RUNTIME;
-    }
-    if (!status && !t.direct && rename(t.tmp, t.path)) {
-        fprintf(stderr, "zlckpt: rename '%s' -> '%s': %s\n", t.tmp, t.path, strerror(errno));
-        status = ZL_EXIT_RUNTIME;
-    }
-    char parent[ZL_PATH_MAX];
-    int e = 0;
-    if (!status && !t.direct) zl_path_parent(parent, sizeof parent, t.path), e = zl_fsync_path(parent);
-    if (e) { /* the rename is durable once its directory is */
-        fprintf(stderr, "zlckpt: fsync '%s': %s\n", parent, strerror(e));
-        status = ZL_EXIT_RUNTIME;
-    }
-    if (status && s.out && !t.direct) remove(t.tmp); /* never the device or pipe itself */
+    if (!status) status = finish_target(&t, s.failed);
+    else if (!t.direct) zl_replace_discard(&t.file); /* never the device or pipe itself */
+    else if (t.f) fclose(t.f);
     if (!status) /* --out /dev/stdout carries the data: the summary must not join it */
         fprintf(t.is_stdout ? stderr : stdout, "exported %zu params (%s, %zu B) from %s to %s\n", m.part.psi,
                 zl_dtype_name(dtype), m.part.psi * zl_dtype_size(dtype), dir, out);
