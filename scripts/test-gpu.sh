@@ -309,6 +309,15 @@ else
     trap - TERM INT
 fi
 
+# A CUDA error such as "unspecified launch failure" may be the driver's doing (an Xid: a GPU fault,
+# a reset) rather than the program's: where the kernel log can be read, its Xid lines say which.
+xid_lines() {
+    local x
+    x=$(dmesg 2>/dev/null | grep -i -E "NVRM: Xid" | tail -20) || true
+    if [ -n "$x" ]; then echo "test-gpu: the kernel log's last Xid lines:"; echo "$x"
+    elif dmesg > /dev/null 2>&1; then echo "test-gpu: no Xid in the kernel log"; fi
+}
 echo
-[ $fail -eq 0 ] && echo "test-gpu: ALL PASSED ($PARTS${skipped:+; skipped:$skipped})" || echo "test-gpu: FAILURES"
+if [ $fail -eq 0 ]; then echo "test-gpu: ALL PASSED ($PARTS${skipped:+; skipped:$skipped})"
+else xid_lines; echo "test-gpu: FAILURES"; fi
 exit $fail
