@@ -197,7 +197,11 @@ PY
     local rc=$?
     echo "gemm table round trip (bench_gemm_tune --table, ZL_GEMM_TABLE): rc=$rc ${out:-the benchmark or a run failed}"
     # stderr apart: stdout to a file is written in blocks, so its tail would not hold the error
-    [ "$rc" -eq 0 ] || { tail -5 "$blog"; cat "$blog.err"; }
+    if [ "$rc" -ne 0 ]; then # its tail here, and the whole of it kept: which GEMM and candidate ran last
+        tail -5 "$blog"; cat "$blog.err"
+        cat "$blog" "$blog.err" > "${logs:-/tmp}/gemm_table_round_trip.log" &&
+            echo "(the benchmark's whole output: ${logs:-/tmp}/gemm_table_round_trip.log)"
+    fi
     rm -f "$t" "$j0" "$j1" "$blog" "$blog.err"
     return "$rc"
 }
