@@ -199,8 +199,8 @@ PY
     # stderr apart: stdout to a file is written in blocks, so its tail would not hold the error
     if [ "$rc" -ne 0 ]; then # its tail here, and the whole of it kept: which GEMM and candidate ran last
         tail -5 "$blog"; cat "$blog.err"
-        cat "$blog" "$blog.err" > "${logs:-/tmp}/gemm_table_round_trip.log" &&
-            echo "(the benchmark's whole output: ${logs:-/tmp}/gemm_table_round_trip.log)"
+        local keep=${logs:-${TMPDIR:-/tmp}}/gemm_table_round_trip.log
+        cat "$blog" "$blog.err" > "$keep" && echo "(the benchmark's whole output: $keep)"
     fi
     rm -f "$t" "$j0" "$j1" "$blog" "$blog.err"
     return "$rc"

@@ -10,7 +10,7 @@ fail() { echo "test-gpu-script: $*" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/repo/scripts" "$tmp/repo/build/cuda"
-cp scripts/test-gpu.sh scripts/gpu-count.sh "$tmp/repo/scripts/"
+cp scripts/test-gpu.sh scripts/gpu-count.sh scripts/mpi-kind.sh "$tmp/repo/scripts/"
 cat > "$tmp/bin/nvidia-smi" <<'SMI'
 #!/bin/bash
 for ((i = 0; i < ${FAKE_GPUS:-1}; i++)); do echo "GPU $i: pretend"; done
@@ -56,7 +56,7 @@ chmod +x "$tmp/bin/nvidia-smi" "$tmp/repo/build/cuda/"* "$tmp/repo/build/tests/"
 run() { # run EXPECTED_RC ENV... : test-gpu.sh in the scratch copy (under `timeout $LIMIT` when
     # LIMIT is set); its output in $out
     local want=$1 rc=0; shift
-    out=$(cd "$tmp/repo" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" "$@" \
+    out=$(cd "$tmp/repo" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" TMPDIR="$tmp" "$@" \
         ${LIMIT:+timeout $LIMIT} scripts/test-gpu.sh 2>&1 < "$tmp/stdin") || rc=$?
     [ "$rc" -eq "$want" ] || fail "$*: exit $rc, want $want: $out"
 }
@@ -93,6 +93,7 @@ run 0 FAKE_GPUS=1 PARTS="benches"
 has "gemm table round trip (bench_gemm_tune --table, ZL_GEMM_TABLE): rc=0 ok: 1 table entries, in use True, 1 taken"
 run 1 FAKE_GPUS=1 FAKE_TABLE_USED=0 PARTS="benches"
 has "rc=1 FAILED: 1 table entries, in use True, 0 taken"; has "part benches FAILED"
+has "(the benchmark's whole output: $tmp/gemm_table_round_trip.log)"; [ -s "$tmp/gemm_table_round_trip.log" ] || fail "the failed round trip's benchmark output was not kept"
 run 1 FAKE_GPUS=1 FAKE_HASH_WITH=def PARTS="benches"
 has "param_hash def with, abc without"; has "part benches FAILED"
 # bench_gemm_tune --sustain must have read NVML: exit 0 without its power figures fails the part
