@@ -178,16 +178,13 @@ int zl_gemm_table_save(const char *path, const zl_gemm_table *t, char *err, int 
     cJSON_Delete(j);
     if (!text) return fail(err, len, "out of host memory");
     /* whole or not at all (replace.h): a table cut short would be refused on load, and the one it
-     * replaced lost; a device or a pipe (EINVAL: not a regular file) is written directly */
+     * replaced lost */
     zl_replace r;
-    int e = zl_replace_resolve(&r, path), direct = e == EINVAL;
-    FILE *f = NULL;
-    if (direct) e = (f = fopen(path, "w")) ? 0 : errno;
-    else if (!e && !(e = zl_replace_begin(&r))) f = r.f;
-    if (!e && (fputs(text, f) < 0 || fputs("\n", f) < 0)) e = errno ? errno : EIO;
+    int e = zl_replace_resolve(&r, path);
+    if (!e) e = zl_replace_begin(&r);
+    if (!e && (fputs(text, r.f) < 0 || fputs("\n", r.f) < 0)) e = errno ? errno : EIO;
     free(text);
-    if (direct && f && fclose(f) && !e) e = errno ? errno : EIO;
-    else if (!direct && f) e = e ? (zl_replace_discard(&r), e) : zl_replace_commit(&r, NULL);
+    if (r.f) e = e ? (zl_replace_discard(&r), e) : zl_replace_commit(&r, NULL);
     return e ? fail(err, len, "cannot write %s: %s", path, strerror(e)) : 0;
 }
 

@@ -37,6 +37,10 @@ int zl_replace_resolve(zl_replace *r, const char *path) {
     struct stat st;
     if (stat(path, &st)) return errno == ENOENT ? resolve_new(r, path) : errno;
     if (S_ISDIR(st.st_mode)) return EISDIR;
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) { /* written in place, as given */
+        r->direct = 1;
+        return snprintf(r->target, sizeof r->target, "%s", path) >= (int)sizeof r->target ? ENAMETOOLONG : 0;
+    }
     if (!S_ISREG(st.st_mode)) return EINVAL;
     if (!realpath(path, r->target)) return errno;
     r->replaces = 1, r->mode = st.st_mode & 07777;
@@ -44,6 +48,7 @@ int zl_replace_resolve(zl_replace *r, const char *path) {
 }
 
 int zl_replace_begin(zl_replace *r) {
+    if (r->direct) return (r->f = fopen(r->target, "w")) ? 0 : errno;
     struct stat old;
     /* a killed writer's leftover goes; anything else of that name (a link, a directory) stays, and O_EXCL fails */
     if (!lstat(r->tmp, &old) && S_ISREG(old.st_mode) && unlink(r->tmp)) return errno;
@@ -67,6 +72,11 @@ static int fail(zl_replace *r, const char **step, const char *what, int e) {
 int zl_replace_commit(zl_replace *r, const char **step) {
     if (!r->f) return fail(r, step, "open", EBADF);
     if (fflush(r->f) || ferror(r->f)) return fail(r, step, "write", errno);
+    if (r->direct) { /* a device or pipe: nothing to sync or rename */
+        FILE *f = r->f;
+        r->f = NULL;
+        return fclose(f) ? fail(r, step, "write", errno) : 0;
+    }
     /* EINVAL, ENOTSUP: a file system that cannot sync (some FUSE ones); the bytes are written */
     if (fsync(fileno(r->f)) && errno != EINVAL && errno != ENOTSUP) return fail(r, step, "fsync", errno);
     FILE *f = r->f;

@@ -5,8 +5,9 @@
  * watchdog, a full disk) leaves the earlier file as it was. A killed writer leaves PATH.zl-tmp,
  * which the next write of PATH replaces. Used by the trainer's --json/--trace/--dump-params
  * (common/outputs.c, which also decides when a file is better written in place), zlckpt export
- * --out, zlbatch --out and the GEMM table's save. A character device or a pipe cannot be
- * replaced (a rename would put a regular file where the node was): callers write those directly. */
+ * --out, zlbatch --out and the GEMM table's save. A character device or a pipe (/dev/null,
+ * /dev/stdout, a FIFO) cannot be replaced — a rename would put a regular file where the node was,
+ * and neither can hold half a file — so it is written directly, through the same four calls. */
 #ifndef ZL_REPLACE_H
 #define ZL_REPLACE_H
 
@@ -15,7 +16,8 @@
 #include <sys/types.h>
 
 typedef struct {
-    FILE *f;                /* the temporary file, open for writing between begin and commit */
+    FILE *f;                /* open for writing between begin and commit: the temporary file, */
+    int direct;             /* ... or the device or pipe itself (target; tmp is "") */
     int replaces;           /* an existing file: what replaces it gets its permissions, */
     mode_t mode;            /* ... these (a 0600 file stays 0600) */
     char target[PATH_MAX];  /* the file written: the path with its links resolved */
@@ -23,15 +25,16 @@ typedef struct {
 } zl_replace;
 
 /* Where `path` is written: an existing regular file (through symbolic links: the file they
- * name is replaced) or a new one in an existing directory. 0, or an errno: EISDIR (a directory,
- * or a path ending in '/'), EINVAL (neither a regular file nor a new name), ENAMETOOLONG, or
- * what stat/realpath said of the file or its directory. Nothing is created yet. */
+ * name is replaced), a new one in an existing directory, or a character device or pipe (direct).
+ * 0, or an errno: EISDIR (a directory, or a path ending in '/'), EINVAL (none of those: a block
+ * device, a socket), ENAMETOOLONG, or what stat/realpath said of the file or its directory.
+ * Nothing is created yet. */
 int zl_replace_resolve(zl_replace *r, const char *path);
 /* Create r->tmp (a regular file left there by a killed writer is removed first) and open it as
- * r->f: 0 or an errno. */
+ * r->f, or open the device or pipe: 0 or an errno. */
 int zl_replace_begin(zl_replace *r);
 /* Flush r->f to the disk, close it and rename it onto r->target, then sync the directory (a
- * rename is durable once its directory is). 0, or the errno of the step that failed (named in
+ * rename is durable once its directory is); a device or pipe is flushed and closed. 0, or the errno of the step that failed (named in
  * *step when step is not NULL), the temporary file then removed. A write error seen by r->f
  * (ferror) fails it too. r->tmp is "" once the rename is done: a failure with r->tmp[0] == '\0'
  * (the directory's sync) left the new file in place. */

@@ -6,15 +6,17 @@
 #include <criterion/criterion.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <errno.h>
 
 #include "common/alloc.h"
 #include "common/clocks.h"
@@ -1002,8 +1004,9 @@ Test(replace, a_commit_replaces_the_file_a_link_names_keeping_its_mode) {
 }
 
 /* What cannot be replaced is said before anything is created: a directory (or a path ending in
- * '/'), a device, a new name in a missing directory, a link to nothing; and a PATH.zl-tmp that
- * is not a regular file is left alone (begin fails). */
+ * '/'), a socket, a new name in a missing directory, a link to nothing; and a PATH.zl-tmp that
+ * is not a regular file is left alone (begin fails). A character device is written in place
+ * (direct): /dev/null takes it, /dev/full fails the commit with ENOSPC, both stay devices. */
 Test(replace, refuses_what_it_cannot_replace) {
     char dir[64], path[128], tmp[140];
     snprintf(dir, sizeof dir, "/tmp/zl_replace_no_%d", getpid());
@@ -1012,7 +1015,23 @@ Test(replace, refuses_what_it_cannot_replace) {
     cr_expect_eq(zl_replace_resolve(&r, dir), EISDIR);
     snprintf(path, sizeof path, "%s/", dir);
     cr_expect_eq(zl_replace_resolve(&r, path), EISDIR);
-    cr_expect_eq(zl_replace_resolve(&r, "/dev/null"), EINVAL);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s/sock", dir);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert(fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof sa), "socket: %s", strerror(errno));
+    cr_expect_eq(zl_replace_resolve(&r, sa.sun_path), EINVAL);
+    close(fd), unlink(sa.sun_path);
+    const char *const dev[2] = {"/dev/null", "/dev/full"};
+    for (int i = 0; i < 2; i++) {
+        struct stat ds;
+        if (stat(dev[i], &ds) || !S_ISCHR(ds.st_mode)) continue; /* not a character device here */
+        cr_assert_eq(zl_replace_resolve(&r, dev[i]), 0);
+        cr_expect(r.direct && !r.tmp[0], "%s: not written in place", dev[i]);
+        cr_assert_eq(zl_replace_begin(&r), 0);
+        cr_expect(fputs("x", r.f) >= 0);
+        cr_expect_eq(zl_replace_commit(&r, NULL), i ? ENOSPC : 0, "%s", dev[i]);
+        cr_expect(!stat(dev[i], &ds) && S_ISCHR(ds.st_mode), "%s is no longer a character device", dev[i]);
+    }
     snprintf(path, sizeof path, "%s/no/such", dir);
     cr_expect_eq(zl_replace_resolve(&r, path), ENOENT);
     snprintf(path, sizeof path, "%s/dangling", dir);

@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "common/args.h"    /* zl_args_parse: the programs' flags; ZL_EXIT_* */
 #include "common/replace.h" /* zl_replace: FILE written whole or not at all */
@@ -87,29 +86,13 @@ static unsigned char *read_text(const char *path, size_t *len) {
     return buf;
 }
 
-/* FILE: a regular file is written beside and renamed into place once whole (common/replace.h),
- * so a cut write leaves the earlier batch as it was; a device or a pipe is written directly. */
-typedef struct {
-    int direct;
-    zl_replace file;
-    FILE *f;
-} batch_out;
-
-static int open_out(batch_out *o, const char *out) {
-    struct stat st;
-    memset(o, 0, sizeof *o);
-    o->direct = !stat(out, &st) && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
-    int e = o->direct ? ((o->f = fopen(out, "wb")) ? 0 : errno) : zl_replace_resolve(&o->file, out);
-    if (!e && !o->direct && !(e = zl_replace_begin(&o->file))) o->f = o->file.f;
+/* FILE: a regular file is written beside and renamed into place once whole, so a cut write
+ * leaves the earlier batch as it was; a device or a pipe is written directly (common/replace.h). */
+static int open_out(zl_replace *o, const char *out) {
+    int e = zl_replace_resolve(o, out);
+    if (!e) e = zl_replace_begin(o);
     if (e) fprintf(stderr, "zlbatch: --out %s: %s\n", out, strerror(e));
     return e;
-}
-
-/* 0, or the errno of the write that failed (the file at FILE then as it was). */
-static int close_out(batch_out *o) {
-    if (!o->direct) return zl_replace_commit(&o->file, NULL);
-    int bad = ferror(o->f);
-    return fclose(o->f) || bad ? (errno ? errno : EIO) : 0;
 }
 
 int main(int argc, char **argv) {
@@ -148,7 +131,7 @@ int main(int argc, char **argv) {
     }
     const int T = c.seq;
     const uint64_t rows = (uint64_t)ranks * (uint64_t)c.accum * (uint64_t)c.batch, row0 = (uint64_t)(step - 1) * rows;
-    batch_out o;
+    zl_replace o;
     if (open_out(&o, out)) return ZL_EXIT_INPUT;
     FILE *f = o.f;
     int32_t *window = malloc(sizeof *window * ((size_t)T + 1));
@@ -164,7 +147,7 @@ int main(int argc, char **argv) {
             if (fwrite(b, 1, 4, f) != 4) break;
         }
     }
-    int e = close_out(&o);
+    int e = zl_replace_commit(&o, NULL); /* 0, or the write that failed (the file at FILE as it was) */
     if (e) {
         fprintf(stderr, "zlbatch: writing %s: %s\n", out, strerror(e));
         return ZL_EXIT_RUNTIME;

@@ -139,16 +139,12 @@ static void write_elements(void *ctx, size_t at, void *data, size_t count) {
     if (fwrite(data, esz, count, s->out) != count) s->failed = errno ? errno : EIO;
 }
 
-/* Where the export goes. A regular file (new or existing, through symbolic links) is written
- * whole or not at all (common/replace.h): no reader ever sees half a vector. A character device
- * or a pipe (/dev/null, /dev/stdout, a FIFO) is written directly: a rename would put a regular
- * file where the device node was, and neither can hold half a file. */
+/* Where the export goes (common/replace.h): a regular file (new or existing, through symbolic
+ * links) is written beside and renamed into place once whole, so no reader ever sees half a
+ * vector; a character device or a pipe (/dev/null, /dev/stdout, a FIFO) is written directly. */
 typedef struct {
-    int direct;    /* a character device or a pipe, at path */
-    int is_stdout; /* ... and the same one as stdout: the summary line goes to stderr */
-    const char *path;
-    zl_replace file; /* else: the regular file */
-    FILE *f;         /* what the export writes to */
+    int is_stdout; /* a device or pipe that is stdout: the summary line goes to stderr */
+    zl_replace file;
 } export_target;
 
 static int refuse_out(const char *out, const char *why) {
@@ -161,15 +157,8 @@ static int refuse_out(const char *out, const char *why) {
  * that is neither a regular file nor a character device nor a pipe. */
 static int resolve_out(export_target *t, const char *out, const char *dir) {
     memset(t, 0, sizeof *t);
-    t->path = out;
     struct stat ck, st;
     if (stat(dir, &ck)) return refuse_out(out, "the checkpoint directory cannot be examined");
-    if (!stat(out, &st) && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
-        struct stat so;
-        t->direct = 1;
-        t->is_stdout = !fstat(STDOUT_FILENO, &so) && zl_same_inode(&so, &st);
-        return ZL_EXIT_OK;
-    }
     int e = zl_replace_resolve(&t->file, out);
     char why[PATH_MAX + 64], parent[PATH_MAX];
     if (e == EISDIR) return refuse_out(out, "names a directory; --out is a file");
@@ -182,6 +171,11 @@ static int resolve_out(export_target *t, const char *out, const char *dir) {
         return refuse_out(out, why);
     }
     if (e) return refuse_out(out, strerror(e));
+    if (t->file.direct) {
+        struct stat so;
+        t->is_stdout = !fstat(STDOUT_FILENO, &so) && !stat(out, &st) && zl_same_inode(&so, &st);
+        return ZL_EXIT_OK;
+    }
     zl_path_parent(parent, sizeof parent, t->file.target);
     if (zl_path_within(parent, &ck)) return refuse_out(out, "inside the checkpoint directory being exported");
     return ZL_EXIT_OK;
@@ -190,23 +184,20 @@ static int resolve_out(export_target *t, const char *out, const char *dir) {
 /* Open the target now, before the checkpoint is read: a directory that cannot be written is
  * bad input found up front, not a failure after the work. */
 static int open_target(export_target *t) {
-    int e = 0;
-    if (t->direct) e = (t->f = fopen(t->path, "wb")) ? 0 : errno;
-    else if (!(e = zl_replace_begin(&t->file))) t->f = t->file.f;
-    if (e) fprintf(stderr, "zlckpt: --out: cannot write '%s': %s\n", t->direct ? t->path : t->file.tmp, strerror(e));
+    const zl_replace *r = &t->file;
+    int e = zl_replace_begin(&t->file);
+    if (e) fprintf(stderr, "zlckpt: --out: cannot write '%s': %s\n", r->direct ? r->target : r->tmp, strerror(e));
     return e;
 }
 
 /* The vector written: a file put in --out's place once whole and on the disk; a device or pipe closed. */
-static int finish_target(export_target *t, int failed) {
+static int finish_target(export_target *t, const char *out, int failed) {
     const char *step = "write";
     int e = failed;
-    if (t->direct) {
-        if (fclose(t->f) && !e) e = errno ? errno : EIO;
-    } else if (e) zl_replace_discard(&t->file);
+    if (e) zl_replace_discard(&t->file);
     else e = zl_replace_commit(&t->file, &step);
     if (!e) return ZL_EXIT_OK;
-    fprintf(stderr, "zlckpt: --out '%s': %s failed: %s\n", t->path, step, strerror(e));
+    fprintf(stderr, "zlckpt: --out '%s': %s failed: %s\n", out, step, strerror(e));
     return ZL_EXIT_RUNTIME;
 }
 
@@ -216,7 +207,7 @@ static int export_params(const char *dir, const char *out, zl_dtype dtype) {
     export_target t;
     int status = resolve_out(&t, out, dir);
     if (!status && open_target(&t)) status = ZL_EXIT_INPUT;
-    export_sink s = {t.f, dtype, 0};
+    export_sink s = {t.file.f, dtype, 0};
     static unsigned char buf[BUF_BYTES];
     char err[ZL_PATH_MAX + 256];
     for (int r = 0; r < m.world && status == ZL_EXIT_OK; r++) /* check before writing anything */
@@ -232,9 +223,8 @@ static int export_params(const char *dir, const char *out, zl_dtype dtype) {
             status = ZL_EXIT_RUNTIME;
         }
     zl_ckpt_reader_close(rd);
-    if (!status) status = finish_target(&t, s.failed);
-    else if (!t.direct) zl_replace_discard(&t.file); /* never the device or pipe itself */
-    else if (t.f) fclose(t.f);
+    if (!status) status = finish_target(&t, out, s.failed);
+    else zl_replace_discard(&t.file); /* a device or pipe is closed, never removed */
     if (!status) /* --out /dev/stdout carries the data: the summary must not join it */
         fprintf(t.is_stdout ? stderr : stdout, "exported %zu params (%s, %zu B) from %s to %s\n", m.part.psi,
                 zl_dtype_name(dtype), m.part.psi * zl_dtype_size(dtype), dir, out);
