@@ -27,8 +27,7 @@ typedef struct {
                   * atexit handler) leaves no empty file where a result is expected */
     int err;     /* first errno of a failed write, 0 if none */
     int beside;  /* written into rep.tmp and renamed onto the file at `path` (replace.h); 0: in place */
-    int placed;  /* ... and the rename done (a later failure did not keep the earlier file) */
-    zl_replace rep;
+    zl_replace rep; /* rep.tmp "" once renamed (a later failure did not keep the earlier file) */
 } output;
 
 static output g_out[ZL_OUT_N];
@@ -265,7 +264,6 @@ static void finish_beside(output *o, zl_output_id id) {
         int e = zl_replace_commit(&o->rep, NULL);
         if (e) zl_output_failed(id, e);
     }
-    o->placed = !o->rep.tmp[0];
     o->beside = 0;
 }
 
@@ -282,7 +280,7 @@ int zl_outputs_close(void) {
         o->f = NULL;
         if (o->err) {
             fprintf(stderr, "%s: %s: writing '%s' failed: %s%s\n", g_prog, o->flag, o->path, strerror(o->err),
-                    beside && !o->created && !o->placed ? " (the earlier file is kept as it was)" : "");
+                    beside && !o->created && o->rep.tmp[0] ? " (the earlier file is kept as it was)" : "");
             status = ZL_EXIT_RUNTIME;
         }
     }
