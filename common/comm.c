@@ -62,11 +62,9 @@ static void describe_wait(char *buf, size_t n) {
 static int g_hold_ms;
 
 static void read_hold(void) {
-    const char *v = getenv("ZL_TEST_HOLD_RANK");
-    int r, ms, me;
-    if (!v || sscanf(v, "%d:%d", &r, &ms) != 2) return;
+    int me;
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &me));
-    g_hold_ms = me == r && ms > 0 ? ms : 0;
+    g_hold_ms = zl_test_hold_ms("ZL_TEST_HOLD_RANK", me);
 }
 
 void zl_comm_init(int world, int max_per_step) {

@@ -181,9 +181,8 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
  * watchdog already watching the finalize: a test can then stop that rank there in time. Without
  * it, under MPICH rank 1 leaves MPI_Finalize before the launcher forwards rank 0's last line. */
 static void hold_before_finalize(int rank) {
-    const char *v = getenv("ZL_TEST_HOLD_FINALIZE");
-    int r, ms;
-    if (v && sscanf(v, "%d:%d", &r, &ms) == 2 && r == rank && ms > 0) usleep((useconds_t)ms * 1000);
+    int ms = zl_test_hold_ms("ZL_TEST_HOLD_FINALIZE", rank);
+    if (ms) usleep((useconds_t)ms * 1000);
 }
 
 int zl_runtime_finish(zl_runtime *rt, int status) {

@@ -109,6 +109,12 @@ int zl_fsync_path(const char *path) {
     return e == EINVAL ? 0 : e;
 }
 
+int zl_test_hold_ms(const char *var, int rank) {
+    const char *v = getenv(var);
+    int r, ms;
+    return v && sscanf(v, "%d:%d", &r, &ms) == 2 && r == rank && ms > 0 ? ms : 0;
+}
+
 int zl_same_inode(const struct stat *a, const struct stat *b) {
     return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }

@@ -35,6 +35,10 @@ uint64_t zl_fnv1a(uint64_t h, const void *data, size_t n);
 
 double zl_wall_seconds(void); /* monotonic clock */
 
+/* TEST ONLY: a hold hook VAR=r:ms (ZL_TEST_HOLD_RANK, ZL_TEST_HOLD_FINALIZE): ms for rank r, 0 for
+ * any other rank, or when VAR is unset or not of that form. */
+int zl_test_hold_ms(const char *var, int rank);
+
 /* The median of v[0..n) (n > 0): the middle value, or the mean of the two middle ones. Sorts v. */
 double zl_median(double *v, size_t n);
 
