@@ -44,7 +44,9 @@
  * bits alone for S seconds, its time a launch and energy a launch at the clock it holds by itself.
  * --table PATH writes the sustained choices for the trainer's ZL_GEMM_TABLE (common/gemm_table.h;
  * table_entry below says which make it).
- * One GPU (the first visible), no mpiexec. The defaults take under a second of load, before a
+ * One GPU (the first visible), no mpiexec, and nothing else on it: beside a training process the
+ * --sustain loop lost its GPU channel (Xid 43, "unspecified launch failure") in 2 of 3 runs on
+ * H200, the trainer unhurt, cause not found (results/gpu/verify-665aa25-2xH200/). The defaults take under a second of load, before a
  * busy H100/H200 reaches its power cap; to time at the clock a training step runs at, run one
  * copy per GPU at once with --reps 50 --rounds 6 --warmup 20 (docs/performance.md).
  * Exit: 0 ok · 1 CUDA error, or the table could not be written · 2 bad input or does not fit · 4 the

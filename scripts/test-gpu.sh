@@ -15,9 +15,9 @@
 # mixed ckpt sanitizer reference benches — e.g. PARTS="loud offload" scripts/test-gpu.sh. On one GPU
 # (or MAX_WORLD=1) the parts that need 2 ranks are skipped, and said so. Each part prints
 # its time; on 2 GPUs the whole suite takes more than 10 minutes, part after part.
-# PARALLEL=1 runs the parts side by side, each into its own log (LOGDIR, default a new /tmp
-# directory), each announcing its end, their logs printed when all have ended or the suite is
-# stopped (TERM/INT: the unfinished parts named, exit 124; in either mode a stopped suite ends
+# PARALLEL=1 runs the parts side by side (but benches, alone before them), each into its own log
+# (LOGDIR, default a new /tmp directory), each announcing its end, their logs printed when all
+# have ended or the suite is stopped (TERM/INT: the unfinished parts named, exit 124; in either mode a stopped suite ends
 # every program its parts started, wherever they moved: the ZL_TEST_GPU_RUN mark below) (every
 # part's ranks on the same GPUs; Open MPI then gets --bind-to none, or each job would pin its ranks
 # to the same cores): on 2 × H200 (2026-11-27) with MAX_WORLD=2 the whole suite took under 5 minutes this way,
@@ -206,6 +206,15 @@ PY
     return "$rc"
 }
 
+# A CUDA error such as "unspecified launch failure" may be the driver's doing (an Xid: a GPU fault,
+# a reset) rather than the program's: where the kernel log can be read, its Xid lines say which.
+xid_lines() {
+    local x
+    x=$(dmesg 2>/dev/null | grep -i -E "NVRM: Xid" | tail -20) || true
+    if [ -n "$x" ]; then echo "test-gpu: the kernel log's last Xid lines:"; echo "$x"
+    elif dmesg > /dev/null 2>&1; then echo "test-gpu: no Xid in the kernel log"; fi
+}
+
 # ---- run them: one after the other, or side by side (PARALLEL=1) ----
 
 skipped=""
@@ -254,7 +263,7 @@ if [ "$PARALLEL" = 1 ]; then
     logs=${LOGDIR:-$(mktemp -d /tmp/zl_test_gpu_XXXXXX)}
     mkdir -p "$logs" || exit 1
     rm -f "$logs"/*.rc
-    echo "test-gpu: PARTS side by side ($PARTS), N <= $maxw; logs in $logs"
+    echo "test-gpu: PARTS side by side ($PARTS; benches alone first), N <= $maxw; logs in $logs"
     t0=$SECONDS
     # Each part says when it ends, so a suite stopped from outside (timeout, Ctrl-C) still shows
     # which parts finished: on TERM/INT the finished parts' logs are printed, the rest named.
@@ -277,20 +286,28 @@ if [ "$PARALLEL" = 1 ]; then
         for j in $(jobs -p); do kill -KILL -- "-$j" 2>/dev/null; done
         end_marked
         print_parts
+        xid_lines
         echo "test-gpu: FAILURES (stopped before every part ended)"
         exit 124
     }
     trap stopped TERM INT
+    # The benchmarks run alone, before the others: they time the GPU, and beside a training
+    # process bench_gemm_tune's sustained loop lost its GPU channel (Xid 43, "unspecified launch
+    # failure") in 2 of 3 runs on H200, never alone (results/gpu/verify-665aa25-2xH200/).
+    alone=""; side=""
+    for p in $PARTS; do if [ "$p" = benches ]; then alone=$p; else side="$side $p"; fi; done
     # A part's test binary and the ranks it launches must not outlive a stopped suite (they would
     # share the GPUs with whatever runs next): each part gets a process group of its own.
     set -m
-    for p in $PARTS; do
-        # stdin /dev/null, as a background job gets without set -m: a part reading the terminal
-        # from its own process group (MPICH's mpiexec forwards stdin) would be stopped (SIGTTIN)
-        (part_"$p" > "$logs/$p.log" 2>&1; rc=$?; echo $rc > "$logs/$p.rc"
-         echo "test-gpu: part $p ended after $((SECONDS - t0)) s, rc $rc") < /dev/null &
+    for group in "$alone" "$side"; do
+        for p in $group; do
+            # stdin /dev/null, as a background job gets without set -m: a part reading the terminal
+            # from its own process group (MPICH's mpiexec forwards stdin) would be stopped (SIGTTIN)
+            (part_"$p" > "$logs/$p.log" 2>&1; rc=$?; echo $rc > "$logs/$p.rc"
+             echo "test-gpu: part $p ended after $((SECONDS - t0)) s, rc $rc") < /dev/null &
+        done
+        wait
     done
-    wait
     set +m
     trap - TERM INT
     print_parts
@@ -302,6 +319,7 @@ else
         echo "test-gpu: stopped during part $1"
         kill -TERM "$2" 2>/dev/null
         end_marked
+        xid_lines
         echo "test-gpu: FAILURES (stopped before every part ended)"
         exit 124
     }
@@ -313,14 +331,6 @@ else
     trap - TERM INT
 fi
 
-# A CUDA error such as "unspecified launch failure" may be the driver's doing (an Xid: a GPU fault,
-# a reset) rather than the program's: where the kernel log can be read, its Xid lines say which.
-xid_lines() {
-    local x
-    x=$(dmesg 2>/dev/null | grep -i -E "NVRM: Xid" | tail -20) || true
-    if [ -n "$x" ]; then echo "test-gpu: the kernel log's last Xid lines:"; echo "$x"
-    elif dmesg > /dev/null 2>&1; then echo "test-gpu: no Xid in the kernel log"; fi
-}
 echo
 if [ $fail -eq 0 ]; then echo "test-gpu: ALL PASSED ($PARTS${skipped:+; skipped:$skipped})"
 else xid_lines; echo "test-gpu: FAILURES"; fi

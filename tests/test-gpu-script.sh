@@ -15,15 +15,22 @@ cat > "$tmp/bin/nvidia-smi" <<'SMI'
 #!/bin/bash
 for ((i = 0; i < ${FAKE_GPUS:-1}; i++)); do echo "GPU $i: pretend"; done
 SMI
-# The kernels' and benches' programs: write their PID to $tmp/NAME.pid, say what their stdin
-# is, sleep FAKE_<NAME>_SLEEP seconds (default 0), say they ran (and FAKE_<NAME>_SAYS), exit
+# The kernel log: an Xid line where FAKE_XID is set (a GPU fault the driver logged)
+cat > "$tmp/bin/dmesg" <<'DMESG'
+#!/bin/bash
+echo "[    0.5] NVRM: loading NVIDIA UNIX Open Kernel Module"
+[ -z "${FAKE_XID:-}" ] || echo "[  141.9] NVRM: Xid (PCI:0000:00:06): 43, pid=1449, name=bench_gemm_tune, channel 0x00000032"
+DMESG
+# The kernels' and benches' programs: write their PID to $tmp/NAME.pid and "NAME start" to
+# $tmp/order, say what their stdin is, sleep FAKE_<NAME>_SLEEP seconds (default 0), write "NAME
+# end" to $tmp/order, say they ran (and FAKE_<NAME>_SAYS), exit
 # FAKE_<NAME>_RC (default 0). bench_gemm_tune says its sustained step line unless told otherwise.
 # FAKE_<NAME>_ESCAPE=1: first start a process in a session of its own (as Open MPI's ranks leave
 # their launcher's group), its PID in $tmp/NAME.escaped.
 for p in test_kernels_gpu bench_attention bench_gemm_tune; do
     # shellcheck disable=SC2016 # ${!v:-0} and $$ are the pretend program's, expanded when it runs
-    printf '#!/bin/bash\necho $$ > %s/%s.pid\nv=FAKE_%s_ESCAPE\n[ -z "${!v:-}" ] || { setsid sleep 41 & echo $! > %s/%s.escaped; }\necho "%s stdin $(readlink /proc/$$/fd/0)"\nv=FAKE_%s_SLEEP\nsleep ${!v:-0}\necho "%s ran"\nv=FAKE_%s_SAYS\necho "${!v:-}"\nv=FAKE_%s_RC\nexit ${!v:-0}\n' \
-        "$tmp" "$p" "${p^^}" "$tmp" "$p" "$p" "${p^^}" "$p" "${p^^}" "${p^^}" > "$tmp/repo/build/cuda/$p"
+    printf '#!/bin/bash\necho $$ > %s/%s.pid\necho "%s start" >> %s/order\nv=FAKE_%s_ESCAPE\n[ -z "${!v:-}" ] || { setsid sleep 41 & echo $! > %s/%s.escaped; }\necho "%s stdin $(readlink /proc/$$/fd/0)"\nv=FAKE_%s_SLEEP\nsleep ${!v:-0}\necho "%s end" >> %s/order\necho "%s ran"\nv=FAKE_%s_SAYS\necho "${!v:-}"\nv=FAKE_%s_RC\nexit ${!v:-0}\n' \
+        "$tmp" "$p" "$p" "$tmp" "${p^^}" "$tmp" "$p" "$p" "${p^^}" "$p" "$tmp" "$p" "${p^^}" "${p^^}" > "$tmp/repo/build/cuda/$p"
 done
 # bench_gemm_tune --table PATH writes a table of one entry; stage2 writes a report whose
 # run.gemm_table says FAKE_TABLE_USED (default 1) entries were taken, and param_hash abc, or
@@ -52,7 +59,7 @@ for t in integration loud report gpt_integration offload mixed ckpt; do
         "$t" "$tmp" "$t" > "$tmp/repo/build/tests/test_$t"
 done
 printf '#!/bin/bash\n' > "$tmp/repo/build/zlckpt" # the ckpt part asks for it first
-chmod +x "$tmp/bin/nvidia-smi" "$tmp/repo/build/cuda/"* "$tmp/repo/build/tests/"* "$tmp/repo/build/zlckpt"
+chmod +x "$tmp/bin/nvidia-smi" "$tmp/bin/dmesg" "$tmp/repo/build/cuda/"* "$tmp/repo/build/tests/"* "$tmp/repo/build/zlckpt"
 run() { # run EXPECTED_RC ENV... : test-gpu.sh in the scratch copy (under `timeout $LIMIT` when
     # LIMIT is set); its output in $out
     local want=$1 rc=0; shift
@@ -84,10 +91,20 @@ run 0 FAKE_GPUS=2 PARALLEL=1 PARTS="kernels benches"
 # (a part reading a terminal from a background group is stopped)
 has "test_kernels_gpu stdin /dev/null"
 has "side by side"; has "test_kernels_gpu ran"; has "bench_gemm_tune --dim 256 --rows 512 --sustain 0.3: rc=0"; has "ALL PASSED"
+# ... but the benchmarks alone, before the others start, however slow (they time the GPU, and one
+# beside a training process lost its GPU channel): every benchmark ended before test_kernels_gpu began
+rm -f "$tmp/order"
+run 0 FAKE_GPUS=2 PARALLEL=1 FAKE_BENCH_ATTENTION_SLEEP=1 PARTS="kernels benches"
+grep -q "test_kernels_gpu start" "$tmp/order" || fail "no test_kernels_gpu in the order: $(cat "$tmp/order")"
+sed -n '/test_kernels_gpu start/,$p' "$tmp/order" | grep -q "^bench" && fail "a benchmark ran beside another part: $(cat "$tmp/order")"
+[ "$(grep -c "^bench.* end" "$tmp/order")" -eq 5 ] || fail "want 5 benchmark runs ended: $(cat "$tmp/order")"
 run 1 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_RC=3 PARTS="kernels benches"
 has "part kernels FAILED"; has "bench_gemm_tune --dim 256 --rows 512 --sustain 0.3: rc=0"; has "test-gpu: FAILURES"
 run 1 FAKE_GPUS=2 FAKE_BENCH_ATTENTION_RC=4 PARTS="benches kernels"
-has "part benches FAILED"; has "test_kernels_gpu ran"
+has "part benches FAILED"; has "test_kernels_gpu ran"; has "test-gpu: no Xid in the kernel log"
+# a failure prints the kernel log's Xid lines: the driver may have faulted the program
+run 1 FAKE_GPUS=2 FAKE_BENCH_ATTENTION_RC=4 FAKE_XID=1 PARTS="benches kernels"
+has "test-gpu: the kernel log's last Xid lines:"; has "Xid (PCI:0000:00:06): 43, pid=1449"
 # the GEMM table's round trip: the benchmark's table taken whole by stage2, with the same hash
 run 0 FAKE_GPUS=1 PARTS="benches"
 has "gemm table round trip (bench_gemm_tune --table, ZL_GEMM_TABLE): rc=0 ok: 1 table entries, in use True, 1 taken"
@@ -104,9 +121,9 @@ run 1 FAKE_GPUS=1 FAKE_BENCH_GEMM_TUNE_SAYS="    0* id 66 | 0.1 ms    -1 W ( 1) 
 has "no power figure"; has "part benches FAILED"
 # Stopped from outside before every part ended (a device call's time limit): the parts that ended
 # are printed, the others named, not a silent exit (a 4-GPU run once lost every part's result so).
-LIMIT=3 run 124 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_SLEEP=30 PARTS="kernels benches"
+LIMIT=3 run 124 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_SLEEP=30 FAKE_XID=1 PARTS="kernels benches"
 has "part benches ended after"; has "bench_gemm_tune --dim 256 --rows 512 --sustain 0.3: rc=0"
-has "part kernels UNFINISHED"; has "stopped before every part ended"
+has "part kernels UNFINISHED"; has "stopped before every part ended"; has "Xid (PCI:0000:00:06): 43"
 grep -q "test_kernels_gpu ran" <<< "$out" && fail "the stopped part ran to its end: $out"
 # Stopped alone (timeout --foreground signals test-gpu.sh, not its children): no process of the
 # unfinished part may outlive it — a test binary left running shared the GPUs with what came next.
@@ -134,6 +151,7 @@ kill "$bystander" "$other"
 # One part at a time (no PARALLEL), stopped: the part and what it started are ended, exit 124.
 LIMIT="--foreground 3" run 124 FAKE_GPUS=2 FAKE_CRITERION_SLEEP=39 PARTS="kernels report"
 has "test_kernels_gpu ran"; has "test-gpu: stopped during part report"; has "test-gpu: ending 1 process(es) the parts started"
+has "test-gpu: no Xid in the kernel log"
 pid=$(cat "$tmp/test_report.pid")
 if kill -0 "$pid" 2> /dev/null; then kill "$pid"; fail "one part at a time: the stopped part's binary still ran"; fi
-echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part, bench_gemm_tune --sustain must read NVML, a GEMM table's round trip fails where an entry is not taken or the hash differs, and a stopped suite (side by side: printing what ended) leaves no process it started behind, and no other"
+echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part, bench_gemm_tune --sustain must read NVML, a GEMM table's round trip fails where an entry is not taken or the hash differs, the benchmarks run alone, a failure prints the kernel log's Xid lines, and a stopped suite (side by side: printing what ended) leaves no process it started behind, and no other"
