@@ -46,9 +46,10 @@
  * table_entry below says which make it).
  * One GPU (the first visible), no mpiexec, and nothing else on it: beside a training process the
  * --sustain loop lost its GPU channel (Xid 43, "unspecified launch failure") in 2 of 3 runs on
- * H200, the trainer unhurt, cause not found (results/gpu/verify-665aa25-2xH200/). The defaults take under a second of load, before a
- * busy H100/H200 reaches its power cap; to time at the clock a training step runs at, run one
- * copy per GPU at once with --reps 50 --rounds 6 --warmup 20 (docs/performance.md).
+ * H200, the trainer unhurt, cause not found (results/gpu/verify-665aa25-2xH200/). The defaults
+ * take under a second of load, before a busy H100/H200 reaches its power cap; to time at the
+ * clock a training step runs at, run one copy per GPU at once with --reps 50 --rounds 6
+ * --warmup 20 (docs/performance.md).
  * Exit: 0 ok · 1 CUDA error, or the table could not be written · 2 bad input or does not fit · 4 the
  * trainer's path gave other bits than the copied default (no table written then). */
 #include <cublasLt.h>

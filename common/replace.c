@@ -50,9 +50,11 @@ int zl_replace_resolve(zl_replace *r, const char *path) {
 int zl_replace_begin(zl_replace *r) {
     if (r->direct) return (r->f = fopen(r->target, "w")) ? 0 : errno;
     struct stat old;
-    /* a killed writer's leftover goes; anything else of that name (a link, a directory) stays, and O_EXCL fails */
+    /* a killed writer's leftover goes; anything else of that name (a link, a directory) stays,
+     * and O_EXCL fails */
     if (!lstat(r->tmp, &old) && S_ISREG(old.st_mode) && unlink(r->tmp)) return errno;
-    /* replacing a file: private (0600) until it has that file's permissions (fchmod ignores the umask, as the file did) */
+    /* replacing a file: private (0600) until it has that file's permissions (fchmod ignores the
+     * umask, as the file did) */
     int fd = open(r->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, r->replaces ? 0600 : 0666);
     if (fd < 0) return errno;
     if ((r->replaces && fchmod(fd, r->mode)) || !(r->f = fdopen(fd, "w"))) {

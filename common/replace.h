@@ -34,10 +34,10 @@ int zl_replace_resolve(zl_replace *r, const char *path);
  * r->f, or open the device or pipe: 0 or an errno. */
 int zl_replace_begin(zl_replace *r);
 /* Flush r->f to the disk, close it and rename it onto r->target, then sync the directory (a
- * rename is durable once its directory is); a device or pipe is flushed and closed. 0, or the errno of the step that failed (named in
- * *step when step is not NULL), the temporary file then removed. A write error seen by r->f
- * (ferror) fails it too. r->tmp is "" once the rename is done: a failure with r->tmp[0] == '\0'
- * (the directory's sync) left the new file in place. */
+ * rename is durable once its directory is); a device or pipe is flushed and closed. 0, or the
+ * errno of the step that failed (named in *step when step is not NULL), the temporary file then
+ * removed. A write error seen by r->f (ferror) fails it too. r->tmp is "" once the rename is
+ * done: a failure with r->tmp[0] == '\0' (the directory's sync) left the new file in place. */
 int zl_replace_commit(zl_replace *r, const char **step);
 /* Close and remove the temporary file: a write abandoned or failed. */
 void zl_replace_discard(zl_replace *r);

@@ -17,12 +17,13 @@
 # its time; on 2 GPUs the whole suite takes more than 10 minutes, part after part.
 # PARALLEL=1 runs the parts side by side (but benches, alone before them), each into its own log
 # (LOGDIR, default a new /tmp directory), each announcing its end, their logs printed when all
-# have ended or the suite is stopped (TERM/INT: the unfinished parts named, exit 124; in either mode a stopped suite ends
-# every program its parts started, wherever they moved: the ZL_TEST_GPU_RUN mark below) (every
-# part's ranks on the same GPUs; Open MPI then gets --bind-to none, or each job would pin its ranks
-# to the same cores): on 2 × H200 (2026-11-27) with MAX_WORLD=2 the whole suite took under 5 minutes this way,
-# its parts' own times adding up to 27 minutes; later that day, with twice the checkpoint tests, the ckpt
-# part alone ran past 7 minutes (the others within 6), and MAX_WORLD=4 on 4 × H200 past 9.
+# have ended or the suite is stopped (TERM/INT: the unfinished parts named, exit 124; in either
+# mode a stopped suite ends every program its parts started, wherever they moved: the
+# ZL_TEST_GPU_RUN mark below) (every part's ranks on the same GPUs; Open MPI then gets
+# --bind-to none, or each job would pin its ranks to the same cores): on 2 × H200 (2026-11-27)
+# with MAX_WORLD=2 the whole suite took under 5 minutes this way, its parts' own times adding up
+# to 27 minutes; later that day, with twice the checkpoint tests, the ckpt part alone ran past 7
+# minutes (the others within 6), and MAX_WORLD=4 on 4 × H200 past 9.
 # The integration-test binary needs Criterion and cJSON; where the machine has neither,
 # build it elsewhere with `make build/gpu-tests/test_integration build/gpu-tests/test_report`
 # (they carry their libraries).
