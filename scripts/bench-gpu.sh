@@ -63,7 +63,10 @@ else: print("%.0f" % c["sm_mhz_median"], "~%.1f" % (c["power_w_median"] * ms / 1
         echo "? ?"
 }
 
-echo "bench-gpu: $preset ${shape[*]}, $STEPS steps (first is warm-up), $gpus GPU(s): $(nvidia-smi -L | head -1); GEMM table: ${ZL_GEMM_TABLE:-none}"
+# zerolab's other ZL_ knobs set here (README's environment variables; e.g. ZL_NCCL_WINDOWS=1
+# ZL_NCCL_CTA_POLICY=2): the table holds for them, so its header names them
+knobs=$(env | grep '^ZL_' | grep -v '^ZL_GEMM_TABLE=' | sort | tr '\n' ' ')
+echo "bench-gpu: $preset ${shape[*]}, $STEPS steps (first is warm-up), $gpus GPU(s): $(nvidia-smi -L | head -1); GEMM table: ${ZL_GEMM_TABLE:-none}; zerolab's knobs: ${knobs:-none}"
 rows=()
 for n in ${NS:-2 4}; do # NS: the rank counts (NS=8 on an 8-GPU node)
     [ "$n" -le "$gpus" ] || continue

@@ -281,6 +281,7 @@ if [ "$PARALLEL" = 1 ]; then
     stopped() { # each part runs in its own process group (set -m): signal each group, then
         # whatever still carries the mark (end_marked)
         trap - TERM INT
+        set +m # no job notices ("[2]- Terminated ...") among the parts' logs for the groups ended here
         echo "test-gpu: stopped after $((SECONDS - t0)) s"
         for j in $(jobs -p); do kill -TERM -- "-$j" 2>/dev/null; done
         sleep 2

@@ -3,7 +3,8 @@
 # a pretend nvidia-smi, mpirun and torch run in a scratch copy write known times, clocks and
 # power; the table must show the ratios, rank 0's clocks and the energy a step worked out here
 # by hand (measured where a side read its energy counter, "~" estimated where not), "none" where a
-# side read no clocks, and "failed" / "?" where a run left no numbers.
+# side read no clocks, and "failed" / "?" where a run left no numbers; the header names the ZL_
+# knobs zerolab ran under.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail() { echo "test-bench-script: $*" >&2; exit 1; }
@@ -48,9 +49,12 @@ e=; [ "\$s" = 0 ] && e=", \"energy_w\": 697.6, \"energy_j\": 145.0, \"energy_ste
 echo "{\"clocks\": {\"readings\": \$r, \"sm_mhz_median\": 1450, \"power_w_median\": 655.0\$e}}" > "\$json"
 PY
 chmod +x "$tmp/bin/"* "$tmp/repo/build/cuda/"*
-out=$(cd "$tmp/repo" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" MPIEXEC=fake-mpirun OUT="$tmp/out" STEPS=3 scripts/bench-gpu.sh lab-1b 2>&1) ||
+out=$(cd "$tmp/repo" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" MPIEXEC=fake-mpirun OUT="$tmp/out" STEPS=3 \
+    ZL_NCCL_WINDOWS=1 ZL_NCCL_CTA_POLICY=2 ZL_GEMM_TABLE= scripts/bench-gpu.sh lab-1b 2>&1) ||
     fail "exit $?: $out"
 has() { grep -qF -- "$1" <<< "$out" || fail "no '$1' in: $out"; }
+# the header names the knobs zerolab ran under (the table's path has its own field)
+has "GEMM table: none; zerolab's knobs: ZL_NCCL_CTA_POLICY=2 ZL_NCCL_WINDOWS=1 "
 has "| SM MHz, zerolab / PyTorch | J a step (W by the energy counter), zerolab / PyTorch (~: estimated) |"
 # stage 1, N = 2: 103 vs 113 ms (1.097×), medians 101 vs 112 (1.109×); zerolab's energy measured
 # (69.4 J), the peer's estimated: 655 W × 112 ms = 73.36 J
@@ -63,4 +67,4 @@ has "| stage3 vs FSDP2 fully_shard | 2 | 105.0 · 500 | 115.0 · 450 | 1.095× |
 # stage 2 at N = 4: zerolab failed, so no ratio, clock or energy on its side
 has "| stage2 vs FSDP1 SHARD_GRAD_OP | 4 | failed | 116.0 · 450 | n/a | n/a | ? / 1450 | ? / ~75.3 |"
 [ "$(grep -c '^| stage[0-9]' <<< "$out")" -eq 8 ] || fail "want 8 rows: $out"
-echo "test-bench-script: the table's ratios, rank 0's clocks and energy a step from known runs; 'none' where a side read no clocks, 'failed' and '?' where a run left nothing"
+echo "test-bench-script: the table's ratios, rank 0's clocks and energy a step from known runs; 'none' where a side read no clocks, 'failed' and '?' where a run left nothing; the header names the knobs"
