@@ -546,6 +546,13 @@ static int env_name_known(const char *var) { /* var: "NAME=value" */
 }
 
 extern char **environ; /* POSIX */
+const char *zl_args_knob_set(size_t i, const char **value) {
+    if (i >= sizeof env_knobs / sizeof env_knobs[0]) return NULL;
+    const char *e = getenv(env_knobs[i].name);
+    *value = e && *e ? e : NULL; /* set and empty reads as unset, as in the checks above */
+    return env_knobs[i].name;
+}
+
 void zl_args_warn_unknown_knobs(const char *prog) {
     for (char **e = environ; *e; e++)
         if (!strncmp(*e, "ZL_", 3) && !env_name_known(*e))

@@ -83,6 +83,10 @@ void zl_args_usage(const char *prog, int stage);
 /* One warning line on stderr for each ZL_ variable that is neither a knob nor a test hook: a
  * misspelt knob would otherwise change nothing, silently. (Rank 0 calls it.) */
 void zl_args_warn_unknown_knobs(const char *prog);
+/* The i-th ZL_ knob of README's table (ZL_GEMM_TUNE .. ZL_NCCL_WINDOWS; ZL_GEMM_TABLE has its own
+ * report): its name, and in *value what this environment sets it to, or NULL where it is unset or
+ * empty (the default). NULL past the last knob. For the report: a run says what it ran under. */
+const char *zl_args_knob_set(size_t i, const char **value);
 /* Hash of every field that changes what the program computes or writes, and of the ZL_ knobs'
  * values (the environment: a rank with other collectives or buffers would hang the others). */
 uint64_t zl_args_hash(const zl_config *cfg);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "args.h" /* zl_args_knob_set: the ZL_ knobs a run names (run.knobs) */
 #include "clocks.h" /* each rank's GPU clocks through the timed steps */
 #include "comm.h"
 #include "../kernels/kernels.h" /* zl_kernels_gemm_table_used: what ZL_GEMM_TABLE changed */
@@ -564,8 +565,12 @@ static void print_gemm_table(const rank_summary *all, int N) {
 static void print_who(const zl_report *r, const rank_identity *ids, const char *mpi_lib) {
     int N = r->rt->world;
     char line[160];
-    printf("\nrun: commit %s | %s%s%s\n", ZL_GIT_COMMIT, first_line(mpi_lib, line, sizeof line),
+    printf("\nrun: commit %s | %s%s%s", ZL_GIT_COMMIT, first_line(mpi_lib, line, sizeof line),
            zl_backend_nccl_version() ? " | " : "", zl_backend_nccl_version() ? zl_backend_nccl_version() : "");
+    const char *name, *value, *sep = " | knobs:"; /* the ZL_ knobs set (the same on every rank: zl_args_hash) */
+    for (size_t i = 0; (name = zl_args_knob_set(i, &value)); i++)
+        if (value) printf("%s %s=%s", sep, name, value), sep = "";
+    printf("\n");
     for (int i = 0; i < N && i < 8; i++) {
         printf("rank %d: host %s | device %s | %s", i, ids[i].hostname, ids[i].device, ids[i].pci_bus_id);
         print_clocks(&ids[i].clocks);
@@ -896,6 +901,10 @@ static cJSON *json_run(const zl_report *r, const char *mpi_lib) {
     cJSON *argv = cJSON_AddArrayToObject(run, "argv");
     for (int i = 0; i < r->rt->argc; i++) cJSON_AddItemToArray(argv, cJSON_CreateString(r->rt->argv[i]));
     cJSON_AddItemToObject(run, "trace", string_or_null(r->rt->cfg.trace_path[0] ? r->rt->cfg.trace_path : NULL));
+    cJSON *knobs = cJSON_AddObjectToObject(run, "knobs"); /* the ZL_ knobs set, as given; {}: every default */
+    const char *name, *value;
+    for (size_t i = 0; (name = zl_args_knob_set(i, &value)); i++)
+        if (value) cJSON_AddStringToObject(knobs, name, value);
     return run;
 }
 

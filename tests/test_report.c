@@ -21,7 +21,7 @@ static const char *const top_keys[] = {
 static const char *const config_keys[] = {"preset", "model", "layers", "dim", "batch", "seed", "loss_scale", "lr",
                                           "beta1", "beta2", "eps", "weight_decay", "prefetch"};
 static const char *const run_keys[] = {"git_commit", "mpi_library", "nccl_version", "command_line", "argv", "trace",
-                                       "gemm_table"};
+                                       "knobs", "gemm_table"};
 static const char *const check_keys[] = {"ok", "enforced", "compared", "mismatches"};
 static const char *const rank_keys[] = {"rank", "hostname", "device", "pci_bus_id", "memory", "comm",
                                         "ms_per_step", "step_ms", "timeline", "clocks"};
@@ -172,6 +172,42 @@ Test(schema, median_of_the_timed_steps) {
     cr_expect_eq(zl_num(j, "ms_per_step_median"), v[2], "median %g, steps 2..6 sorted %g %g %g %g %g",
                  zl_num(j, "ms_per_step_median"), v[0], v[1], v[2], v[3], v[4]);
     cr_expect_float_eq(zl_num(j, "ms_per_step"), mean, 1e-6 * mean, "the mean stays the mean of steps 2..6");
+    cJSON_Delete(j);
+}
+
+/* run.knobs: the ZL_ knobs of README's table that the environment sets, each as given ({} with
+ * none; set and empty is the default, as unset), and the text report's run line names them: a
+ * table measured under a knob must say so. The values are ones every backend accepts (the CPU
+ * backend ignores both). */
+static void run_with_knobs(zl_run_result *r, cJSON **j) {
+    char json[128];
+    snprintf(json, sizeof json, "/tmp/zl_knobs_%d.json", getpid());
+    zl_run(r, "-n 2 {stage2} --steps 2 --json %s", json);
+    cr_assert_eq(r->exit_code, 0, "stage2 failed (exit %d): %s", r->exit_code, r->err);
+    *j = zl_load_json(json);
+    unlink(json);
+}
+Test(schema, the_knobs_a_run_was_given_are_named) {
+    const char *const names[] = {"ZL_GEMM_TUNE", "ZL_CUBLASLT_EPILOGUES", "ZL_NCCL_CTA_POLICY", "ZL_NCCL_WINDOWS"};
+    for (size_t i = 0; i < N_OF(names); i++) unsetenv(names[i]);
+    setenv("ZL_NCCL_CTA_POLICY", "", 1);
+    static zl_run_result r;
+    cJSON *j;
+    run_with_knobs(&r, &j);
+    cJSON *knobs = zl_get(j, "run.knobs");
+    cr_expect(cJSON_IsObject(knobs) && cJSON_GetArraySize(knobs) == 0, "no knob set, yet run.knobs has %d",
+              cJSON_GetArraySize(knobs));
+    cr_expect(!strstr(r.out, "knobs:"), "no knob set, yet the run line names some: %s", r.out);
+    cJSON_Delete(j);
+
+    setenv("ZL_NCCL_WINDOWS", "0", 1);
+    setenv("ZL_CUBLASLT_EPILOGUES", "27", 1);
+    run_with_knobs(&r, &j);
+    knobs = zl_get(j, "run.knobs");
+    cr_expect_eq(cJSON_GetArraySize(knobs), 2, "two knobs set, run.knobs has %d", cJSON_GetArraySize(knobs));
+    cr_expect_str_eq(zl_get(knobs, "ZL_NCCL_WINDOWS")->valuestring, "0");
+    cr_expect_str_eq(zl_get(knobs, "ZL_CUBLASLT_EPILOGUES")->valuestring, "27");
+    cr_expect(strstr(r.out, " | knobs: ZL_CUBLASLT_EPILOGUES=27 ZL_NCCL_WINDOWS=0\n"), "the run line: %s", r.out);
     cJSON_Delete(j);
 }
 
