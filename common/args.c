@@ -545,7 +545,6 @@ static int env_name_known(const char *var) { /* var: "NAME=value" */
     return 0;
 }
 
-extern char **environ; /* POSIX */
 const char *zl_args_knob_set(size_t i, const char **value) {
     if (i >= sizeof env_knobs / sizeof env_knobs[0]) return NULL;
     const char *e = getenv(env_knobs[i].name);
@@ -553,6 +552,7 @@ const char *zl_args_knob_set(size_t i, const char **value) {
     return env_knobs[i].name;
 }
 
+extern char **environ; /* POSIX */
 void zl_args_warn_unknown_knobs(const char *prog) {
     for (char **e = environ; *e; e++)
         if (!strncmp(*e, "ZL_", 3) && !env_name_known(*e))
