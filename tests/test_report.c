@@ -175,10 +175,10 @@ Test(schema, median_of_the_timed_steps) {
     cJSON_Delete(j);
 }
 
-/* run.knobs: the ZL_ knobs of README's table that the environment sets, each as given ({} with
- * none; set and empty is the default, as unset), and the text report's run line names them: a
- * table measured under a knob must say so. The values are ones every backend accepts (the CPU
- * backend ignores both). */
+/* run.knobs: the ZL_ knobs of README's table (but the GEMM table: run.gemm_table) that the
+ * environment sets, each as given ({} with none; set and empty is the default, as unset), and the
+ * text report's run line names them: a table measured under a knob must say so. The values are
+ * ones every backend accepts (the CPU backend ignores both). */
 static void run_with_knobs(zl_run_result *r, cJSON **j) {
     char json[128];
     snprintf(json, sizeof json, "/tmp/zl_knobs_%d.json", getpid());
