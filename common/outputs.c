@@ -271,9 +271,10 @@ int zl_outputs_close(void) {
     int status = 0;
     for (int i = 0; i < ZL_OUT_N; i++) {
         output *o = &g_out[i];
-        int beside = o->started && o->beside, had_error = o->f && ferror(o->f);
-        if (beside) finish_beside(o, (zl_output_id)i);
+        int beside = o->started && o->beside;
+        if (beside) finish_beside(o, (zl_output_id)i); /* the commit sees a write error (ferror) itself */
         else if (o->f) {
+            int had_error = ferror(o->f);
             if (fclose(o->f)) zl_output_failed((zl_output_id)i, errno);
             if (had_error) zl_output_failed((zl_output_id)i, 0);
         }
