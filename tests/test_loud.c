@@ -773,6 +773,9 @@ Test(flags, an_unknown_zl_variable_is_named_once) {
  * buffers collectively): refused like different flags. Unset and set to the default are the
  * same, but for the CTA policy, whose default is NCCL's (NCCL_CTA_POLICY may move it). */
 Test(flags, ranks_with_different_knobs_are_refused) {
+    /* the second rank of each launch takes the knobs from this environment: none, whatever the
+     * suite was run under (test-gpu.sh can export a knob to every run) */
+    set_knobs((const char *const[4]){NULL});
     expect_refused("-n 1 env ZL_NCCL_WINDOWS=1 {stage0_ddp} : -n 1 {stage0_ddp}", "every rank must get the same flags and ZL_ knobs");
     /* what the ranks compare is what a knob means: one rank setting a default runs */
     zl_run_result r;
