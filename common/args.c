@@ -568,7 +568,7 @@ int zl_args_parse(zl_config *c, int stage, int argc, char **argv, char *err, int
 }
 
 void zl_args_usage(const char *prog, int stage) {
-    printf("usage: mpiexec -n N %s [flags]   (without mpiexec: N = 1)\n"
+    printf("usage: mpiexec -n N %s [flags]   (without mpiexec: N = 1; --help: this text)\n"
            "  --preset tiny|demo|lab-1b   model/batch shorthand (default tiny: L=2 D=32 B=4 steps=10;\n"
            "                              demo: L=4 D=256 B=32 steps=20; lab-1b: L=8 D=4096 B=8192 steps=10)\n"
            "  --layers L      residual MLP blocks (shard units), 1..1000000\n"
@@ -617,9 +617,9 @@ void zl_args_usage(const char *prog, int stage) {
                "                  layers + 3 (gpt: embedding, blocks, final LN, tied LM head)\n");
     if (stage >= 2)
         printf("  --offload       ZeRO-Offload: fp32 master, Adam m and v in pinned host memory, Adam on the host\n");
-    printf("exit codes: 0 ok | 1 runtime error (CUDA/NCCL/MPI/I-O, with file:line) | 2 bad input or does not fit\n"
-           "            (before anything is allocated) | 3 training diverged | 4 --check mismatch | 5 watchdog;\n"
-           "            a finished run with several exits with the first of 1, 3, 4\n");
+    printf("exit codes: 0 ok | 1 runtime error (CUDA/NCCL/MPI with file:line; a lost output with its path)\n"
+           "            | 2 bad input or does not fit (before anything is allocated) | 3 training diverged\n"
+           "            | 4 --check mismatch | 5 watchdog; a finished run with several exits with the first of 1, 3, 4\n");
 }
 
 uint64_t zl_args_hash(const zl_config *c) {

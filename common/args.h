@@ -16,7 +16,7 @@
 /* Exit codes of the four programs (README, --help). */
 enum {
     ZL_EXIT_OK = 0,
-    ZL_EXIT_RUNTIME = 1,  /* CUDA/NCCL/MPI/I-O failure, with file:line and the library's text */
+    ZL_EXIT_RUNTIME = 1,  /* CUDA/NCCL/MPI failure (file:line, the library's text) or a lost output (its path, errno's text) */
     ZL_EXIT_INPUT = 2,    /* bad input or does not fit, before anything is allocated */
     ZL_EXIT_DIVERGED = 3, /* training diverged */
     ZL_EXIT_CHECK = 4,    /* --check: a measured number differs from its formula */
