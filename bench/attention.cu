@@ -491,13 +491,14 @@ static int bench_shape(shape sh, int iters, cudaStream_t st) {
     return ok_fwd && ok_bwd ? 0 : 4;
 }
 
-static int usage(const char *prog) {
-    fprintf(stderr,
+/* --help: the usage on stdout, exit 0; a bad flag: on stderr, exit 2 */
+static int usage(const char *prog, int asked) {
+    fprintf(asked ? stdout : stderr,
             "usage: %s [--shape B,T,D,H]... [--iters N]\n"
             "  default shapes: gpt2-124m (D=768, H=12) B=8 and 32; gpt2-1.5b (D=1600, H=25) B=4 and 8; T=1024.\n"
             "  The fused kernel needs head dim D/H = %d.\n",
             prog, HD);
-    return 2;
+    return asked ? 0 : 2;
 }
 
 int main(int argc, char **argv) {
@@ -510,19 +511,20 @@ int main(int argc, char **argv) {
     };
     int nshapes = 4, custom = 0, iters = 20;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help")) return usage(argv[0], 1);
         if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
             iters = atoi(argv[++i]);
-            if (iters < 1) return usage(argv[0]);
+            if (iters < 1) return usage(argv[0], 0);
         } else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
             zl_gpt_dims d = {0, 0, 0, 0, 0, 0, 0};
             if (sscanf(argv[++i], "%d,%d,%d,%d", &d.B, &d.T, &d.D, &d.H) != 4 || d.B < 1 || d.T < 1 || d.H < 1 ||
                 d.D != d.H * HD || (custom && nshapes >= MAX_SHAPES))
-                return usage(argv[0]);
+                return usage(argv[0], 0);
             if (!custom) nshapes = 0, custom = 1;
             shapes[nshapes].name = "custom";
             shapes[nshapes++].d = d;
         } else {
-            return usage(argv[0]);
+            return usage(argv[0], 0);
         }
     }
     if (zl_kernels_set_dtype(ZL_F16) != 0) return 1;

@@ -917,8 +917,9 @@ static int write_table(const char *path, const gemm_result *r, int n, const cuda
 
 /* ---- main ------------------------------------------------------------------------------------ */
 
-static int usage(const char *argv0) {
-    fprintf(stderr,
+/* --help: the usage on stdout, exit 0; a bad flag: on stderr, exit 2 */
+static int usage(const char *argv0, int asked) {
+    fprintf(asked ? stdout : stderr,
             "usage: %s [--dim D] [--rows R] [--layers L] [--bf16] [--algos N] [--reps N] [--rounds N] [--warmup N]\n"
             "          [--sustain S [--table PATH [--table-margin P]]]\n"
             "  defaults: lab-1b (--dim 4096 --rows 8192 --layers 8), fp16, --algos 16 (1..%d), --reps 10,\n"
@@ -927,7 +928,7 @@ static int usage(const char *argv0) {
             "  default by P %% (--table-margin, 2; in [-100, 100]) or more for the trainer (ZL_GEMM_TABLE=PATH).\n"
             "  ZL_CUBLASLT_EPILOGUES selects the epilogues as in the trainer.\n",
             argv0, MAX_ALGOS);
-    return 2;
+    return asked ? 0 : 2;
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out) {
@@ -978,7 +979,9 @@ static int parse_args(int argc, char **argv, options *o) {
 
 int main(int argc, char **argv) {
     options o;
-    if (!parse_args(argc, argv, &o)) return usage(argv[0]);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help")) return usage(argv[0], 1);
+    if (!parse_args(argc, argv, &o)) return usage(argv[0], 0);
     unsetenv("ZL_GEMM_TABLE"); /* the trainer's path here is the reference: no table may steer it */
     if (o.table) { /* a path that cannot be written: now, not after minutes of timing */
         FILE *f = fopen(o.table, "a");

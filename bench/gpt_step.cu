@@ -253,9 +253,10 @@ static int bench_shape(shape sh, int iters, double peak_gbs, const char *device,
     return 0;
 }
 
-static int usage(const char *argv0) {
-    fprintf(stderr, "usage: %s [--shape L,B,T,D,H,V]... [--iters N]   (head dimension D/H = 64)\n", argv0);
-    return 2;
+/* --help: the usage on stdout, exit 0; a bad flag: on stderr, exit 2 */
+static int usage(const char *argv0, int asked) {
+    fprintf(asked ? stdout : stderr, "usage: %s [--shape L,B,T,D,H,V]... [--iters N]   (head dimension D/H = 64)\n", argv0);
+    return asked ? 0 : 2;
 }
 
 static shape preset(const char *name, int L, int B, int D, int H) {
@@ -269,19 +270,20 @@ int main(int argc, char **argv) {
                                 preset("gpt2-124m", 12, 32, 768, 12), preset("gpt2-124m", 12, 8, 768, 12)};
     int nshapes = 4, custom = 0, iters = 20;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help")) return usage(argv[0], 1);
         if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
-            if ((iters = atoi(argv[++i])) < 1) return usage(argv[0]);
+            if ((iters = atoi(argv[++i])) < 1) return usage(argv[0], 0);
         } else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
             shape s = {"custom", 0, {0, 0, 0, 0, 0, 0, 1}};
             if (sscanf(argv[++i], "%d,%d,%d,%d,%d,%d", &s.L, &s.d.B, &s.d.T, &s.d.D, &s.d.H, &s.d.V) != 6 || s.L < 1 ||
                 s.d.B < 1 || s.d.T < 1 || s.d.V < 1 || !zl_gpt_flash_supported(s.d.D, s.d.H, 0) ||
                 (custom && nshapes >= MAX_SHAPES))
-                return usage(argv[0]);
+                return usage(argv[0], 0);
             s.d.Vp = zl_gpt_padded_vocab(s.d.V);
             if (!custom) nshapes = 0, custom = 1;
             shapes[nshapes++] = s;
         } else {
-            return usage(argv[0]);
+            return usage(argv[0], 0);
         }
     }
     if (zl_kernels_set_dtype(ZL_F16) != 0) return 1;

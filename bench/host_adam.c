@@ -182,11 +182,14 @@ static int parse_threads(const char *list, int *counts) {
     return n;
 }
 
+#define USAGE "usage: %s [--threads 1,16,64] [--elements N] [--triad-elements N] [--reps R] [--vector-only] | --verify-all\n"
+
 int main(int argc, char **argv) {
     size_t llc = llc_bytes(), n = at_least(4 * llc, 14), n_triad = at_least(4 * llc, 4); /* 4x LLC (header) */
     int reps = 5, vector_only = 0, counts[MAX_THREAD_COUNTS], n_counts = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--verify-all")) return verify_all();
+        if (!strcmp(argv[i], "--help")) return printf(USAGE, argv[0]), 0;
         if (!strcmp(argv[i], "--elements") && i + 1 < argc) n = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--triad-elements") && i + 1 < argc) n_triad = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -194,8 +197,7 @@ int main(int argc, char **argv) {
             continue;
         else if (!strcmp(argv[i], "--vector-only")) vector_only = 1;
         else
-            return fprintf(stderr, "usage: %s [--threads 1,16,64] [--elements N] [--triad-elements N] [--reps R] "
-                                   "[--vector-only] | --verify-all\n", argv[0]), 2;
+            return fprintf(stderr, USAGE, argv[0]), 2;
     }
     if (n == 0 || n_triad == 0 || reps < 1) return fprintf(stderr, "--elements, --triad-elements, --reps: > 0\n"), 2;
     if (!n_counts) { /* default: one thread, and all OpenMP would use */

@@ -182,14 +182,16 @@ int main(int argc, char **argv) {
     MPI_Comm_size(node, &local_size);
     size_t bytes = (size_t)256 << 20;
     int reps = 10, load_threads = 0, adam = 0, split = 1;
-    if (!parse(argc, argv, &bytes, &reps, &load_threads, &adam, &split)) {
+    int asked = 0; /* --help: the usage on stdout, exit 0; a bad flag: on stderr, exit 2 */
+    for (int i = 1; i < argc; i++) asked |= !strcmp(argv[i], "--help");
+    if (asked || !parse(argc, argv, &bytes, &reps, &load_threads, &adam, &split)) {
         if (!rank)
-            fprintf(stderr,
+            fprintf(asked ? stdout : stderr,
                     "usage: %s [--bytes S] [--reps R] [--split 1..4] [--load-threads T [--load triad|adam]]   (under "
                     "mpirun, one rank per GPU)\n",
                     argv[0]);
         MPI_Finalize();
-        return 2;
+        return asked ? 0 : 2;
     }
     char err[256];
     CUDA_OK(cudaGetDeviceCount(&visible));

@@ -166,6 +166,12 @@ part_benches() {
         grep -m3 "sustained\|NVML\| W (" "$log"; fail=1
     fi
     gemm_table_round_trip || fail=1
+    local b out # --help: the usage on stdout and exit 0, before any GPU work
+    for b in attention gemm_tune gpt_step pinned_copy; do
+        if ! out=$(build/cuda/bench_"$b" --help 2>/dev/null) || [[ $out != usage:* ]]; then
+            echo "bench_$b --help: no usage on stdout, or not exit 0"; fail=1
+        fi
+    done
     rm -f "$log"
     took benches
     return "$fail"

@@ -41,6 +41,14 @@ printf '%s\n' 'for ((i = 1; i < $#; i++)); do j=$((i + 1)); [ "${!i}" != --table
 sed -i '$!{/^exit /d}' "$tmp/repo/build/cuda/bench_gemm_tune" # its exit last, after the table
 # shellcheck disable=SC2016 # expanded when the pretend program runs
 echo 'v=FAKE_BENCH_GEMM_TUNE_RC; exit ${!v:-0}' >> "$tmp/repo/build/cuda/bench_gemm_tune"
+# Every benchmark's --help: the usage on stdout, exit 0 — but bench_pinned_copy's on stderr, exit
+# 2, with FAKE_HELP_ON_STDERR=1 (as all four did before): the benches part must fail on it.
+for p in bench_attention bench_gemm_tune bench_gpt_step bench_pinned_copy; do
+    [ -e "$tmp/repo/build/cuda/$p" ] || printf '#!/bin/bash\nexit 0\n' > "$tmp/repo/build/cuda/$p"
+    # shellcheck disable=SC2016 # expanded when the pretend program runs
+    sed -i '1a [ "${1:-}" != --help ] || { [ -z "${FAKE_HELP_ON_STDERR:-}" ] || [ "$0" = "${0%pinned_copy}" ] || { echo "usage: pretend" >&2; exit 2; }; echo "usage: pretend"; exit 0; }' \
+        "$tmp/repo/build/cuda/$p"
+done
 # shellcheck disable=SC2016 # expanded when the pretend program runs
 printf '%s\n' '#!/bin/bash' 'while [ $# -gt 0 ]; do [ "$1" != --json ] || json=$2; shift; done' \
     'if [ -n "${ZL_GEMM_TABLE:-}" ]; then' \
@@ -119,6 +127,9 @@ has "bench_gemm_tune --sustain: no sustained step line, NVML not read, or no pow
 run 1 FAKE_GPUS=1 FAKE_BENCH_GEMM_TUNE_SAYS="    0* id 66 | 0.1 ms    -1 W ( 1)  -0.1 mJ
   sustained (each alone for 0.3 s, mean of 2 rounds): default 1.000 ms" PARTS="benches"
 has "no power figure"; has "part benches FAILED"
+run 1 FAKE_GPUS=1 FAKE_HELP_ON_STDERR=1 PARTS="benches"
+has "bench_pinned_copy --help: no usage on stdout, or not exit 0"; has "part benches FAILED"
+grep -q "bench_gpt_step --help: no usage" <<< "$out" && fail "bench_gpt_step's usage on stdout was not taken: $out"
 # Stopped from outside before every part ended (a device call's time limit): the parts that ended
 # are printed, the others named, not a silent exit (a 4-GPU run once lost every part's result so).
 LIMIT=3 run 124 FAKE_GPUS=2 PARALLEL=1 FAKE_TEST_KERNELS_GPU_SLEEP=30 FAKE_XID=1 PARTS="kernels benches"
@@ -154,4 +165,4 @@ has "test_kernels_gpu ran"; has "test-gpu: stopped during part report"; has "tes
 has "test-gpu: no Xid in the kernel log"
 pid=$(cat "$tmp/test_report.pid")
 if kill -0 "$pid" 2> /dev/null; then kill "$pid"; fail "one part at a time: the stopped part's binary still ran"; fi
-echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part, bench_gemm_tune --sustain must read NVML, a GEMM table's round trip fails where an entry is not taken or the hash differs, the benchmarks run alone, a failure prints the kernel log's Xid lines, and a stopped suite (side by side: printing what ended) leaves no process it started behind, and no other"
+echo "test-gpu-script: one GPU skips the 2-rank parts (and names them), nothing left is exit 2, every part caps its ranks at min(MAX_WORLD, GPUs), PARALLEL=1 runs and reports every part, bench_gemm_tune --sustain must read NVML, a GEMM table's round trip fails where an entry is not taken or the hash differs, each benchmark's --help prints its usage on stdout, the benchmarks run alone, a failure prints the kernel log's Xid lines, and a stopped suite (side by side: printing what ended) leaves no process it started behind, and no other"
