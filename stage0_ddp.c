@@ -68,7 +68,7 @@ static zl_grads_mode grads_mode(int micro) { return micro == 0 ? ZL_GRADS_WRITE 
 
 /* Every buffer the run will use, allocated before step 1: the loop allocates nothing (pre-allocation: ZeRO-R's M_D). */
 static void allocate(Trainer *t) {
-    size_t full = t->part.full_len; /* Ψ_full: Ψ_pad, units on 16-byte lines (partition.h) */
+    size_t full = t->part.full_len; /* Ψ_full (partition.h) */
     t->params = zl_mem_alloc(ZL_MEM_PARAMS_FP16, 2 * full, "fp16 params");
     t->grads = zl_mem_alloc(ZL_MEM_GRADS_FP16, 2 * full, "fp16 grads");
     t->master = zl_mem_alloc(ZL_MEM_MASTER_FP32, 4 * full, "fp32 master params");
@@ -123,8 +123,8 @@ static void backward_and_allreduce(Trainer *t, int micro) {
     if (last) zl_event_record(t->comm_done, t->comm);
 }
 
-/* Every rank runs the same Adam over the same summed gradient: 1/(loss_scale·N) turns
- * the sum of N scaled per-rank gradients into the unscaled mean. Unit by unit on the
+/* Every rank runs the same Adam over the same summed gradient: 1/(loss_scale·N) turns the sum
+ * of N scaled per-rank gradients into the unscaled mean, times the clip factor. Unit by unit on the
  * optimizer stream (Adam reads and writes memory, the GEMMs beside it mostly compute). */
 static void optimizer_step(Trainer *t) {
     zl_stream_wait_event(t->optim, t->comm_done);

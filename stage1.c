@@ -61,7 +61,7 @@ typedef struct {
 
     zl_stream compute, comm, optim;
     zl_event *grads_ready;  /* one per unit: its gradients are final */
-    zl_event *grads_synced; /* one per unit: its reduce-scatter is done */
+    zl_event *grads_synced; /* one per unit: its reduce-scatter (or all-reduce) is done */
     zl_event *slice_updated; /* one per unit: Adam has written this rank's fp16 slice */
     zl_event *params_gathered; /* one per unit: its all-gather is done */
     zl_event loss_ready;
@@ -121,8 +121,8 @@ static void forward(Trainer *t) {
 /* Backward from the last use to the first. In the step's last micro-batch, the moment unit
  * u's gradients are final, the communication stream reduce-scatters them in place: this
  * rank's slice of the sum over ranks lands in its own place of the full gradient buffer
- * (the rest of the unit's buffer is left stale; nobody reads it). Overlaps the backward of
- * the unit before it. Earlier micro-batches only accumulate (no_sync). */
+ * (the rest is left stale, nobody reads it; --grad-sync allreduce sums it all). Overlaps the
+ * backward of the unit before it. Earlier micro-batches only accumulate (no_sync). */
 static void backward_and_reduce_scatter(Trainer *t, int micro) {
     int last = micro == t->rt.cfg.accum - 1;
     for (int k = t->n_uses - 1; k >= 0; k--) {

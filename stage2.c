@@ -175,7 +175,7 @@ static void backward_and_reduce_scatter(Trainer *t, int micro) {
         zl_stream_wait_event(t->compute, t->bucket_free[b]);
         zl_model_backward(t->model, k, unit(t, t->params, u), t->bucket[b], ZL_GRADS_WRITE, t->compute);
         if (!zl_model_grads_final(t->shape, k)) continue; /* a tied unit: more to come */
-        if (u == 0 && micro == t->rt.cfg.accum - 1 && zl_numerics_inject_now(&t->num)) /* rank N-1's +inf */
+        if (u == 0 && micro == t->rt.cfg.accum - 1 && zl_numerics_inject_now(&t->num)) /* --inject-overflow: rank N-1's +inf */
             zl_inject_inf(t->bucket[b], t->compute);
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);

@@ -151,7 +151,7 @@ static int use_of_visit(Trainer *t, int v) {
 static int slot_of_visit(Trainer *t, int v) { return v % t->n_slots; }
 
 /* All-gather the unit of visit v into its slot, once the visit that last read the slot is
- * done. Issued 1 + prefetch visits ahead, so it overlaps the compute of earlier visits. */
+ * done. Issued 1 + prefetch visits ahead: with prefetch ≥ 1 it overlaps earlier visits' compute. */
 static void gather_for_visit(Trainer *t, int v) {
     if (v >= n_visits(t)) return;
     int u = unit_of_use(t, use_of_visit(t, v)), slot = slot_of_visit(t, v);
@@ -174,7 +174,7 @@ static void release(Trainer *t, int v) {
     gather_for_visit(t, v + t->n_slots);
 }
 
-/* Gather, compute, release — use by use (the first 1 + prefetch gathers: at the step's start). */
+/* Gather, compute, release — use by use (its first 1 + prefetch gathers: at step start, or in the backward of micro − 1). */
 static void forward(Trainer *t, int micro) {
     for (int k = 0; k < t->n_uses; k++) {
         int v = visit_of(t, micro, k);
@@ -210,7 +210,7 @@ static void backward_and_reduce_scatter(Trainer *t, int micro) {
         zl_model_backward(t->model, k, acquire(t, v), t->bucket[b], ZL_GRADS_WRITE, t->compute);
         release(t, v);
         if (!zl_model_grads_final(t->shape, k)) continue; /* a tied unit: more to come */
-        if (u == 0 && micro == t->rt.cfg.accum - 1 && zl_numerics_inject_now(&t->num)) /* rank N-1's +inf */
+        if (u == 0 && micro == t->rt.cfg.accum - 1 && zl_numerics_inject_now(&t->num)) /* --inject-overflow: rank N-1's +inf */
             zl_inject_inf(t->bucket[b], t->compute);
         zl_event_record(t->grads_ready[u], t->compute);
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
