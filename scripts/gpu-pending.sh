@@ -4,7 +4,8 @@
 # lease can run what its device time allows: SECTIONS (default "offload peer", in that order;
 # also zerocta, split, clocks, fill, verify, gpt, table2, reference, attention, gemm,
 # gptstep, done on 2026-11-26 and kept for reruns), each under its own time limit (seconds, estimated on 4 GPUs
-# with 64 host cores; the limits are the estimates with a margin). Each section writes
+# with 64 host cores; most limits are the estimates with a margin, table2, reference, attention,
+# gemm and table2-8 the estimates themselves). Each section writes
 # OUTDIR/<section>/ and its log OUTDIR/<section>.log; one status line per section on stdout.
 #   verify     every CUDA kernel vs the CPU, the stages bitwise equal at N = 1, 2 (MLP and GPT),
 #              lab-1b stage 2 at N = 2 with and without the GEMM choice (ZL_GEMM_TUNE=0) ~190 s

@@ -20,7 +20,8 @@
 # may wake the kernel's OOM killer on a shared machine.
 # Beside it, `zerocalc --max-model` gives the paper's answer (model states only, same bytes).
 #
-# Files: OUTDIR/probe.json, <config>.zerocalc.json, <config>_L<l>[_nopreflight].json|txt,
+# Files: OUTDIR/probe.json, <config>.zerocalc.json, <config>_L<l>.json and .txt (L, L-1, L-2),
+# <config>_L<L+1>[_nopreflight].txt (the runs made to fail write no JSON),
 # OUTDIR/table2.tsv (one row per configuration, for notebooks/06_table2) and table2.md.
 # Environment: BUILD (build/cuda; build/cpu with ZL_CPU_DEVICE_BYTES for a pretend device),
 # RANKS (4), DIM (8192), BATCH (1024), CONFIGS, MPIEXEC (mpirun), ZEROCALC (build/zerocalc),
