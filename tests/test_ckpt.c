@@ -441,10 +441,11 @@ Test(atomic, a_save_killed_midway_leaves_the_previous_checkpoint, .timeout = 120
 
 /* ---- zlckpt ----------------------------------------------------------------------- */
 
-static double half_to_double(unsigned short h) {
-    unsigned s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
-    double v = e == 0 ? ldexp(m, -24) : e == 31 ? NAN : ldexp(1024 + m, (int)e - 25);
-    return s ? -v : v;
+/* fp32 -> bf16 by round to nearest, ties to even, written out from the bits (finite values) */
+static unsigned short bf16_of(float x) {
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    return (unsigned short)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
 }
 
 static long size_of(const char *path) {
@@ -498,13 +499,20 @@ Test(zlckpt, inspect_verify_export) {
     for (size_t i = 0; i < n; i++)
         cr_assert(fabs((double)p32[i] - p16[i]) <= fabs(p16[i]) * 0x1p-11 + 0x1p-25, "element %zu: %g vs %g", i,
                   (double)p32[i], p16[i]);
-    free(p16), free(p32);
+    free(p16);
     zl_run_plain(&r, "%s/../zlckpt export %s --out %s --dtype bf16", zl_build_dir(), dir, ebf);
     cr_expect_eq(r.exit_code, 0, "%s", r.err);
     cr_expect_eq(size_of(ebf), 2 * 15686);
+    /* export bf16: each value the master's, rounded to nearest even */
+    unsigned short *pbf = malloc(n * sizeof *pbf);
+    f = fopen(ebf, "rb");
+    cr_assert(f && fread(pbf, 2, n, f) == n);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(pbf[i], bf16_of(p32[i]), "element %zu: bf16 0x%04x, master %.9g", i, pbf[i], (double)p32[i]);
+    free(pbf), free(p32);
     zl_run_plain(&r, "%s/../zlckpt export %s --out %s --dtype fp8", zl_build_dir(), dir, ebf);
     cr_expect_eq(r.exit_code, 2);
-    (void)half_to_double;
     unlink(dump), unlink(e16), unlink(e32), unlink(ebf);
     rm_rf(dir);
 }

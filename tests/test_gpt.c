@@ -389,6 +389,10 @@ Test(gpt_data, rows_depend_on_seed_and_row_only) {
     zl_gpt_sample_row(text, 100, 5, 42, 16, 256, b);
     cr_assert_arr_eq(a, b, sizeof a);
     for (int t = 1; t <= 16; t++) cr_expect_eq(a[t], (int32_t)(unsigned char)(a[t - 1] + 37), "a window of the text");
+    zl_gpt_sample_row(text, 100, 6, 42, 16, 256, b); /* another seed, another window */
+    cr_expect(memcmp(a, b, sizeof a), "seed 6 drew seed 5's row 42");
+    zl_gpt_sample_row(text, 100, 5, 43, 16, 256, b); /* another row, another window */
+    cr_expect(memcmp(a, b, sizeof a), "row 43 drew row 42's window");
     zl_gpt_sample_row(NULL, 0, 5, 43, 16, 256, b);
     for (int t = 0; t <= 16; t++) cr_expect(b[t] >= 0 && b[t] < 256);
 }

@@ -347,7 +347,6 @@ static void check_model(int stage, int N) {
         cr_expect(D > 0 && A > 0 && zl_num(m, "copy_busy_ms") > 0, "%s: every part ran (D %g, A %g)", where, D, A);
         cr_expect(T <= zl_num(m, "copy_busy_ms") + 1e-9, "%s: exposed copies %g > copy busy", where, T);
         cr_expect_eq(P, fmax(D, A + T), "%s: predicted = max(D, A + T)", where);
-        cr_expect(P >= D && P >= A && P >= T, "%s", where);
         cr_expect_eq(S, D + A + T, "%s: serial = D + A + T", where);
         cr_expect_eq(M, zl_num(rk, "ms_per_step"), "%s: measured = ms_per_step", where);
         cr_expect_eq(zl_num(m, "measured_over_predicted"), M / P, "%s", where);
@@ -357,8 +356,6 @@ static void check_model(int stage, int N) {
         cr_expect_eq(F, zl_num(rk, "timeline.forward_ms_per_step"), "%s: forward from the timeline", where);
         cr_expect(F > 0 && F < D, "%s: the forward is part of the device's work (F %g, D %g)", where, F, D);
         cr_expect_eq(Q, D - F + fmax(F, A + T), "%s: pipelined = D - F + max(F, A + T)", where);
-        cr_expect(Q >= P - 1e-9 * P && Q <= S + 1e-9 * S, "%s: predicted %g <= pipelined %g <= serial %g", where, P,
-                  Q, S);
         cr_expect_eq(zl_num(m, "measured_over_pipelined"), M / Q, "%s", where);
         cr_expect_eq(zl_num(m, "host_adam_bytes_per_step"), 28 * shard * 2.0 / 3.0, "%s: 28 B x shard, 2 of 3 "
                      "timed steps applied", where);

@@ -23,6 +23,8 @@ if [ "$maxw" -ge 2 ]; then
     for s in 0 1 2 3; do check -n 2 --stage $s -- --preset gpt-tiny; done
     check -n 2 --stage 3 --step 20 -- --preset gpt-tiny --lr 3e-3
     check -n 2 --stage 2 -- --preset gpt-tiny --batch 2 --accum 2 --data data/persuasion.txt --loss-scale-init 4096
+else
+    echo "gpt-reference: N = 2 cases SKIPPED (max world $maxw): stages 1-3, step 20, --accum 2"
 fi
 check -n 1 --stage 0 -- --preset gpt2-124m --batch 1 $extra
 [ $fail -eq 0 ] && echo "gpt-reference: ALL PASSED" || echo "gpt-reference: FAILURES"
