@@ -99,6 +99,18 @@ static void check_exact_with(int stage, int N, const char *extra) {
         cr_expect_eq(zl_num(rk, "memory.measured.workspace"), expected_workspace(), "workspace: %.0f, counted here %.0f",
                      zl_num(rk, "memory.measured.workspace"), expected_workspace());
         cr_expect_eq(zl_num(rk, "memory.allocations_in_step"), 0, "the step loop allocated");
+        /* the buffers sized by the largest padded unit (here the embedding's or a block's), and the
+         * measured totals against the counts here, not only against the formula (as test_integration) */
+        double max_pad = 0;
+        for (int u = 0; u < L + 2; u++) max_pad = fmax(max_pad, slice(u, N) * N);
+        double bucket = stage >= 2 ? 2 * 2 * max_pad : 0, gather = stage == 3 ? (1 + 1) * 2 * max_pad : 0;
+        cr_expect_eq(zl_num(rk, "memory.measured.grad_bucket"), bucket, "grad_bucket, counted here %.0f", bucket);
+        cr_expect_eq(zl_num(rk, "memory.measured.param_gather"), gather, "param_gather, counted here %.0f", gather);
+        double states = zl_states_for(stage, psi_full, psi_pad, N);
+        cr_expect_float_eq(zl_num(rk, "memory.measured.model_states"), states, 1e-6);
+        double peak = states + bucket + gather + act + scratch + expected_workspace();
+        cr_expect_float_eq(zl_num(rk, "memory.measured.peak_total"), peak, 1e-6, "measured peak %.0f, counted here %.0f",
+                           zl_num(rk, "memory.measured.peak_total"), peak);
         zl_expect_traffic_by_purpose(rk, zl_progs[stage], stage, N, K);
         /* gradients: DDP all-reduces, ZeRO-1 reduce-scatters once per step, ZeRO-2/3 once per micro-batch */
         double sync = (stage == 0 ? 2.0 : stage == 1 ? 1.0 : K) * (N - 1) * 2.0 * psi_pad / N;
