@@ -638,7 +638,9 @@ Test(preflight, verdict_names_needs_and_what_would_fit) {
                           "13.2 GB free", "stage3 needs 12.9 GB", "stage2 at N >= 3"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_expect(strstr(msg, want[i]), "'%s' lacks '%s'", msg, want[i]);
-    /* Host memory: the CPU backend's buffers live there, shared by the node's ranks. */
+    /* Host memory: the CPU backend's buffers live there, shared by the node's ranks: the 13.4 GB
+     * above, the parameter hash's staging (2 B of a unit, 0.27 GB) and the checkpoint's (4 B of
+     * 2^21 elements, 8 MB): 13.7 GB a rank, 27.4 GB for two. */
     cr_assert_eq(zl_preflight_verdict(&p, &fc, 0, 2, 0, (size_t)20e9, msg, sizeof msg), 1);
     cr_expect(strstr(msg, "x 2 rank(s) on this node = 27.4"), "%s", msg);
     cr_expect_eq(zl_preflight_verdict(&p, &fc, 0, 1, 0, (size_t)20e9, msg, sizeof msg), 0, "%s", msg);
