@@ -166,15 +166,18 @@ Test(early, a_diverged_step_leaves_no_hash_and_no_dump) {
 /* ---- exactness: device, host and PCIe bytes from Ψ_pad and N ------------------------- */
 
 /* --steps 4 with step 3 skipped: every step copies the gradient slices down (2Ψ_pad/N),
- * 3 of 4 copy the new parameter slices back. Written out here from Ψ_pad and N, not
- * taken from the program's formula module. */
+ * 3 of 4 copy the new parameter slices back. Written out here from the model's shape and N
+ * (Ψ_pad counted here too), not taken from the program's formula module. */
 static void check_exact(int stage, int N) {
     if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     const char *p = zl_progs[stage];
     cJSON *j = zl_run_json(0, "-n %d {%s} --steps 4 --inject-overflow 3 --offload --check", N, p);
     cJSON *dev = zl_run_json(0, "-n %d {%s} --steps 4 --inject-overflow 3", N, p);
-    double psi_pad = zl_num(j, "params_padded"), shard = psi_pad / N; /* Ψ_pad/N elements */
-    double units = zl_num(j, "units"), full = units * ceil(psi_pad / units / 8) * 8; /* Ψ_full: equal MLP blocks */
+    /* the default (tiny) model: L = 2 blocks of D = 32, each 8D² + 5D parameters, padded to a multiple of N */
+    double units = 2, per_unit = 8 * 32 * 32 + 5 * 32, psi_pad = units * ceil(per_unit / N) * N;
+    cr_expect_eq(zl_num(j, "units"), units, "%s N=%d: units", p, N);
+    cr_expect_eq(zl_num(j, "params_padded"), psi_pad, "%s N=%d: Psi_pad", p, N);
+    double shard = psi_pad / N, full = units * ceil(psi_pad / units / 8) * 8; /* Ψ_pad/N; Ψ_full: equal blocks */
     cr_expect_eq(zl_num(j, "params_full"), full, "%s N=%d: Psi_full", p, N);
     double device_states = stage == 2 ? 2 * full + 2 * shard : 4 * shard; /* full fp16 params, 16-byte lines */
     cr_expect(cJSON_IsTrue(zl_get(j, "check.ok")), "%s N=%d: --check", p, N);
