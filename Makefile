@@ -200,11 +200,11 @@ build/cuda/lib/.cjson:
 # ---- tests ----
 UNIT_SRC := tests/test_kernels.c tests/test_common.c tests/test_gpu_select.c tests/test_numerics.c tests/test_ckpt_format.c \
             tests/test_gpt.c tests/test_host_adam.c
-build/tests/test_unit: $(UNIT_SRC) $(COMMON) $(CPU_SRC) $(HEADERS)
+build/tests/test_unit: $(UNIT_SRC) tests/zl_ref_bf16.h $(COMMON) $(CPU_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion $(LIBS) -o $@
 
-build/asan/test_unit: $(UNIT_SRC) $(COMMON) $(CPU_SRC) $(HEADERS)
+build/asan/test_unit: $(UNIT_SRC) tests/zl_ref_bf16.h $(COMMON) $(CPU_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS_COMMON) -O1 $(SAN) $(UNIT_SRC) $(COMMON) $(CPU_SRC) -lcriterion $(LIBS) -o $@
 
@@ -223,6 +223,7 @@ build/tests/test_zerocalc: tests/test_zerocalc.c tests/zl_test_util.h $(CALC_SRC
 INTEGRATION_TESTS := $(addprefix build/tests/,test_integration test_ckpt test_gpt_integration test_loud test_mixed \
                      test_offload test_report)
 build/tests/test_mixed: kernels/zl_math.h # its independent reference reuses the data and init functions
+build/tests/test_ckpt build/gpu-tests/test_ckpt: tests/zl_ref_bf16.h # the bf16 export against the unit tests' reference
 $(INTEGRATION_TESTS): build/tests/%: tests/%.c tests/zl_test_util.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $< -lcriterion -lcjson -lm -o $@

@@ -18,6 +18,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "zl_ref_bf16.h" /* ref_f2bf: the bf16 reference the unit tests check by hand */
+
 static const char *const TINY = "--layers 2 --dim 31 --quiet"; /* units of 7843: padded differently for N = 2, 3, 4 */
 
 /* The world the zlckpt and refusal tests save at: 3, where a unit's 7843 elements do not split
@@ -441,13 +443,6 @@ Test(atomic, a_save_killed_midway_leaves_the_previous_checkpoint, .timeout = 120
 
 /* ---- zlckpt ----------------------------------------------------------------------- */
 
-/* fp32 -> bf16 by round to nearest, ties to even, written out from the bits (finite values) */
-static unsigned short bf16_of(float x) {
-    uint32_t b;
-    memcpy(&b, &x, 4);
-    return (unsigned short)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
-}
-
 static long size_of(const char *path) {
     struct stat st;
     return stat(path, &st) ? -1 : (long)st.st_size;
@@ -509,7 +504,7 @@ Test(zlckpt, inspect_verify_export) {
     cr_assert(f && fread(pbf, 2, n, f) == n);
     fclose(f);
     for (size_t i = 0; i < n; i++)
-        cr_assert_eq(pbf[i], bf16_of(p32[i]), "element %zu: bf16 0x%04x, master %.9g", i, pbf[i], (double)p32[i]);
+        cr_assert_eq(pbf[i], ref_f2bf(p32[i]), "element %zu: bf16 0x%04x, master %.9g", i, pbf[i], (double)p32[i]);
     free(pbf), free(p32);
     zl_run_plain(&r, "%s/../zlckpt export %s --out %s --dtype fp8", zl_build_dir(), dir, ebf);
     cr_expect_eq(r.exit_code, 2);
