@@ -687,9 +687,8 @@ Test(flags, flag_equals_value_and_default_prefetch) {
 
 /* The ZL_ knobs are input like the flags: a bad value is refused by every rank in one line,
  * exit 2, before the backend starts (args.c); the words and both ends of each range run. */
-static const char *const knobs[] = {"ZL_GEMM_TUNE", "ZL_CUBLASLT_EPILOGUES", "ZL_NCCL_CTA_POLICY", "ZL_NCCL_WINDOWS"};
-static void set_knobs(const char *const values[4]) {
-    for (int k = 0; k < 4; k++) values[k] ? setenv(knobs[k], values[k], 1) : unsetenv(knobs[k]);
+static void set_knobs(const char *const values[4]) { /* zl_knobs' values in order; NULL: unset */
+    for (int k = 0; k < 4; k++) values[k] ? setenv(zl_knobs[k], values[k], 1) : unsetenv(zl_knobs[k]);
 }
 Test(flags, bad_environment_knobs_are_refused_before_anything_is_allocated) {
     static const char *const bad[][2] = {

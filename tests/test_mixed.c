@@ -231,8 +231,8 @@ static double reference_norm(int L, int D, int R, uint64_t seed) {
  * order — ZeRO-1..3 among themselves (the same reduce-scatters), and DDP with them at N <= 2
  * (two terms add alike in either order); at N >= 3 an all-reduce may add in another order than
  * the reduce-scatter (NCCL's ring; MPICH's algorithms on the CPU backend too, at N = 4), and
- * same_sums must then be 0 — a pair that claims it and differs fails. With the same sums and bit-identical
- * models only the norm's own arithmetic can differ: 1e-6 at every step. Else only step 1 —
+ * same_sums must then be 0 — a pair that claims it and differs fails. With the same sums and
+ * bit-identical models only the norm's own arithmetic can differ: 1e-6 at every step. Else only step 1 —
  * the same parameters, gradients that differ in the last bits (1e-4); an equal param_hash
  * then does not mean equal gradients (16-bit parameters can round Adam's differences away). */
 static void expect_same_norms(cJSON *a, cJSON *b, const char *what, int N, int same_sums) {

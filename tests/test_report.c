@@ -194,8 +194,7 @@ static void run_with_knobs(zl_run_result *r, cJSON **j) {
     unlink(json);
 }
 Test(schema, the_knobs_a_run_was_given_are_named) {
-    const char *const names[] = {"ZL_GEMM_TUNE", "ZL_CUBLASLT_EPILOGUES", "ZL_NCCL_CTA_POLICY", "ZL_NCCL_WINDOWS"};
-    for (size_t i = 0; i < N_OF(names); i++) unsetenv(names[i]);
+    for (size_t i = 0; i < N_OF(zl_knobs); i++) unsetenv(zl_knobs[i]);
     setenv("ZL_NCCL_CTA_POLICY", "", 1);
     static zl_run_result r;
     cJSON *j;

@@ -279,9 +279,9 @@ Test(cli, max_layers_is_the_largest_that_fits) {
     cr_expect_eq(zl_num(max_layers_json(0, 1000, ""), "max_layers"), 0, "nothing fits in 1000 bytes");
 }
 
-/* With --offload the host (master, m, v: 12Psi_pad/N, plus 2Psi_pad/N pinned staging and the hash's
- * and checkpoint's staging, per rank, times the node's ranks) can be the bound: a device of 1e12 bytes, a host just big enough for
- * 4 ranks of L = 7 -> L = 7, bound "host". */
+/* With --offload the host (master, m, v: 12Psi_pad/N, plus 2Psi_pad/N pinned staging and the
+ * hash's and checkpoint's staging, per rank, times the node's ranks) can be the bound: a device
+ * of 1e12 bytes, a host just big enough for 4 ranks of L = 7 -> L = 7, bound "host". */
 Test(cli, max_layers_host_bound_with_offload) {
     cJSON *st7 = max_layers_json(3, 1e12, "--offload --host-memory 1e15");
     cr_assert(zl_num(st7, "max_layers") > 8);

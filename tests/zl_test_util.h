@@ -192,6 +192,8 @@ static inline int zl_max_world(void) {
 }
 
 static const char *const zl_progs[4] = {"stage0_ddp", "stage1", "stage2", "stage3"};
+/* README's ZL_ knobs (ZL_GEMM_TABLE aside: a file, with its own tests), written out here */
+static const char *const zl_knobs[4] = {"ZL_GEMM_TUNE", "ZL_CUBLASLT_EPILOGUES", "ZL_NCCL_CTA_POLICY", "ZL_NCCL_WINDOWS"};
 
 /* Lines on stderr that come from the program ("stageK: ..."), not from the launcher. */
 static inline int zl_program_lines(const char *err, const char *prog) {
