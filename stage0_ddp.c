@@ -53,9 +53,10 @@ typedef struct {
     zl_ckpt_progress start; /* where this run starts: step 0, or the checkpoint's (--resume) */
 
     zl_stream compute, comm, optim;
-    zl_event *grads_ready; /* one per unit: its gradients are final */
-    zl_event *updated;     /* one per unit: Adam has written its new fp16 params */
-    zl_event loss_ready, comm_done;
+    zl_event *grads_ready;  /* one per unit: its gradients are final */
+    zl_event *grads_synced; /* one per unit: its all-reduce is done */
+    zl_event *updated;      /* one per unit: Adam has written its new fp16 params */
+    zl_event loss_ready;
     int update_pending; /* the last step's verdict was "apply": its update runs at the next step's start */
 } Trainer;
 
@@ -119,17 +120,17 @@ static void backward_and_allreduce(Trainer *t, int micro) {
         zl_stream_wait_event(t->comm, t->grads_ready[u]);
         /* The whole padded unit: padding is zero on every rank, so the sum keeps it zero. */
         zl_allreduce(unit(t, t->grads, u), t->part.n_pad[u], t->half, ZL_P_GRAD_SYNC, u, t->comm);
+        zl_event_record(t->grads_synced[u], t->comm);
     }
-    if (last) zl_event_record(t->comm_done, t->comm);
 }
 
 /* Every rank runs the same Adam over the same summed gradient: 1/(loss_scale·N) turns the sum
  * of N scaled per-rank gradients into the unscaled mean, times the clip factor. Unit by unit on the
  * optimizer stream (Adam reads and writes memory, the GEMMs beside it mostly compute). */
 static void optimizer_step(Trainer *t) {
-    zl_stream_wait_event(t->optim, t->comm_done);
     for (int u = 0; u < t->n_units; u++) {
         size_t off = t->part.off_pad[u];
+        zl_stream_wait_event(t->optim, t->grads_synced[u]);
         zl_numerics_adam(&t->num, u, t->master + off, t->adam_m + off, t->adam_v + off, unit(t, t->params, u),
                          unit(t, t->grads, u), t->part.n_pad[u], t->optim);
         zl_event_record(t->updated[u], t->optim);
@@ -231,9 +232,9 @@ int main(int argc, char **argv) {
 
     t.compute = zl_stream_create(), t.comm = zl_stream_create(), t.optim = zl_stream_create();
     t.grads_ready = zl_events_create(t.n_units);
+    t.grads_synced = zl_events_create(t.n_units);
     t.updated = zl_events_create(t.n_units);
     t.loss_ready = zl_event_create();
-    t.comm_done = zl_event_create();
     int grad_syncs = t.n_units, control_syncs = c->accum; /* the loss of each micro-batch */
     zl_comm_init(t.rt.world, grad_syncs + control_syncs); /* collectives per step */
 
@@ -278,7 +279,6 @@ int main(int argc, char **argv) {
     zl_numerics_free(&t.num);
     zl_model_free(t.model);
     zl_event_destroy(t.loss_ready);
-    zl_event_destroy(t.comm_done);
     zl_stream_destroy(t.compute), zl_stream_destroy(t.comm), zl_stream_destroy(t.optim);
     zl_ckpt_free(t.ckpt);
     zl_partition_free(&t.part);
