@@ -85,8 +85,10 @@ static void allocate(Trainer *t) {
  * moments and gradient padding start at zero. */
 static void initialise(Trainer *t) {
     zl_memset_async(t->params, 0, 2 * t->part.full_len, t->compute); /* the gaps between units */
-    for (int u = 0; u < t->n_units; u++)
+    for (int u = 0; u < t->n_units; u++) {
         zl_model_init_range(t->model, u, 0, t->part.n_pad[u], t->rt.cfg.seed, unit(t, t->params, u), t->compute);
+        zl_event_record(t->updated[u], t->optim); /* nothing to wait for at step 1 */
+    }
     zl_half_to_float_array(t->master, t->params, t->part.full_len, t->compute);
     zl_memset_async(t->adam_m, 0, 4 * t->part.full_len, t->compute);
     zl_memset_async(t->adam_v, 0, 4 * t->part.full_len, t->compute);
