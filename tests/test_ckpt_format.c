@@ -1,6 +1,7 @@
 /* test_ckpt_format.c — the checkpoint format in-process (no MPI job, no device): rank files
  * and their manifest written here by an independent writer that follows the documented layout
- * (ckpt.h, docs/ARCHITECTURE.md), the resharding range reader against element values known in advance, and the loader fuzz:
+ * (ckpt.h, docs/ARCHITECTURE.md), the resharding range reader against element values known in
+ * advance, and the loader fuzz:
  * thousands of mutated checkpoints (flipped bytes, truncations, missing files, garbage,
  * and re-sealed manifests with fields replaced by junk) must each be refused with one line
  * naming a file, or — re-sealed and still meaningful — accepted; never a crash or a
