@@ -1,7 +1,7 @@
 #!/bin/bash
 # session 48 call 2 (4 x H200): the copy-engine knob (ZL_NCCL_WINDOWS=1 ZL_NCCL_CTA_POLICY=2) at N = 4
 # beside the PyTorch peer, second half of ABBA (B then A): (A) bench-gpu.sh lab-1b with the knob, NS="2 4", 20 steps;
-# (B) the default, NS=4; then the fill model's ZeRO-3 at N = 4, default then knob, 10 steps, --check.
+# (B) the default, NS=4; then the fill model's ZeRO-3 at N = 4, knob then default, 10 steps, --check.
 source lease/setup.sh > /tmp/build.txt 2>&1 || { cat /tmp/build.txt; exit 1; }
 R=/tmp/q2; mkdir -p $R; S=$R/summary.txt; cat /tmp/build.txt > $S; T0=$SECONDS
 nvidia-smi --query-gpu=name,power.limit,clocks.max.sm,memory.total,driver_version --format=csv >> $S
