@@ -62,7 +62,7 @@ static float value_of(int cat, int u, size_t i) { return (float)(cat * 1000000 +
 static void write_manifest(const char *dir, const zl_ckpt_manifest *m, int n_cats) {
     static const char *const cats[] = {"master_fp32", "adam_m", "adam_v", "params"};
     char hex[17], name[32], path[512];
-    cJSON *j = cJSON_CreateObject(), *units, *sizes[3], *list = cJSON_CreateArray(), *files = cJSON_CreateArray();
+    cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "format", "zerolab-checkpoint");
     cJSON_AddNumberToObject(j, "version", 1);
     cJSON *model = cJSON_AddObjectToObject(j, "model");
@@ -77,15 +77,15 @@ static void write_manifest(const char *dir, const zl_ckpt_manifest *m, int n_cat
     cJSON_AddStringToObject(j, "seed", name);
     cJSON_AddNumberToObject(j, "params", (double)m->part.psi);
     cJSON_AddNumberToObject(j, "params_padded", (double)m->part.psi_pad);
-    units = cJSON_AddObjectToObject(j, "units");
+    cJSON *units = cJSON_AddObjectToObject(j, "units");
     const size_t *v[3] = {m->part.n, m->part.n_pad, m->part.slice_len};
     const char *keys[3] = {"n", "n_pad", "slice_len"};
     for (int k = 0; k < 3; k++) {
-        sizes[k] = cJSON_AddArrayToObject(units, keys[k]);
-        for (int u = 0; u < m->part.n_units; u++) cJSON_AddItemToArray(sizes[k], cJSON_CreateNumber((double)v[k][u]));
+        cJSON *sizes = cJSON_AddArrayToObject(units, keys[k]);
+        for (int u = 0; u < m->part.n_units; u++) cJSON_AddItemToArray(sizes, cJSON_CreateNumber((double)v[k][u]));
     }
+    cJSON *list = cJSON_AddArrayToObject(j, "categories");
     for (int c = 0; c < n_cats; c++) cJSON_AddItemToArray(list, cJSON_CreateString(cats[c]));
-    cJSON_AddItemToObject(j, "categories", list);
     cJSON_AddNumberToObject(j, "step", m->at.step);
     cJSON_AddNumberToObject(j, "adam_step", m->at.adam_step);
     cJSON_AddNumberToObject(j, "data_rows", (double)m->at.data_rows);
@@ -96,6 +96,7 @@ static void write_manifest(const char *dir, const zl_ckpt_manifest *m, int n_cat
     cJSON_AddNumberToObject(sc, "clean_steps", m->at.scaler.clean_steps);
     cJSON_AddNumberToObject(sc, "skipped", (double)m->at.scaler.skipped);
     cJSON_AddNumberToObject(j, "file_bytes", (double)m->file_bytes);
+    cJSON *files = cJSON_AddArrayToObject(j, "files");
     for (int r = 0; r < m->world; r++) {
         cJSON *f = cJSON_CreateObject();
         snprintf(name, sizeof name, "rank-%05d.bin", r);
@@ -104,7 +105,6 @@ static void write_manifest(const char *dir, const zl_ckpt_manifest *m, int n_cat
         cJSON_AddStringToObject(f, "xxh3_64", hex);
         cJSON_AddItemToArray(files, f);
     }
-    cJSON_AddItemToObject(j, "files", files);
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     seal(path, j, cJSON_PrintUnformatted);
     cJSON_Delete(j);
