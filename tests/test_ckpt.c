@@ -278,25 +278,33 @@ Test(resume, a_gpt_resumes_on_its_own_data_only) {
 
 /* ---- reshard ------------------------------------------------------------------------ */
 
-/* A ZeRO-3 checkpoint written at N = 3 (B = 2 rows per rank) continued by ZeRO-1 at N = 2
- * (B = 3: the same 6 rows a step) against ZeRO-1 at N = 2 from the start: the same data,
- * the same updates; only the order of the per-step sums differs in the first 3 steps. */
-Test(reshard, stage3_N3_continued_as_stage1_N2) {
-    if (zl_max_world() < 3) cr_skip_test("ZL_MAX_WORLD < 3");
+/* A checkpoint saved by `from` after `saved` steps at from_n ranks (from_b rows each), continued
+ * by `to` at to_n ranks (to_b rows each, the same rows a step) to `steps` in all, against `to`
+ * run from the start: the same data and the same updates, so the parameters agree to 1e-3; only
+ * the order of the per-step sums before the save differs. Says whether they agree bitwise. */
+static void check_continued_at_another_n(const char *from, int from_n, int from_b, const char *to, int to_n,
+                                         int to_b, int saved, int steps) {
     char dir[256], a[17], b[17], unused[17], dump_a[128], dump_b[128];
     tmp_path(dir, sizeof dir, "reshard");
     rm_rf(dir);
     snprintf(dump_a, sizeof dump_a, "/tmp/zl_ck_dump_a_%d", getpid());
     snprintf(dump_b, sizeof dump_b, "/tmp/zl_ck_dump_b_%d", getpid());
-    run_ok(a, "-n 2 {stage1} %s --batch 3 --steps 6 --dump-params %s", TINY, dump_a);
-    run_ok(unused, "-n 3 {stage3} %s --batch 2 --steps 3 --save %s", TINY, dir);
-    run_ok(b, "-n 2 {stage1} %s --batch 3 --steps 3 --resume %s --dump-params %s", TINY, dir, dump_b);
+    run_ok(a, "-n %d {%s} %s --batch %d --steps %d --dump-params %s", to_n, to, TINY, to_b, steps, dump_a);
+    run_ok(unused, "-n %d {%s} %s --batch %d --steps %d --save %s", from_n, from, TINY, from_b, saved, dir);
+    run_ok(b, "-n %d {%s} %s --batch %d --steps %d --resume %s --dump-params %s", to_n, to, TINY, to_b, steps - saved,
+           dir, dump_b);
     double rel = zl_param_relative_diff(dump_b, dump_a, NULL);
-    cr_expect(rel <= 1e-3, "|p - p_N2| / |p_N2| = %.3g", rel);
-    printf("reshard stage3 N=3 -> stage1 N=2: relative difference %.3g (%s)\n", rel,
+    cr_expect(rel <= 1e-3, "|p - p_N%d| / |p_N%d| = %.3g", to_n, to_n, rel);
+    printf("reshard %s N=%d -> %s N=%d: relative difference %.3g (%s)\n", from, from_n, to, to_n, rel,
            strcmp(a, b) ? "not bitwise: other sum order" : "bitwise");
     unlink(dump_a), unlink(dump_b);
     rm_rf(dir);
+}
+
+/* ZeRO-3 at N = 3 (B = 2) continued by ZeRO-1 at N = 2 (B = 3): another stage and another N. */
+Test(reshard, stage3_N3_continued_as_stage1_N2) {
+    if (zl_max_world() < 3) cr_skip_test("ZL_MAX_WORLD < 3");
+    check_continued_at_another_n("stage3", 3, 2, "stage1", 2, 3, 3, 6);
 }
 
 /* Another stage at the same N and B: the sums are the same, so the result is bitwise. */
@@ -343,18 +351,7 @@ Test(reshard, the_resumed_line_counts_the_params_read) { expect_resume_bytes("st
 /* N = 4 -> N = 2 with the global batch kept (the lab in docs/labs.md). */
 Test(reshard, stage3_N4_continued_as_stage3_N2) {
     if (zl_max_world() < 4) cr_skip_test("ZL_MAX_WORLD < 4");
-    char dir[256], a[17], b[17], unused[17], dump_a[128], dump_b[128];
-    tmp_path(dir, sizeof dir, "reshard4");
-    rm_rf(dir);
-    snprintf(dump_a, sizeof dump_a, "/tmp/zl_ck_dump4a_%d", getpid());
-    snprintf(dump_b, sizeof dump_b, "/tmp/zl_ck_dump4b_%d", getpid());
-    run_ok(a, "-n 2 {stage3} %s --batch 4 --steps 4 --dump-params %s", TINY, dump_a);
-    run_ok(unused, "-n 4 {stage3} %s --batch 2 --steps 2 --save %s", TINY, dir);
-    run_ok(b, "-n 2 {stage3} %s --batch 4 --steps 2 --resume %s --dump-params %s", TINY, dir, dump_b);
-    double rel = zl_param_relative_diff(dump_b, dump_a, NULL);
-    cr_expect(rel <= 1e-3, "|p - p_N2| / |p_N2| = %.3g", rel);
-    unlink(dump_a), unlink(dump_b);
-    rm_rf(dir);
+    check_continued_at_another_n("stage3", 4, 2, "stage3", 2, 4, 2, 4);
 }
 
 /* ---- killed in the middle of a save ------------------------------------------------ */
