@@ -119,29 +119,38 @@ ZL_HD uint64_t zl_hash2(uint64_t seed, uint64_t counter) {
 #define ZL_STREAM_DATA 0x6461746164617461ull  /* "datadata" */
 #define ZL_STREAM_PARAM 0x706172616d706172ull /* "paramspar" */
 
+/* The data stream's key: the half of zl_hash2 that depends on the seed alone, so that a
+ * kernel drawing many samples of one seed mixes it once (zl_sample_int_keyed). */
+ZL_HD uint64_t zl_data_key(uint64_t seed) { return zl_mix64(seed ^ ZL_STREAM_DATA); }
+
 /* Centered Irwin–Hall sum of four 16-bit uniforms: an integer in [-131070, 131070],
- * roughly normal with standard deviation 2^16/sqrt(3). */
-ZL_HD int32_t zl_sample_int(uint64_t seed, uint64_t row, uint64_t col, uint64_t dim) {
-    uint64_t h = zl_hash2(seed ^ ZL_STREAM_DATA, row * dim + col);
+ * roughly normal with standard deviation 2^16/sqrt(3). `index` is row * dim + col. */
+ZL_HD int32_t zl_sample_int_keyed(uint64_t key, uint64_t index) {
+    uint64_t h = zl_mix64(key ^ index);
     int32_t s = (int32_t)(h & 0xffff) + (int32_t)((h >> 16) & 0xffff) + (int32_t)((h >> 32) & 0xffff) +
                 (int32_t)(h >> 48);
     return s - 131070;
 }
+ZL_HD int32_t zl_sample_int(uint64_t seed, uint64_t row, uint64_t col, uint64_t dim) {
+    return zl_sample_int_keyed(zl_data_key(seed), row * dim + col);
+}
 
 /* Input x[row][col] = c * 2^-16 (exact in float), then rounded to the storage format. */
+ZL_HD zl_half zl_x_of_sample(int32_t c, int bf16) { return zl_round_storage((float)c * 1.52587890625e-05f, bf16); }
 ZL_HD zl_half zl_sample_x(uint64_t seed, uint64_t row, uint64_t col, uint64_t dim, int bf16) {
-    return zl_round_storage((float)zl_sample_int(seed, row, col, dim) * 1.52587890625e-05f, bf16);
+    return zl_x_of_sample(zl_sample_int(seed, row, col, dim), bf16);
 }
 
 /* The fixed teacher: t_j = x_j + 0.5*relu(x_{j+1}) - 0.25*x_{j+2} (indices mod dim),
  * evaluated on the exact integers (numerator < 2^21, so the float is exact), then
  * rounded to the storage format. The residual t - x is a small nonlinear map an MLP block can learn. */
-ZL_HD zl_half zl_sample_target(uint64_t seed, uint64_t row, uint64_t col, uint64_t dim, int bf16) {
-    int32_t c0 = zl_sample_int(seed, row, col, dim);
-    int32_t c1 = zl_sample_int(seed, row, (col + 1) % dim, dim);
-    int32_t c2 = zl_sample_int(seed, row, (col + 2) % dim, dim);
+ZL_HD zl_half zl_target_of_samples(int32_t c0, int32_t c1, int32_t c2, int bf16) {
     int32_t num = 4 * c0 + 2 * (c1 > 0 ? c1 : 0) - c2; /* in units of 2^-18 */
     return zl_round_storage((float)num * 3.814697265625e-06f, bf16);
+}
+ZL_HD zl_half zl_sample_target(uint64_t seed, uint64_t row, uint64_t col, uint64_t dim, int bf16) {
+    return zl_target_of_samples(zl_sample_int(seed, row, col, dim), zl_sample_int(seed, row, (col + 1) % dim, dim),
+                                zl_sample_int(seed, row, (col + 2) % dim, dim), bf16);
 }
 
 /* Parameter init: uniform integer in [-2^15, 2^15) times 2^-(15+scale_log2), rounded to
