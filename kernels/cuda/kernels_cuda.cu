@@ -122,8 +122,9 @@ __global__ void data_generate_kernel(zl_half *x, zl_half *target, uint64_t seed,
 /* The same values, 8 columns of a row a thread: the 10 samples they need (8 + the target's 2
  * neighbours, wrapping at the row's end) drawn once each instead of 4 per column, the seed
  * mixed once per launch, one 32-bit division a thread, two 16-byte stores. Needs dim % 8 == 0,
- * 16-byte aligned rows and fewer than 2^32 groups (zl_data_generate checks). On lab-1b's 8192
- * rows × 4096 it is the step's only non-GEMM pass before the first forward. */
+ * 16-byte aligned rows and fewer than 2^32 groups (zl_data_generate checks). It opens every
+ * step's compute lane, before the first forward: 0.6 ms of lab-1b's step with one column a
+ * thread, 0.3–0.5 with eight (docs/performance.md, "the synthetic batch"). */
 template <int BF>
 __global__ void data_generate8_kernel(zl_half *x, zl_half *target, uint64_t key, uint64_t row0, unsigned groups,
                                       unsigned groups_per_row, unsigned dim) {
