@@ -122,7 +122,7 @@ __global__ void data_generate_kernel(zl_half *x, zl_half *target, uint64_t seed,
 /* The same values, 8 columns of a row a thread: the 10 samples they need (8 + the target's 2
  * neighbours, wrapping at the row's end) drawn once each instead of 4 per column, the seed
  * mixed once per launch, one 32-bit division a thread, two 16-byte stores. Needs dim % 8 == 0,
- * 16-byte aligned rows and fewer than 2^32 groups (zl_data_generate checks). It opens every
+ * 16-byte aligned rows and fewer than 2^31 groups (zl_data_generate checks). It opens every
  * step's compute lane, before the first forward: 0.6 ms of lab-1b's step with one column a
  * thread, 0.3–0.5 with eight (docs/performance.md, "the synthetic batch"). */
 template <int BF>
@@ -154,7 +154,8 @@ void zl_data_generate(zl_half *x, zl_half *target, uint64_t seed, uint64_t row0,
                       zl_stream s) {
     size_t n = (size_t)rows * (size_t)dim;
     if (n == 0) return;
-    if (dim % 8 == 0 && n / 8 < UINT32_MAX && ((uintptr_t)x | (uintptr_t)target) % 16 == 0) {
+    /* groups below 2^31, so that the grid-stride step (< 2^24 threads) cannot wrap a 32-bit g */
+    if (dim % 8 == 0 && n / 8 <= INT32_MAX && ((uintptr_t)x | (uintptr_t)target) % 16 == 0) {
         unsigned groups = (unsigned)(n / 8);
         LAUNCH16(data_generate8_kernel, zl_cu_grid_for(groups, 256), 256, as_stream(s), x, target, zl_data_key(seed),
                  row0, groups, (unsigned)dim / 8, (unsigned)dim);
