@@ -123,8 +123,8 @@ __global__ void data_generate_kernel(zl_half *x, zl_half *target, uint64_t seed,
  * neighbours, wrapping at the row's end) drawn once each instead of 4 per column, the seed
  * mixed once per launch, one 32-bit division a thread, two 16-byte stores. Needs dim % 8 == 0,
  * 16-byte aligned rows and fewer than 2^31 groups (zl_data_generate checks). It opens every
- * step's compute lane, before the first forward: 0.6 ms of lab-1b's step with one column a
- * thread, 0.3–0.5 with eight (docs/performance.md, "the synthetic batch"). */
+ * step's compute lane, before the first forward: on lab-1b at N = 4 (ZeRO-1) 0.55–0.82 ms of the
+ * step with one column a thread, 0.28–0.50 with eight (docs/performance.md, "the synthetic batch"). */
 template <int BF>
 __global__ void data_generate8_kernel(zl_half *x, zl_half *target, uint64_t key, uint64_t row0, unsigned groups,
                                       unsigned groups_per_row, unsigned dim) {
