@@ -10,7 +10,9 @@
  * the slice (master/m/v) and writes the new fp16 values into the slice's place in the
  * full param buffer; then each unit is all-gathered, in place, so every rank again holds
  * all fp16 params for the next forward. Both run at the start of the next step, unit by
- * unit beside its forward, each unit's forward waiting only for its own gather.
+ * unit beside its forward, each unit's forward waiting only for its own gather — no GEMM waits
+ * on a gather while it runs, so on CUDA the gathers take the copy engines, not the SMs, where
+ * NCCL can (common/runtime.c).
  *
  * Traffic per step and rank: reduce-scatter (N-1)/N·2Ψ_pad + all-gather (N-1)/N·2Ψ_pad =
  * 2(N-1)/N·2Ψ_pad, the same as DDP's all-reduce (which *is* a reduce-scatter followed by

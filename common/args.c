@@ -472,13 +472,14 @@ typedef struct {
     const char *word;  /* or this word (NULL: none) */
     const char *means; /* for the error line */
     long unset;        /* what the backend takes when it is not set (the ranks compare meanings); −1:
-                        * another's default (NCCL's CTA policy, which its own variable may set) */
+                        * a default chosen elsewhere (NCCL's CTA policy, which its own variable may
+                        * set; the windows and the policy the backend picks for a stage, backend.h) */
 } env_knob;
 static const env_knob env_knobs[] = {
     {"ZL_GEMM_TUNE", 0, 1, "log", "0 (heuristic), 1 (the same-bits choice) or log", 1},
     {"ZL_CUBLASLT_EPILOGUES", 0, 31, NULL, "a mask of the five epilogue bits (kernels/cuda/cuda_common.cuh)", 27},
     {"ZL_NCCL_CTA_POLICY", 0, 2, NULL, "0 default, 1 efficiency, 2 zero-CTA", -1},
-    {"ZL_NCCL_WINDOWS", 0, 1, NULL, "1: the all-gathers' buffers as NCCL windows", 0},
+    {"ZL_NCCL_WINDOWS", 0, 1, NULL, "1: the all-gathers' buffers as NCCL windows, 0: not", -1},
 };
 
 /* ZL_GEMM_TABLE=PATH: a table of GEMM algorithms (gemm_table.h). A file that does not load is

@@ -562,11 +562,19 @@ static void print_gemm_table(const rank_summary *all, int N) {
                all[lo].gemm_taken, lo, all[hi].gemm_taken, hi);
 }
 
+/* run.allgather_engine (backend.h) in words, for the run line. */
+static const char *allgather_engine_words(const char *engine) {
+    if (!strcmp(engine, "copy_engines")) return "copy engines (NCCL zero-CTA policy, symmetric windows)";
+    if (!strcmp(engine, "sm_kernels")) return "NCCL kernels on the SMs";
+    return !strcmp(engine, "mpi") ? "MPI" : engine;
+}
+
 static void print_who(const zl_report *r, const rank_identity *ids, const char *mpi_lib) {
     int N = r->rt->world;
     char line[160];
-    printf("\nrun: commit %s | %s%s%s", ZL_GIT_COMMIT, first_line(mpi_lib, line, sizeof line),
-           zl_backend_nccl_version() ? " | " : "", zl_backend_nccl_version() ? zl_backend_nccl_version() : "");
+    printf("\nrun: commit %s | %s%s%s | all-gathers: %s", ZL_GIT_COMMIT, first_line(mpi_lib, line, sizeof line),
+           zl_backend_nccl_version() ? " | " : "", zl_backend_nccl_version() ? zl_backend_nccl_version() : "",
+           allgather_engine_words(zl_backend_allgather_engine()));
     const char *name, *value, *sep = " | knobs:"; /* the ZL_ knobs set (the same on every rank: zl_args_hash) */
     for (size_t i = 0; (name = zl_args_knob_set(i, &value)); i++)
         if (value) printf("%s %s=%s", sep, name, value), sep = "";
@@ -895,6 +903,7 @@ static cJSON *json_run(const zl_report *r, const char *mpi_lib) {
     cJSON_AddStringToObject(run, "git_commit", ZL_GIT_COMMIT);
     cJSON_AddStringToObject(run, "mpi_library", mpi_lib);
     cJSON_AddItemToObject(run, "nccl_version", string_or_null(zl_backend_nccl_version()));
+    cJSON_AddStringToObject(run, "allgather_engine", zl_backend_allgather_engine());
     char *line = command_line(r->rt->argc, r->rt->argv);
     cJSON_AddStringToObject(run, "command_line", line);
     free(line);

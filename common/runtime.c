@@ -171,7 +171,13 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
     refuse_a_shared_device(rt, local);
     if (rt->cfg.offload) share_cpus(rt, local); /* every rank agreed on the flags: all or none exchange */
     mpiCheck(MPI_Comm_free(&local));
-    zl_backend_init(rt->rank, rt->world, rt->local_rank, rt->local_size, rt->prog);
+    /* ZeRO-1/2 gather each unit's new fp16 parameters at the start of the next step, beside the
+     * forward of earlier units (stage1.c): no GEMM waits for a gather while it runs, so the SMs it
+     * would take are worth more to the GEMMs than its speed — on CUDA it runs on the copy engines
+     * where it can (backend.h). ZeRO-3's gathers are on the critical path, each just before its
+     * unit's use (measured: slower on the copy engines at N = 4); DDP gathers nothing. */
+    int gathers_off_path = stage == 1 || stage == 2;
+    zl_backend_init(rt->rank, rt->world, rt->local_rank, rt->local_size, rt->prog, gathers_off_path);
     zl_mem_init_collective(zl_dev_alloc_collective, zl_dev_free_collective); /* backend.h: the all-gathers' buffers */
     if (zl_kernels_set_dtype(rt->cfg.dtype)) zl_fatal("--dtype %s: not a 16-bit storage format", zl_dtype_name(rt->cfg.dtype));
     zl_trace_setup(rt->cfg.steps, rt->cfg.trace_path[0] != '\0', rt->world); /* creates an event: after the backend */

@@ -53,7 +53,15 @@ static inline int zl_env_int(const char *name, long lo, long hi, long *value) {
  * (kernels/gpu_select.h) and, on CUDA, bootstraps NCCL over MPI_COMM_WORLD. prog (e.g.
  * "stage2", or NULL) names the CPU build to suggest when no GPU is visible: then every
  * rank exits 1 after one line from the lowest such rank. */
-void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog);
+void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog, int gathers_off_path);
+/* gathers_off_path: the caller's all-gathers run well ahead of the work that reads their
+ * output (ZeRO-1/2's parameter gathers, common/runtime.c), so the SMs a gather would take are
+ * worth more to the GEMMs beside it than the gather's speed. On CUDA with NCCL >= 2.28, N > 1
+ * and every rank on one host, the all-gathers' buffers are then NCCL symmetric windows under
+ * NCCL's zero-CTA policy — the all-gathers run on the copy engines — unless ZL_NCCL_WINDOWS or
+ * ZL_NCCL_CTA_POLICY says otherwise. Where the all-gathers run, for the report: "copy_engines",
+ * "sm_kernels" (NCCL's kernels), or "mpi" (the CPU backend). */
+const char *zl_backend_allgather_engine(void);
 /* Before zl_backend_init: the device this rank will take, as a key naming it on its node (CUDA:
  * its PCI bus id), in key[n]; "" where none can be chosen (zl_backend_init then says why). Two
  * equal keys on a node are two ranks on one GPU, which NCCL refuses (common/runtime.c refuses it

@@ -772,7 +772,8 @@ Test(flags, an_unknown_zl_variable_is_named_once) {
 
 /* Ranks whose knobs differ would issue different collectives (ZL_NCCL_WINDOWS registers
  * buffers collectively): refused like different flags. Unset and set to the default are the
- * same, but for the CTA policy, whose default is NCCL's (NCCL_CTA_POLICY may move it). */
+ * same, but for the CTA policy, whose default is NCCL's (NCCL_CTA_POLICY may move it), and the
+ * windows, whose default is the stage's (on for ZeRO-1/2 where NCCL can: backend.h). */
 Test(flags, ranks_with_different_knobs_are_refused) {
     /* the second rank of each launch takes the knobs from this environment: none, whatever the
      * suite was run under (test-gpu.sh can export a knob to every run) */
@@ -780,10 +781,11 @@ Test(flags, ranks_with_different_knobs_are_refused) {
     expect_refused("-n 1 env ZL_NCCL_WINDOWS=1 {stage0_ddp} : -n 1 {stage0_ddp}", "every rank must get the same flags and ZL_ knobs");
     /* what the ranks compare is what a knob means: one rank setting a default runs */
     zl_run_result r;
-    zl_run(&r, "-n 1 env ZL_NCCL_WINDOWS=0 ZL_GEMM_TUNE=1 ZL_CUBLASLT_EPILOGUES=27 {stage0_ddp} --steps 2 --quiet : "
+    zl_run(&r, "-n 1 env ZL_GEMM_TUNE=1 ZL_CUBLASLT_EPILOGUES=27 {stage0_ddp} --steps 2 --quiet : "
                "-n 1 {stage0_ddp} --steps 2 --quiet");
     cr_expect_eq(r.exit_code, 0, "a default set on one rank only: exit %d: %s", r.exit_code, r.err);
     expect_refused("-n 1 env ZL_NCCL_CTA_POLICY=0 {stage0_ddp} : -n 1 {stage0_ddp}", "every rank must get the same");
+    expect_refused("-n 1 env ZL_NCCL_WINDOWS=0 {stage1} : -n 1 {stage1}", "every rank must get the same");
 }
 
 Test(flags, help_on_one_rank_of_an_mpmd_launch_does_not_hang) {

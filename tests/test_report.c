@@ -20,8 +20,8 @@ static const char *const top_keys[] = {
     "param_hash", "check", "ranks"};
 static const char *const config_keys[] = {"preset", "model", "layers", "dim", "batch", "seed", "loss_scale", "lr",
                                           "beta1", "beta2", "eps", "weight_decay", "prefetch"};
-static const char *const run_keys[] = {"git_commit", "mpi_library", "nccl_version", "command_line", "argv", "trace",
-                                       "knobs", "gemm_table"};
+static const char *const run_keys[] = {"git_commit", "mpi_library", "nccl_version", "allgather_engine", "command_line",
+                                       "argv", "trace", "knobs", "gemm_table"};
 static const char *const check_keys[] = {"ok", "enforced", "compared", "mismatches"};
 static const char *const rank_keys[] = {"rank", "hostname", "device", "pci_bus_id", "memory", "comm",
                                         "ms_per_step", "step_ms", "timeline", "clocks"};
@@ -215,6 +215,71 @@ Test(schema, the_knobs_a_run_was_given_are_named) {
     cr_expect(strstr(r.out, " | knobs: ZL_CUBLASLT_EPILOGUES=27 ZL_NCCL_WINDOWS=0\n"), "the run line: %s", r.out);
     cJSON_Delete(j);
 }
+
+/* run.allgather_engine says where the all-gathers ran, and NCCL's own log must agree: NCCL 2.28
+ * prints "Init CE" once a rank when it sets up its copy-engine collectives, inside the first one.
+ * By default ZeRO-1/2 (gathers off the critical path) run them on the copy engines where NCCL >=
+ * 2.28 and every rank is on one host, ZeRO-3 and DDP on NCCL's kernels, ZL_NCCL_WINDOWS=0 turns it
+ * off; and the set-up is paid at start-up, in an int8 (datatype 0) all-gather, not in the first
+ * step's fp16 one (backend_cuda.c). On the CPU backend: "mpi", whatever the knobs. */
+static int nccl_at_least_2_28(cJSON *j) {
+    int major = 0, minor = 0;
+    return sscanf(zl_get(j, "run.nccl_version")->valuestring, "NCCL %d.%d", &major, &minor) == 2 &&
+           (major > 2 || (major == 2 && minor >= 28));
+}
+/* Rank files NCCL_DEBUG_FILE wrote in dir: how many "Init CE" lines, and whether each follows an
+ * int8 all-gather (the last "AllGather:" line before it says "datatype 0 "). */
+static int count_copy_engine_set_ups(const char *dir, int *after_int8) {
+    char cmd[512], line[4096], last_gather[4096] = "";
+    snprintf(cmd, sizeof cmd, "cat %s/*.log 2>/dev/null", dir);
+    FILE *f = popen(cmd, "r");
+    cr_assert(f, "popen(%s)", cmd);
+    int n = 0;
+    *after_int8 = 1;
+    while (fgets(line, sizeof line, f)) {
+        if (strstr(line, "AllGather:")) snprintf(last_gather, sizeof last_gather, "%s", line);
+        if (!strstr(line, "Init CE")) continue;
+        n++;
+        if (!strstr(last_gather, "datatype 0 ")) *after_int8 = 0;
+    }
+    pclose(f);
+    return n;
+}
+static void check_allgather_engine(int stage, const char *windows, int want_copy_engines) {
+    char dir[] = "/tmp/zl_nccl_log_XXXXXX", file[64], json[128];
+    cr_assert(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/r.%%p.log", dir);
+    snprintf(json, sizeof json, "%s/out.json", dir);
+    for (size_t i = 0; i < N_OF(zl_knobs); i++) unsetenv(zl_knobs[i]);
+    if (windows) setenv("ZL_NCCL_WINDOWS", windows, 1);
+    setenv("NCCL_DEBUG", "INFO", 1), setenv("NCCL_DEBUG_SUBSYS", "ALL", 1), setenv("NCCL_DEBUG_FILE", file, 1);
+    zl_run_result r;
+    zl_run(&r, "-n 2 {%s} --steps 3 --json %s", progs[stage], json);
+    unsetenv("NCCL_DEBUG"), unsetenv("NCCL_DEBUG_SUBSYS"), unsetenv("NCCL_DEBUG_FILE"), unsetenv("ZL_NCCL_WINDOWS");
+    cr_assert_eq(r.exit_code, 0, "%s failed (exit %d): %s", progs[stage], r.exit_code, r.err);
+    cJSON *j = zl_load_json(json);
+    const char *engine = zl_get(j, "run.allgather_engine")->valuestring;
+    int after_int8, set_ups = count_copy_engine_set_ups(dir, &after_int8);
+    if (!zl_build_is_cuda()) {
+        cr_expect_str_eq(engine, "mpi");
+        cr_expect(strstr(r.out, " | all-gathers: MPI"), "the run line: %s", r.out);
+    } else {
+        want_copy_engines = want_copy_engines && nccl_at_least_2_28(j);
+        cr_expect_str_eq(engine, want_copy_engines ? "copy_engines" : "sm_kernels", "%s, ZL_NCCL_WINDOWS=%s",
+                         progs[stage], windows ? windows : "(unset)");
+        cr_expect_eq(set_ups, want_copy_engines ? 2 : 0, "%s: NCCL set up its copy-engine collectives %d times "
+                     "over 2 ranks, the report says %s", progs[stage], set_ups, engine);
+        cr_expect(after_int8, "%s: the copy-engine set-up came in a step's all-gather, not the start-up's", progs[stage]);
+    }
+    cJSON_Delete(j);
+    char rm[160];
+    snprintf(rm, sizeof rm, "rm -rf %s", dir);
+    cr_expect_eq(system(rm), 0);
+}
+Test(schema, allgather_engine_stage1_copy_engines_by_default) { check_allgather_engine(1, NULL, 1); }
+Test(schema, allgather_engine_stage2_copy_engines_by_default) { check_allgather_engine(2, NULL, 1); }
+Test(schema, allgather_engine_stage1_windows_0_keeps_nccl_kernels) { check_allgather_engine(1, "0", 0); }
+Test(schema, allgather_engine_stage3_nccl_kernels_by_default) { check_allgather_engine(3, NULL, 0); }
 
 Test(schema, every_documented_key_stage0) { check_schema(0); }
 Test(schema, every_documented_key_stage1) { check_schema(1); }

@@ -47,8 +47,8 @@ static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
     for (int i = 0; i < *len; i++) b[i] = zl_float_to_bf16(zl_bf16_to_float(a[i]) + zl_bf16_to_float(b[i]));
 }
 
-void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog) {
-    (void)local_rank, (void)local_size, (void)prog;
+void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog, int gathers_off_path) {
+    (void)local_rank, (void)local_size, (void)prog, (void)gathers_off_path; /* MPI's all-gathers run on the host */
     g_rank = rank, g_world = world;
     mpiCheck(MPI_Op_create(half_sum, 1, &g_half_sum));
     mpiCheck(MPI_Op_create(bf16_sum, 1, &g_bf16_sum));
@@ -72,6 +72,7 @@ const char *zl_backend_name(void) { return "cpu"; }
 const char *zl_backend_device_name(void) { return "host"; }
 const char *zl_backend_device_pci_bus_id(void) { return "cpu"; }
 const char *zl_backend_nccl_version(void) { return NULL; }
+const char *zl_backend_allgather_engine(void) { return "mpi"; }
 /* TEST ONLY: ZL_TEST_CLOCKS=1 reads a known sequence, so the reader thread, its summary and the
  * report's clock line run without a GPU: reading k has SM 1400 + 15·(k mod 5) MHz, 690 W of 700,
  * the power cap on even k, and an energy counter at 13.8·k J read at 0.020·k s (690 W). */

@@ -33,6 +33,7 @@ static ncclComm_t g_comm = NULL;
 static pthread_mutex_t g_comm_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_comm_aborted;
 static int g_device = -1;
+static int g_rank, g_world_size; /* this rank and N, from zl_backend_init */
 static char g_device_name[256] = "cuda (not initialised)";
 static char g_pci_bus_id[32] = "unknown";
 static char g_nccl_version[32] = "NCCL (unknown version)";
@@ -142,9 +143,49 @@ void zl_backend_device_key(int rank, int local_rank, int local_size, char *key, 
     }
 }
 
-void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog) {
+/* Where the all-gathers run (backend.h: zl_backend_init's gathers_off_path). By default, for a
+ * caller whose gathers are off the critical path (ZeRO-1/2), on the copy engines: their buffers
+ * NCCL symmetric windows (zl_dev_alloc_collective) under NCCL's zero-CTA policy, so the forward's
+ * GEMMs beside them keep every SM — measured 1.3–1.9 % faster on lab-1b at N = 4 and 1.0–1.5 %
+ * at N = 2, 4–5 % on the fill model (4 × H200, docs/performance.md). Only where that was measured
+ * to work: NCCL >= 2.28 (the zero-CTA policy), N > 1, every rank on one host (NVLink peers; a
+ * window across hosts was never tried). ZL_NCCL_WINDOWS and ZL_NCCL_CTA_POLICY, when set, decide
+ * instead: =1 efficiency, =2 zero-CTA, and with windows but NCCL's default policy the gathers run
+ * as NCCL's symmetric kernels on the SMs. Every rank must choose the same (one rank registering a
+ * window alone would hang): the choice is agreed over MPI. */
+static int g_windows_on;    /* the all-gathers' buffers are symmetric windows */
+static int g_cta_policy = -1; /* the communicator's CTA policy; -1: NCCL's default */
+static void choose_allgather_engine(int world, int local_size, int nccl_version, int gathers_off_path,
+                                    ncclConfig_t *cfg) {
+    long pol = -1, win = 0;
+    int have_pol = zl_env_int("ZL_NCCL_CTA_POLICY", 0, 2, &pol), have_win = zl_env_int("ZL_NCCL_WINDOWS", 0, 1, &win);
+    if (have_pol < 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY", "want 0, 1 or 2");
+    if (have_win < 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_WINDOWS", "want 0 or 1");
+    int copy_engines = gathers_off_path && world > 1 && local_size == world &&
+                       NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0) && nccl_version >= 22800;
+    if (MPI_Allreduce(MPI_IN_PLACE, &copy_engines, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+        zl_cuda_fatal(__FILE__, __LINE__, "MPI_Allreduce(copy-engine gathers)", "MPI error");
+    g_windows_on = have_win > 0 ? (int)win : copy_engines;
+    g_cta_policy = have_pol > 0 ? (int)pol : copy_engines && g_windows_on ? 2 : -1;
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 27, 0) /* windows and the CTA policy came in 2.27 */
+    if (g_windows_on) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_WINDOWS=1", "needs NCCL 2.27 or later");
+    if (g_cta_policy > 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY", "needs NCCL >= 2.27");
+#else
+    if (g_cta_policy == 2 && NCCL_VERSION_CODE < NCCL_VERSION(2, 28, 0)) /* the zero-CTA policy came in 2.28 */
+        zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY=2", "needs NCCL >= 2.28 (zero-CTA)");
+    if (g_cta_policy >= 0) cfg->CTAPolicy = g_cta_policy;
+#endif
+    (void)cfg; /* NCCL < 2.27: no CTA policy to set */
+}
+
+const char *zl_backend_allgather_engine(void) {
+    return g_windows_on && g_cta_policy == 2 ? "copy_engines" : "sm_kernels";
+}
+
+void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog, int gathers_off_path) {
     char why[512] = "";
     int code = 1;
+    g_rank = rank, g_world_size = world;
     g_device = pick_device(prog, local_rank, local_size, why, sizeof why, &code);
     if (g_device >= 0 && nccl_made_non_blocking(why, sizeof why)) g_device = -1, code = 2;
     agree_on_device(rank, world, prog, g_device, why, code);
@@ -163,22 +204,7 @@ void zl_backend_init(int rank, int world, int local_rank, int local_size, const 
     if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
         zl_cuda_fatal(__FILE__, __LINE__, "MPI_Bcast(ncclUniqueId)", "MPI error");
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    /* ZL_NCCL_CTA_POLICY=1 asks NCCL for its "efficiency" CTA policy (fewer SMs for its
-     * kernels, more for the GEMMs they overlap): measured within noise on lab-1b; =2 for its
-     * zero-CTA policy, with ZL_NCCL_WINDOWS=1 the all-gathers on the copy engines (faster on
-     * the fill model's ZeRO-1/2, slower on its ZeRO-3 at N = 4; docs/performance.md). Neither
-     * is the default. Unset or empty: NCCL's default. */
-    long pol;
-    int have = zl_env_int("ZL_NCCL_CTA_POLICY", 0, 2, &pol);
-    if (have < 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY", "want 0, 1 or 2");
-#if NCCL_VERSION_CODE < NCCL_VERSION(2, 28, 0) /* the zero-CTA policy came in 2.28 */
-    if (have > 0 && pol == 2) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY=2", "needs NCCL >= 2.28 (zero-CTA)");
-#endif
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0) /* the field came in 2.27 */
-    if (have > 0) cfg.CTAPolicy = (int)pol;
-#else
-    if (have > 0 && pol != 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY", "needs NCCL >= 2.27");
-#endif
+    choose_allgather_engine(world, local_size, v, gathers_off_path, &cfg);
     ncclComm_t comm = NULL;
     ncclCheckComm(ncclCommInitRankConfig(&comm, world, id, rank, &cfg));
     pthread_mutex_lock(&g_comm_lock);
@@ -276,19 +302,9 @@ void zl_dev_free(void *p) {
 
 static void require_comm(const char *op); /* collectives, below */
 
-/* ZL_NCCL_WINDOWS=1: the all-gathers' buffers as NCCL symmetric windows (backend.h). A
- * window is registered collectively, so every rank must allocate these buffers in the same
- * order and sizes — which the stages do — and the communicator must exist (zl_backend_init). */
-static int windows_wanted(void) {
-    static int wanted = -1;
-    if (wanted < 0) {
-        long on = 0;
-        if (zl_env_int("ZL_NCCL_WINDOWS", 0, 1, &on) < 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_WINDOWS", "want 0 or 1");
-        wanted = (int)on;
-    }
-    return wanted;
-}
-
+/* The all-gathers' buffers as NCCL symmetric windows where choose_allgather_engine says so
+ * (backend.h). A window is registered collectively, so every rank must allocate these buffers
+ * in the same order and sizes — which the stages do — and the communicator must exist. */
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
 enum { MAX_WINDOWS = 64 };
 static struct {
@@ -297,14 +313,34 @@ static struct {
 } g_windows[MAX_WINDOWS];
 static int g_n_windows;
 
+/* NCCL 2.28 sets its copy-engine collectives up inside the first one (its log says "Init CE"):
+ * 56 ms traced in ZeRO-1's first gather at N = 4, up to 245 ms in a step (4 × H200,
+ * docs/performance.md), which would land in step 2, the first timed one. Paid here instead, at
+ * set-up, once: an in-place all-gather of up to 1 MiB a rank inside the first window, while its
+ * contents are still nothing (the stage fills the buffer after allocating it). Set-up traffic
+ * like NCCL's own, so not in the report's collectives (README "Traffic"). */
+static void set_up_copy_engines(void *window, size_t bytes) {
+    size_t per_rank = bytes / (size_t)g_world_size;
+    if (per_rank > ((size_t)1 << 20)) per_rank = (size_t)1 << 20;
+    if (per_rank == 0) return;
+    cudaStream_t s;
+    cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    char *base = window;
+    ncclCheckComm(ncclAllGather(base + (size_t)g_rank * per_rank, base, per_rank, ncclInt8, g_comm, s));
+    cudaCheck(cudaStreamSynchronize(s));
+    cudaCheck(cudaStreamDestroy(s));
+}
+
 void *zl_dev_alloc_collective(size_t bytes) {
-    if (!windows_wanted() || bytes == 0) return zl_dev_alloc(bytes);
+    if (!g_windows_on || bytes == 0) return zl_dev_alloc(bytes);
     require_comm("zl_dev_alloc_collective");
     if (g_n_windows == MAX_WINDOWS) zl_cuda_fatal(__FILE__, __LINE__, "zl_dev_alloc_collective", "too many windows");
     void *p = NULL;
     if (ncclMemAlloc(&p, bytes) != ncclSuccess) return NULL; /* out of memory: the tracker says so */
     ncclCheckComm(ncclCommWindowRegister(g_comm, p, bytes, &g_windows[g_n_windows].win, NCCL_WIN_COLL_SYMMETRIC));
     g_windows[g_n_windows++].ptr = p;
+    static int copy_engines_set_up;
+    if (g_cta_policy == 2 && !copy_engines_set_up) set_up_copy_engines(p, bytes), copy_engines_set_up = 1;
     return p;
 }
 
@@ -316,13 +352,10 @@ void zl_dev_free_collective(void *p) {
         g_windows[i] = g_windows[--g_n_windows];
         return;
     }
-    zl_dev_free(p); /* not a window: ZL_NCCL_WINDOWS unset, or zero bytes */
+    zl_dev_free(p); /* not a window: none chosen, or zero bytes */
 }
 #else
-void *zl_dev_alloc_collective(size_t bytes) {
-    if (windows_wanted()) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_WINDOWS=1", "needs NCCL 2.27 or later");
-    return zl_dev_alloc(bytes);
-}
+void *zl_dev_alloc_collective(size_t bytes) { return zl_dev_alloc(bytes); } /* no windows before NCCL 2.27 */
 void zl_dev_free_collective(void *p) { zl_dev_free(p); }
 #endif
 

@@ -1190,7 +1190,7 @@ static void test_flash(zl_gpt_dims d) {
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
-    zl_backend_init(0, 1, 0, 1, NULL);
+    zl_backend_init(0, 1, 0, 1, NULL, 0);
     g_s = zl_stream_create();
     printf("backend %s on %s\n", zl_backend_name(), zl_backend_device_name());
 
