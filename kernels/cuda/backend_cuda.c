@@ -146,8 +146,8 @@ void zl_backend_device_key(int rank, int local_rank, int local_size, char *key, 
 /* Where the all-gathers run (backend.h: zl_backend_init's gathers_off_path). By default, for a
  * caller whose gathers are off the critical path (ZeRO-1/2), on the copy engines: their buffers
  * NCCL symmetric windows (zl_dev_alloc_collective) under NCCL's zero-CTA policy, so the forward's
- * GEMMs beside them keep every SM — measured 1.3–1.9 % faster on lab-1b at N = 4 and 1.0–1.5 %
- * at N = 2, 4–5 % on the fill model (4 × H200, docs/performance.md). Only where that was measured
+ * GEMMs beside them keep every SM — 0.3–1.9 % off lab-1b's median step at N = 2 and 4 over six
+ * leases, 4–5 % off the fill model's (4 × H200, docs/performance.md). Only where that was measured
  * to work: NCCL >= 2.28 (the zero-CTA policy), N > 1, every rank on one host (NVLink peers; a
  * window across hosts was never tried). ZL_NCCL_WINDOWS and ZL_NCCL_CTA_POLICY, when set, decide
  * instead: =1 efficiency, =2 zero-CTA, and with windows but NCCL's default policy the gathers run
