@@ -178,8 +178,9 @@ static void choose_allgather_engine(int world, int local_size, int nccl_version,
     (void)cfg; /* NCCL < 2.27: no CTA policy to set */
 }
 
+static int g_window_declined; /* NCCL registered a window as nothing: no symmetric support here */
 const char *zl_backend_allgather_engine(void) {
-    return g_windows_on && g_cta_policy == 2 ? "copy_engines" : "sm_kernels";
+    return g_windows_on && g_cta_policy == 2 && !g_window_declined ? "copy_engines" : "sm_kernels";
 }
 
 void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog, int gathers_off_path) {
@@ -337,10 +338,16 @@ void *zl_dev_alloc_collective(size_t bytes) {
     if (g_n_windows == MAX_WINDOWS) zl_cuda_fatal(__FILE__, __LINE__, "zl_dev_alloc_collective", "too many windows");
     void *p = NULL;
     if (ncclMemAlloc(&p, bytes) != ncclSuccess) return NULL; /* out of memory: the tracker says so */
+    g_windows[g_n_windows].win = NULL;
     ncclCheckComm(ncclCommWindowRegister(g_comm, p, bytes, &g_windows[g_n_windows].win, NCCL_WIN_COLL_SYMMETRIC));
+    /* A communicator without symmetric support (GPUs without NVLink between them, say) takes the
+     * registration and returns no window: its all-gathers then run as NCCL's kernels, and the
+     * report must say so. */
+    if (g_windows[g_n_windows].win == NULL) g_window_declined = 1;
     g_windows[g_n_windows++].ptr = p;
     static int copy_engines_set_up;
-    if (g_cta_policy == 2 && !copy_engines_set_up) set_up_copy_engines(p, bytes), copy_engines_set_up = 1;
+    if (g_cta_policy == 2 && !g_window_declined && !copy_engines_set_up)
+        set_up_copy_engines(p, bytes), copy_engines_set_up = 1;
     return p;
 }
 
