@@ -56,10 +56,10 @@ static inline int zl_env_int(const char *name, long lo, long hi, long *value) {
 void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog, int gathers_off_path);
 /* gathers_off_path: the caller's all-gathers run well ahead of the work that reads their
  * output (ZeRO-1/2's parameter gathers, common/runtime.c), so the SMs a gather would take are
- * worth more to the GEMMs beside it than the gather's speed. On CUDA with NCCL >= 2.28, N > 1
- * and every rank on one host, the all-gathers' buffers are then NCCL symmetric windows under
- * NCCL's zero-CTA policy — the all-gathers run on the copy engines — unless ZL_NCCL_WINDOWS or
- * ZL_NCCL_CTA_POLICY says otherwise. Where the all-gathers run, for the report: "copy_engines",
+ * worth more to the GEMMs beside it than the gather's speed. On CUDA with NCCL >= 2.28, N > 1,
+ * every rank on one host and its GPU on NVLink, the all-gathers' buffers are then NCCL
+ * symmetric windows under NCCL's zero-CTA policy — the all-gathers run on the copy engines —
+ * unless ZL_NCCL_WINDOWS or ZL_NCCL_CTA_POLICY says otherwise. Where the all-gathers run, for the report: "copy_engines",
  * "sm_kernels" (NCCL's kernels), or "mpi" (the CPU backend). */
 const char *zl_backend_allgather_engine(void);
 /* Before zl_backend_init: the device this rank will take, as a key naming it on its node (CUDA:

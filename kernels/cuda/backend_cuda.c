@@ -148,11 +148,12 @@ void zl_backend_device_key(int rank, int local_rank, int local_size, char *key, 
  * NCCL symmetric windows (zl_dev_alloc_collective) under NCCL's zero-CTA policy, so the forward's
  * GEMMs beside them keep every SM — 0.3–1.9 % off lab-1b's median step at N = 2 and 4 over six
  * leases, 4–5 % off the fill model's (4 × H200, docs/performance.md). Only where that was measured
- * to work: NCCL >= 2.28 (the zero-CTA policy), N > 1, every rank on one host (NVLink peers; a
- * window across hosts was never tried). ZL_NCCL_WINDOWS and ZL_NCCL_CTA_POLICY, when set, decide
+ * to work: NCCL >= 2.28 (the zero-CTA policy), N > 1, every rank on one host and its GPU on
+ * NVLink (NVML says; NCCL's symmetric memory needs it; a window across hosts was never tried). ZL_NCCL_WINDOWS and ZL_NCCL_CTA_POLICY, when set, decide
  * instead: =1 efficiency, =2 zero-CTA, and with windows but NCCL's default policy the gathers run
  * as NCCL's symmetric kernels on the SMs. Every rank must choose the same (one rank registering a
  * window alone would hang): the choice is agreed over MPI. */
+int zl_nvml_nvlink_active(void); /* nvml.c */
 static int g_windows_on;    /* the all-gathers' buffers are symmetric windows */
 static int g_cta_policy = -1; /* the communicator's CTA policy; -1: NCCL's default */
 static void choose_allgather_engine(int world, int local_size, int nccl_version, int gathers_off_path,
@@ -162,7 +163,7 @@ static void choose_allgather_engine(int world, int local_size, int nccl_version,
     if (have_pol < 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY", "want 0, 1 or 2");
     if (have_win < 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_WINDOWS", "want 0 or 1");
     int copy_engines = gathers_off_path && world > 1 && local_size == world &&
-                       NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0) && nccl_version >= 22800;
+                       NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0) && nccl_version >= 22800 && zl_nvml_nvlink_active();
     if (MPI_Allreduce(MPI_IN_PLACE, &copy_engines, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
         zl_cuda_fatal(__FILE__, __LINE__, "MPI_Allreduce(copy-engine gathers)", "MPI error");
     g_windows_on = have_win > 0 ? (int)win : copy_engines;

@@ -1,9 +1,10 @@
 /* nvml.c — zl_backend_clock_read (backend.h) on CUDA: the SM clock, board power, its limit,
- * temperature and clock-event reasons of this rank's GPU, read through NVML.
+ * temperature and clock-event reasons of this rank's GPU, read through NVML; and whether it has
+ * an active NVLink (zl_nvml_nvlink_active, for backend_cuda.c's choice of all-gather engine).
  *
  * NVML is the driver's library (libnvidia-ml.so.1); its header is not in every CUDA toolkit,
  * and a machine without the driver has no GPU to read. So the library is opened at run time
- * and the nine calls used here are declared below, from NVML's documented, stable C API. */
+ * and the ten calls used here are declared below, from NVML's documented, stable C API. */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@ static struct {
     nvml_return (*temp)(nvml_device, int, unsigned *);        /* nvmlDeviceGetTemperature, °C */
     nvml_return (*reasons)(nvml_device, unsigned long long *); /* ...ClocksEventReasons (ThrottleReasons before) */
     nvml_return (*energy)(nvml_device, unsigned long long *);  /* nvmlDeviceGetTotalEnergyConsumption, mJ; optional */
+    nvml_return (*nvlink)(nvml_device, unsigned, int *);      /* nvmlDeviceGetNvLinkState: 1 active; optional */
     const char *(*error)(nvml_return);                        /* nvmlErrorString */
 } g;
 
@@ -49,6 +51,7 @@ static void open_nvml(void) {
     *(void **)&g.reasons = dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons");
     if (!g.reasons) *(void **)&g.reasons = dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
     *(void **)&g.energy = dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption"); /* Volta and later */
+    *(void **)&g.nvlink = dlsym(lib, "nvmlDeviceGetNvLinkState");
     if (!init || !by_bus || !g.clock || !g.power || !g.limit || !g.temp || !g.reasons) {
         snprintf(g.why, sizeof g.why, "NVML lacks a call this reader uses (driver too old?)");
         return;
@@ -87,5 +90,18 @@ int zl_backend_clock_read(zl_clock_reading *r, char *why, size_t n) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     *r = (zl_clock_reading){.sm_mhz = mhz, .power_w = mw / 1e3, .power_limit_w = limit_mw / 1e3, .temp_c = temp,
                             .reasons = reasons, .energy_j = energy_j, .t_s = now.tv_sec + now.tv_nsec / 1e9};
+    return 0;
+}
+
+/* 1 if this rank's GPU has at least one active NVLink, else 0 — also where NVML cannot say. NCCL
+ * gives symmetric memory, and with it copy-engine collectives, only to GPUs that NVLink joins. */
+int zl_nvml_nvlink_active(void) {
+    enum { NVML_NVLINK_MAX_LINKS = 18 }; /* nvml.h's, H100 and H200: 18 links */
+    if (!g.tried) open_nvml();
+    if (!g.ok || !g.nvlink) return 0;
+    for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; link++) {
+        int active = 0;
+        if (g.nvlink(g.dev, link, &active) == 0 && active == 1) return 1;
+    }
     return 0;
 }
