@@ -67,9 +67,10 @@ else: print("%.0f" % c["sm_mhz_median"], "~%.1f" % (c["power_w_median"] * ms / 1
 # ZL_NCCL_CTA_POLICY=2): the table holds for them, so its header names them
 knobs=$(env | grep '^ZL_' | grep -v '^ZL_GEMM_TABLE=' | sort | tr '\n' ' ')
 echo "bench-gpu: $preset ${shape[*]}, $STEPS steps (first is warm-up), $gpus GPU(s): $(nvidia-smi -L | head -1); GEMM table: ${ZL_GEMM_TABLE:-none}; zerolab's knobs: ${knobs:-none}"
-rows=()
+rows=() engines=()
 for n in ${NS:-2 4}; do # NS: the rank counts (NS=8 on an 8-GPU node)
     [ "$n" -le "$gpus" ] || continue
+    engines+=("N = $n:")
     for s in 0 1 2 3; do
         z="$out/${progs[$s]}_N$n.txt" p="$out/peer${s}_N$n.txt"
         $MPIEXEC -n "$n" "build/cuda/${progs[$s]}" "${shape[@]}" --steps "$STEPS" --quiet \
@@ -91,6 +92,9 @@ for n in ${NS:-2 4}; do # NS: the rank counts (NS=8 on an 8-GPU node)
         zclk=${zclk% } pclk=${pclk% } # no "(W)": no trailing space
         clocks="${zclk%% *} / ${pclk%% *} | ${zclk#* } / ${pclk#* }"
         rows+=("| ${progs[$s]} vs ${peers[$s]} | $n | $(cell "$z" summary:) | $(cell "$p" peer:) | $ratio | $mratio | $clocks |")
+        # where zerolab's all-gathers ran (README: ZeRO-1/2 on the copy engines by default where NCCL can)
+        engines+=("${progs[$s]} $(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["run"]["allgather_engine"])' \
+            "$out/${progs[$s]}_N$n.json" 2>/dev/null || echo '?')")
     done
 done
 echo
@@ -98,3 +102,5 @@ echo "| stage | N | zerolab ms · TFLOP/s | PyTorch ms · TFLOP/s | ratio (PyTor
     "medians, zerolab / PyTorch ms = ratio | SM MHz, zerolab / PyTorch | J a step (W by the energy counter), zerolab / PyTorch (~: estimated) |"
 echo "|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+echo
+echo "zerolab's all-gathers (run.allgather_engine): ${engines[*]}"

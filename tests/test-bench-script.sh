@@ -4,7 +4,7 @@
 # power; the table must show the ratios, rank 0's clocks and the energy a step worked out here
 # by hand (measured where a side read its energy counter, "~" estimated where not), "none" where a
 # side read no clocks, and "failed" / "?" where a run left no numbers; the header names the ZL_
-# knobs zerolab ran under.
+# knobs zerolab ran under, and a line after the table where its all-gathers ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail() { echo "test-bench-script: $*" >&2; exit 1; }
@@ -33,7 +33,8 @@ ms=$((100 + k + n))
 echo "final loss 0.04 | $ms.000 ms/step (median $((ms - 2)).000) | 1 samples/s"
 echo "summary: stage=$k world=$n ms=$ms.000 tflops=500.0 loss=0.04"
 energy=; [ "$k" = 1 ] && energy=", \"energy_w\": 703.0, \"energy_j\": 999.0, \"energy_steps\": 2, \"energy_j_per_step\": 69.$((2 + n))"
-echo "{\"ranks\": [{\"clocks\": {\"readings\": 80, \"sm_mhz_median\": $((1400 + 10 * k)), \"power_w_median\": 700.0$energy}}]}" > "$json"
+engine=sm_kernels; [ "$k" = 1 ] || [ "$k" = 2 ] && engine=copy_engines
+echo "{\"run\": {\"allgather_engine\": \"$engine\"}, \"ranks\": [{\"clocks\": {\"readings\": 80, \"sm_mhz_median\": $((1400 + 10 * k)), \"power_w_median\": 700.0$energy}}]}" > "$json"
 MPI
 # the peer, stage S at N ranks: ms = 110 + S + N, median = ms - 1, 1450 MHz and 655 W, and stage 0
 # read its energy counter: 72.5 J a step at 697.6 W; stage 3 read no clocks (readings 0, as where NVML is
@@ -67,4 +68,6 @@ has "| stage3 vs FSDP2 fully_shard | 2 | 105.0 · 500 | 115.0 · 450 | 1.095× |
 # stage 2 at N = 4: zerolab failed, so no ratio, clock or energy on its side
 has "| stage2 vs FSDP1 SHARD_GRAD_OP | 4 | failed | 116.0 · 450 | n/a | n/a | ? / 1450 | ? / ~75.3 |"
 [ "$(grep -c '^| stage[0-9]' <<< "$out")" -eq 8 ] || fail "want 8 rows: $out"
-echo "test-bench-script: the table's ratios, rank 0's clocks and energy a step from known runs; 'none' where a side read no clocks, 'failed' and '?' where a run left nothing; the header names the knobs"
+# where zerolab's all-gathers ran, from each run's JSON; "?" where the run left none
+has "zerolab's all-gathers (run.allgather_engine): N = 2: stage0_ddp sm_kernels stage1 copy_engines stage2 copy_engines stage3 sm_kernels N = 4: stage0_ddp sm_kernels stage1 copy_engines stage2 ? stage3 sm_kernels"
+echo "test-bench-script: the table's ratios, rank 0's clocks and energy a step from known runs; 'none' where a side read no clocks, 'failed' and '?' where a run left nothing; the header names the knobs; the all-gathers' engines follow the table"
