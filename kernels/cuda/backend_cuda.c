@@ -149,10 +149,11 @@ void zl_backend_device_key(int rank, int local_rank, int local_size, char *key, 
  * GEMMs beside them keep every SM — 0.3–1.9 % off lab-1b's median step at N = 2 and 4 over six
  * leases, 4–5 % off the fill model's (4 × H200, docs/performance.md). Only where that was measured
  * to work: NCCL >= 2.28 (the zero-CTA policy), N > 1, every rank on one host and its GPU on
- * NVLink (NVML says; NCCL's symmetric memory needs it; a window across hosts was never tried). ZL_NCCL_WINDOWS and ZL_NCCL_CTA_POLICY, when set, decide
- * instead: =1 efficiency, =2 zero-CTA, and with windows but NCCL's default policy the gathers run
- * as NCCL's symmetric kernels on the SMs. Every rank must choose the same (one rank registering a
- * window alone would hang): the choice is agreed over MPI. */
+ * NVLink (NVML says; NCCL's symmetric memory needs it; a window across hosts was never tried).
+ * ZL_NCCL_WINDOWS and ZL_NCCL_CTA_POLICY, when set, decide instead: policy 1 is NCCL's
+ * "efficiency" (fewer SMs for its kernels; within noise on lab-1b), 2 zero-CTA, and windows under
+ * NCCL's default policy run the gathers as its symmetric kernels on the SMs. Every rank must
+ * choose the same (one rank registering a window alone would hang): agreed over MPI. */
 int zl_nvml_nvlink_active(void); /* nvml.c */
 static int g_windows_on;    /* the all-gathers' buffers are symmetric windows */
 static int g_cta_policy = -1; /* the communicator's CTA policy; -1: NCCL's default */
@@ -320,7 +321,7 @@ static int g_n_windows;
  * docs/performance.md), which would land in step 2, the first timed one. Paid here instead, at
  * set-up, once: an in-place all-gather of up to 1 MiB a rank inside the first window, while its
  * contents are still nothing (the stage fills the buffer after allocating it). Set-up traffic
- * like NCCL's own, so not in the report's collectives (README "Traffic"). */
+ * like NCCL's own, so not in the report's collectives (README, ZL_NCCL_WINDOWS). */
 static void set_up_copy_engines(void *window, size_t bytes) {
     size_t per_rank = bytes / (size_t)g_world_size;
     if (per_rank > ((size_t)1 << 20)) per_rank = (size_t)1 << 20;
