@@ -146,8 +146,8 @@ void zl_backend_device_key(int rank, int local_rank, int local_size, char *key, 
 /* Where the all-gathers run (backend.h: zl_backend_init's gathers_off_path). By default, for a
  * caller whose gathers are off the critical path (ZeRO-1/2), on the copy engines: their buffers
  * NCCL symmetric windows (zl_dev_alloc_collective) under NCCL's zero-CTA policy, so the forward's
- * GEMMs beside them keep every SM — 0.3–1.9 % off lab-1b's median step at N = 2 and 4 over six
- * leases, 4–5 % off the fill model's (4 × H200, docs/performance.md). Only where that was measured
+ * GEMMs beside them keep every SM — over six leases 0.3–1.9 % off lab-1b's median step at N = 4,
+ * from 0.4 % slower to 2.1 % faster at N = 2, 4–5 % off the fill model's (H200, docs/performance.md). Only where that was measured
  * to work: NCCL >= 2.28 (the zero-CTA policy), N > 1, every rank on one host and its GPU on
  * NVLink (NVML says; NCCL's symmetric memory needs it; a window across hosts was never tried).
  * ZL_NCCL_WINDOWS and ZL_NCCL_CTA_POLICY, when set, decide instead: policy 1 is NCCL's
