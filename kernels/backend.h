@@ -59,8 +59,8 @@ void zl_backend_init(int rank, int world, int local_rank, int local_size, const 
  * worth more to the GEMMs beside it than the gather's speed. On CUDA with NCCL >= 2.28, N > 1,
  * every rank on one host and its GPU on NVLink, the all-gathers' buffers are then NCCL
  * symmetric windows under NCCL's zero-CTA policy — the all-gathers run on the copy engines —
- * unless ZL_NCCL_WINDOWS or ZL_NCCL_CTA_POLICY says otherwise. Where the all-gathers run, for the report: "copy_engines",
- * "sm_kernels" (NCCL's kernels), or "mpi" (the CPU backend). */
+ * unless ZL_NCCL_WINDOWS or ZL_NCCL_CTA_POLICY says otherwise. Where the all-gathers run, for
+ * the report: "copy_engines", "sm_kernels" (NCCL's kernels), or "mpi" (the CPU backend). */
 const char *zl_backend_allgather_engine(void);
 /* Before zl_backend_init: the device this rank will take, as a key naming it on its node (CUDA:
  * its PCI bus id), in key[n]; "" where none can be chosen (zl_backend_init then says why). Two

@@ -219,8 +219,9 @@ Test(schema, the_knobs_a_run_was_given_are_named) {
 /* run.allgather_engine says where the all-gathers ran, and NCCL's own log must agree: NCCL 2.28
  * prints "Init CE" once a rank when it sets up its copy-engine collectives, inside the first one.
  * By default ZeRO-1/2 (gathers off the critical path) run them on the copy engines where NCCL >=
- * 2.28 and every rank is on one host, ZeRO-3 and DDP on NCCL's kernels, ZL_NCCL_WINDOWS=0 turns it
- * off; and the set-up is paid at start-up, in an int8 (datatype 0) all-gather, not in the first
+ * 2.28, every rank is on one host and its GPU on NVLink (this test assumes NVLink, as on the H200
+ * machines it runs on: elsewhere it fails, saying which engine the report named), ZeRO-3 and DDP
+ * on NCCL's kernels, ZL_NCCL_WINDOWS=0 turns it off; and the set-up is paid at start-up, in an int8 (datatype 0) all-gather, not in the first
  * step's fp16 one (backend_cuda.c). On the CPU backend: "mpi", whatever the knobs. */
 static int nccl_at_least_2_28(cJSON *j) {
     int major = 0, minor = 0;
