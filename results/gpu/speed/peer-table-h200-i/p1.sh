@@ -10,7 +10,7 @@ NS="2 4" STEPS=20 OUT=$R/bench timeout 300 scripts/bench-gpu.sh lab-1b > $R/benc
 echo "bench NS=2,4 rc=$? at $((SECONDS-T0)) s" >> $S
 fill() { local stage=$1 n=$2; local name=fill_${stage}_N$n
   timeout 75 mpirun --bind-to none -n $n build/cuda/$stage --layers 14 --dim 8192 --batch 1024 --steps 10 --quiet --check --json $R/$name.json > $R/$name.txt 2>&1
-  echo "$name rc=$? $(grep -oE '[0-9.]+ ms/step \(median [0-9.]+\)' $R/$name.txt) $(grep -oE '[0-9.]+ TFLOP/s' $R/$name.txt | tail -1) $(grep -oE 'param_hash [0-9a-f]+' $R/$name.txt) $(grep -oE 'all-gathers: [a-z_ ]+' $R/$name.txt | head -1) at $((SECONDS-T0)) s" >> $S; }
+  echo "$name rc=$? $(grep -oE '[0-9.]+ ms/step \(median [0-9.]+\)' $R/$name.txt) $(grep -oE '[0-9.]+ TFLOP/s' $R/$name.txt | tail -1) $(grep -oE 'param_hash [0-9a-f]+' $R/$name.txt) $(grep -oE '"allgather_engine": *"[a-z_]+"' $R/$name.json) at $((SECONDS-T0)) s" >> $S; }
 for n in 4 2; do for st in stage1 stage2 stage3 stage0_ddp; do
   [ $((SECONDS-T0)) -lt 480 ] && fill $st $n
 done; done
