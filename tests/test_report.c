@@ -221,8 +221,10 @@ Test(schema, the_knobs_a_run_was_given_are_named) {
  * By default ZeRO-1/2 (gathers off the critical path) run them on the copy engines where NCCL >=
  * 2.28, every rank is on one host and its GPU on NVLink (this test assumes NVLink, as on the H200
  * machines it runs on: elsewhere it fails, saying which engine the report named), ZeRO-3 and DDP
- * on NCCL's kernels, ZL_NCCL_WINDOWS=0 turns it off; and the set-up is paid at start-up, in an int8 (datatype 0) all-gather, not in the first
- * step's fp16 one (backend_cuda.c). On the CPU backend: "mpi", whatever the knobs. */
+ * on NCCL's kernels, ZL_NCCL_WINDOWS=0 turns it off, and a communicator NCCL gives no symmetric
+ * support (NCCL_WIN_ENABLE=0 here, as GPUs without direct P2P would) keeps its kernels, which the
+ * report must say; and the set-up is paid at start-up, in an int8 (datatype 0) all-gather, not in
+ * the first step's fp16 one (backend_cuda.c). On the CPU backend: "mpi", whatever the knobs. */
 static int nccl_at_least_2_28(cJSON *j) {
     int major = 0, minor = 0;
     return sscanf(zl_get(j, "run.nccl_version")->valuestring, "NCCL %d.%d", &major, &minor) == 2 &&
@@ -246,17 +248,22 @@ static int count_copy_engine_set_ups(const char *dir, int *after_int8) {
     pclose(f);
     return n;
 }
-static void check_allgather_engine(int stage, const char *windows, int want_copy_engines) {
-    char dir[] = "/tmp/zl_nccl_log_XXXXXX", file[64], json[128];
+/* env: one NAME=VALUE the run gets (ZL_NCCL_WINDOWS=0, NCCL_WIN_ENABLE=0), or NULL. */
+static void check_allgather_engine(int stage, const char *env, int want_copy_engines) {
+    char dir[] = "/tmp/zl_nccl_log_XXXXXX", file[64], json[128], name[64] = "", value[16] = "";
     cr_assert(mkdtemp(dir));
     snprintf(file, sizeof file, "%s/r.%%p.log", dir);
     snprintf(json, sizeof json, "%s/out.json", dir);
     for (size_t i = 0; i < N_OF(zl_knobs); i++) unsetenv(zl_knobs[i]);
-    if (windows) setenv("ZL_NCCL_WINDOWS", windows, 1);
+    if (env) {
+        cr_assert_eq(sscanf(env, "%63[^=]=%15s", name, value), 2, "env '%s'", env);
+        setenv(name, value, 1);
+    }
     setenv("NCCL_DEBUG", "INFO", 1), setenv("NCCL_DEBUG_SUBSYS", "ALL", 1), setenv("NCCL_DEBUG_FILE", file, 1);
     zl_run_result r;
-    zl_run(&r, "-n 2 {%s} --steps 3 --json %s", progs[stage], json);
-    unsetenv("NCCL_DEBUG"), unsetenv("NCCL_DEBUG_SUBSYS"), unsetenv("NCCL_DEBUG_FILE"), unsetenv("ZL_NCCL_WINDOWS");
+    zl_run(&r, "-n 2 {%s} --steps 3 --check --json %s", progs[stage], json);
+    unsetenv("NCCL_DEBUG"), unsetenv("NCCL_DEBUG_SUBSYS"), unsetenv("NCCL_DEBUG_FILE");
+    if (env) unsetenv(name);
     cr_assert_eq(r.exit_code, 0, "%s failed (exit %d): %s", progs[stage], r.exit_code, r.err);
     cJSON *j = zl_load_json(json);
     const char *engine = zl_get(j, "run.allgather_engine")->valuestring;
@@ -266,8 +273,8 @@ static void check_allgather_engine(int stage, const char *windows, int want_copy
         cr_expect(strstr(r.out, " | all-gathers: MPI"), "the run line: %s", r.out);
     } else {
         want_copy_engines = want_copy_engines && nccl_at_least_2_28(j);
-        cr_expect_str_eq(engine, want_copy_engines ? "copy_engines" : "sm_kernels", "%s, ZL_NCCL_WINDOWS=%s",
-                         progs[stage], windows ? windows : "(unset)");
+        cr_expect_str_eq(engine, want_copy_engines ? "copy_engines" : "sm_kernels", "%s, %s", progs[stage],
+                         env ? env : "by default");
         cr_expect_eq(set_ups, want_copy_engines ? 2 : 0, "%s: NCCL set up its copy-engine collectives %d times "
                      "over 2 ranks, the report says %s", progs[stage], set_ups, engine);
         cr_expect(after_int8, "%s: the copy-engine set-up came in a step's all-gather, not the start-up's", progs[stage]);
@@ -279,7 +286,10 @@ static void check_allgather_engine(int stage, const char *windows, int want_copy
 }
 Test(schema, allgather_engine_stage1_copy_engines_by_default) { check_allgather_engine(1, NULL, 1); }
 Test(schema, allgather_engine_stage2_copy_engines_by_default) { check_allgather_engine(2, NULL, 1); }
-Test(schema, allgather_engine_stage1_windows_0_keeps_nccl_kernels) { check_allgather_engine(1, "0", 0); }
+Test(schema, allgather_engine_stage1_windows_0_keeps_nccl_kernels) { check_allgather_engine(1, "ZL_NCCL_WINDOWS=0", 0); }
+Test(schema, allgather_engine_stage2_without_symmetric_support_keeps_nccl_kernels) {
+    check_allgather_engine(2, "NCCL_WIN_ENABLE=0", 0);
+}
 Test(schema, allgather_engine_stage3_nccl_kernels_by_default) { check_allgather_engine(3, NULL, 0); }
 
 Test(schema, every_documented_key_stage0) { check_schema(0); }

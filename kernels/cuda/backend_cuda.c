@@ -180,7 +180,7 @@ static void choose_allgather_engine(int world, int local_size, int nccl_version,
     (void)cfg; /* NCCL < 2.27: no CTA policy to set */
 }
 
-static int g_window_declined; /* NCCL registered a window as nothing: no symmetric support here */
+static int g_window_declined; /* NCCL took a window without symmetric support: its kernels gather */
 const char *zl_backend_allgather_engine(void) {
     return g_windows_on && g_cta_policy == 2 && !g_window_declined ? "copy_engines" : "sm_kernels";
 }
@@ -334,6 +334,21 @@ static void set_up_copy_engines(void *window, size_t bytes) {
     cudaCheck(cudaStreamDestroy(s));
 }
 
+/* A communicator without symmetric support (GPUs without direct P2P between them, NCCL_WIN_ENABLE=0,
+ * NCCL_CUMEM_ENABLE=0) still takes the registration: NCCL 2.28 hands back its local registration's
+ * handle — host memory — or NULL, where a symmetric window is a struct NCCL keeps in device memory
+ * (dev_runtime.cc, symWindowCreate). Its all-gathers then run as NCCL's kernels, and the report must
+ * say so; test_report holds this against NCCL's own log with NCCL_WIN_ENABLE=0. */
+static int window_is_symmetric(ncclWindow_t win) {
+    if (win == NULL) return 0;
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, (const void *)win) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not a pointer CUDA knows: clear the error it left */
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice;
+}
+
 void *zl_dev_alloc_collective(size_t bytes) {
     if (!g_windows_on || bytes == 0) return zl_dev_alloc(bytes);
     require_comm("zl_dev_alloc_collective");
@@ -342,10 +357,7 @@ void *zl_dev_alloc_collective(size_t bytes) {
     if (ncclMemAlloc(&p, bytes) != ncclSuccess) return NULL; /* out of memory: the tracker says so */
     g_windows[g_n_windows].win = NULL;
     ncclCheckComm(ncclCommWindowRegister(g_comm, p, bytes, &g_windows[g_n_windows].win, NCCL_WIN_COLL_SYMMETRIC));
-    /* A communicator without symmetric support (GPUs without NVLink between them, say) takes the
-     * registration and returns no window: its all-gathers then run as NCCL's kernels, and the
-     * report must say so. */
-    if (g_windows[g_n_windows].win == NULL) g_window_declined = 1;
+    if (!window_is_symmetric(g_windows[g_n_windows].win)) g_window_declined = 1;
     g_windows[g_n_windows++].ptr = p;
     static int copy_engines_set_up;
     if (g_cta_policy == 2 && !g_window_declined && !copy_engines_set_up)
