@@ -219,8 +219,8 @@ Test(schema, the_knobs_a_run_was_given_are_named) {
 /* run.allgather_engine says where the all-gathers ran, and NCCL's own log must agree: NCCL 2.28
  * prints "Init CE" once a rank when it sets up its copy-engine collectives, inside the first one.
  * By default ZeRO-1/2 (gathers off the critical path) run them on the copy engines where NCCL >=
- * 2.28, every rank is on one host and its GPU on NVLink (this test assumes NVLink, as on the H200
- * machines it runs on: elsewhere it fails, saying which engine the report named), ZeRO-3 and DDP
+ * 2.28, every rank is on one host and its GPU on NVLink (read here from nvidia-smi, not from the
+ * NVML calls the backend makes), ZeRO-3 and DDP
  * on NCCL's kernels, ZL_NCCL_WINDOWS=0 turns it off, and a communicator NCCL gives no symmetric
  * support (NCCL_WIN_ENABLE=0 here, as GPUs without direct P2P would) keeps its kernels, which the
  * report must say; and the set-up is paid at start-up, in an int8 (datatype 0) all-gather, not in
@@ -229,6 +229,20 @@ static int nccl_at_least_2_28(cJSON *j) {
     int major = 0, minor = 0;
     return sscanf(zl_get(j, "run.nccl_version")->valuestring, "NCCL %d.%d", &major, &minor) == 2 &&
            (major > 2 || (major == 2 && minor >= 28));
+}
+/* 1 if rank 0's GPU (the first of CUDA_VISIBLE_DEVICES, else GPU 0) has an active NVLink, as
+ * nvidia-smi prints it: an active link reads "Link K: <speed> GB/s", an idle one "<inactive>". */
+static int first_gpu_has_active_nvlink(void) {
+    char first[128] = "0", cmd[256], line[256];
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    if (visible && *visible) sscanf(visible, "%127[^,]", first);
+    snprintf(cmd, sizeof cmd, "nvidia-smi nvlink --status -i '%s' 2>/dev/null", first);
+    FILE *f = popen(cmd, "r");
+    cr_assert(f, "popen(%s)", cmd);
+    int active = 0;
+    while (fgets(line, sizeof line, f)) active |= strstr(line, "Link ") && strstr(line, "GB/s");
+    pclose(f);
+    return active;
 }
 /* Rank files NCCL_DEBUG_FILE wrote in dir: how many "Init CE" lines, and whether each follows an
  * int8 all-gather (the last "AllGather:" line before it says "datatype 0 "). */
@@ -272,7 +286,7 @@ static void check_allgather_engine(int stage, const char *env, int want_copy_eng
         cr_expect_str_eq(engine, "mpi");
         cr_expect(strstr(r.out, " | all-gathers: MPI"), "the run line: %s", r.out);
     } else {
-        want_copy_engines = want_copy_engines && nccl_at_least_2_28(j);
+        want_copy_engines = want_copy_engines && nccl_at_least_2_28(j) && first_gpu_has_active_nvlink();
         cr_expect_str_eq(engine, want_copy_engines ? "copy_engines" : "sm_kernels", "%s, %s", progs[stage],
                          env ? env : "by default");
         cr_expect_eq(set_ups, want_copy_engines ? 2 : 0, "%s: NCCL set up its copy-engine collectives %d times "
