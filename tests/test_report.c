@@ -219,24 +219,46 @@ Test(schema, the_knobs_a_run_was_given_are_named) {
 /* run.allgather_engine says where the all-gathers ran, and NCCL's own log must agree: NCCL 2.28
  * prints "Init CE" once a rank when it sets up its copy-engine collectives, inside the first one.
  * By default ZeRO-1/2 (gathers off the critical path) run them on the copy engines where NCCL >=
- * 2.28, every rank is on one host and its GPU on NVLink (read here from nvidia-smi, not from the
- * NVML calls the backend makes), ZeRO-3 and DDP on NCCL's kernels; ZL_NCCL_WINDOWS=0 turns it
- * off, and a communicator NCCL gives no symmetric support (NCCL_WIN_ENABLE=0 here, as GPUs without
- * direct P2P would) keeps its kernels, which the report must say; the set-up is paid at start-up,
- * in an int8 (datatype 0) all-gather, not in the first step's fp16 one (backend_cuda.c). On the
- * CPU backend: "mpi", whatever the knobs. */
+ * 2.28, every rank is on one host and its GPU on NVLink (read here from nvidia-smi for rank 0's
+ * GPU, found by the PCI bus id the report gives, not from the NVML calls the backend makes),
+ * ZeRO-3 and DDP on NCCL's kernels; ZL_NCCL_WINDOWS=0 turns it off, and a communicator NCCL gives
+ * no symmetric support (NCCL_WIN_ENABLE=0 here, as GPUs without direct P2P would) keeps its
+ * kernels, which the report must say; the set-up is paid at start-up, in an int8 (datatype 0)
+ * all-gather, not in the first step's fp16 one (backend_cuda.c). On the CPU backend: "mpi",
+ * whatever the knobs. */
 static int nccl_at_least_2_28(cJSON *j) {
     int major = 0, minor = 0;
     return sscanf(zl_get(j, "run.nccl_version")->valuestring, "NCCL %d.%d", &major, &minor) == 2 &&
            (major > 2 || (major == 2 && minor >= 28));
 }
-/* 1 if rank 0's GPU (the first of CUDA_VISIBLE_DEVICES, else GPU 0) has an active NVLink, as
- * nvidia-smi prints it: an active link reads "Link K: <speed> GB/s", an idle one "<inactive>". */
-static int first_gpu_has_active_nvlink(void) {
-    char first[128] = "0", cmd[256], line[256];
-    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
-    if (visible && *visible) sscanf(visible, "%127[^,]", first);
-    snprintf(cmd, sizeof cmd, "nvidia-smi nvlink --status -i '%s' 2>/dev/null", first);
+/* What nvidia-smi (its own process) says of the GPU at PCI bus id `bus`: its index in nvidia-smi's
+ * order, its highest SM clock and its enforced power limit. nvidia-smi writes the bus id with an
+ * 8-digit domain, CUDA with 4: the two are matched on what follows the domain. Returns 0 when no
+ * row matches. */
+static int nvidia_smi_gpu(const char *bus, int *gpu_index, double *max_sm_mhz, double *power_limit_w) {
+    FILE *p = popen("nvidia-smi --query-gpu=index,pci.bus_id,clocks.max.sm,enforced.power.limit "
+                    "--format=csv,noheader,nounits", "r");
+    cr_assert_not_null(p, "cannot run nvidia-smi");
+    char line[256], id[64];
+    int found = 0;
+    const char *want = strchr(bus, ':');
+    while (fgets(line, sizeof line, p))
+        if (sscanf(line, "%d, %63[^,], %lf, %lf", gpu_index, id, max_sm_mhz, power_limit_w) == 4 && strchr(id, ':') &&
+            want && !strcasecmp(strchr(id, ':'), want)) {
+            found = 1;
+            break;
+        }
+    pclose(p);
+    return found;
+}
+/* 1 if the GPU at PCI bus id `bus` (a rank's, from the report) has an active NVLink, as nvidia-smi
+ * prints it: an active link reads "Link K: <speed> GB/s", an idle one "<inactive>". */
+static int gpu_has_active_nvlink(const char *bus) {
+    int gpu_index;
+    double max_sm_mhz, power_limit_w;
+    cr_assert(nvidia_smi_gpu(bus, &gpu_index, &max_sm_mhz, &power_limit_w), "nvidia-smi lists no GPU at %s", bus);
+    char cmd[96], line[256];
+    snprintf(cmd, sizeof cmd, "nvidia-smi nvlink --status -i %d 2>/dev/null", gpu_index);
     FILE *f = popen(cmd, "r");
     cr_assert(f, "popen(%s)", cmd);
     int active = 0;
@@ -286,7 +308,8 @@ static void check_allgather_engine(int stage, const char *env, int want_copy_eng
         cr_expect_str_eq(engine, "mpi");
         cr_expect(strstr(r.out, " | all-gathers: MPI"), "the run line: %s", r.out);
     } else {
-        want_copy_engines = want_copy_engines && nccl_at_least_2_28(j) && first_gpu_has_active_nvlink();
+        want_copy_engines = want_copy_engines && nccl_at_least_2_28(j) &&
+                            gpu_has_active_nvlink(zl_get(cJSON_GetArrayItem(zl_get(j, "ranks"), 0), "pci_bus_id")->valuestring);
         cr_expect_str_eq(engine, want_copy_engines ? "copy_engines" : "sm_kernels", "%s, %s", progs[stage],
                          env ? env : "by default");
         cr_expect_eq(set_ups, want_copy_engines ? 2 : 0, "%s: NCCL set up its copy-engine collectives %d times "
@@ -773,26 +796,6 @@ static void check_trace_against_report(int stage, const char *extra, int N) {
     unlink(json), unlink(trace);
 }
 
-/* What nvidia-smi (its own process) says of the GPU at PCI bus id `bus`: its highest SM clock and
- * its enforced power limit. nvidia-smi writes the bus id with an 8-digit domain, CUDA with 4:
- * the two are matched on what follows the domain. Returns 0 when no row matches. */
-static int nvidia_smi_limits(const char *bus, double *max_sm_mhz, double *power_limit_w) {
-    FILE *p = popen("nvidia-smi --query-gpu=pci.bus_id,clocks.max.sm,enforced.power.limit "
-                    "--format=csv,noheader,nounits", "r");
-    cr_assert_not_null(p, "cannot run nvidia-smi");
-    char line[256], id[64];
-    int found = 0;
-    const char *want = strchr(bus, ':');
-    while (fgets(line, sizeof line, p))
-        if (sscanf(line, "%63[^,], %lf, %lf", id, max_sm_mhz, power_limit_w) == 3 && strchr(id, ':') &&
-            want && !strcasecmp(strchr(id, ':'), want)) {
-            found = 1;
-            break;
-        }
-    pclose(p);
-    return found;
-}
-
 /* Rank r's line of the "run:" block, "rank r: host …", where its clocks are printed (the
  * timeline's "rank r: compute busy …" comes first in the report). */
 static const char *who_line(const char *out, int rank) {
@@ -911,7 +914,8 @@ static void check_clocks(int N) {
         double lo = zl_num(rk, "clocks.sm_mhz_min"), med = zl_num(rk, "clocks.sm_mhz_median");
         double hi = zl_num(rk, "clocks.sm_mhz_max"), limit = zl_num(rk, "clocks.power_limit_w");
         double smi_max = 0, smi_limit = 0;
-        cr_assert(nvidia_smi_limits(zl_get(rk, "pci_bus_id")->valuestring, &smi_max, &smi_limit),
+        int smi_index;
+        cr_assert(nvidia_smi_gpu(zl_get(rk, "pci_bus_id")->valuestring, &smi_index, &smi_max, &smi_limit),
                   "nvidia-smi lists no GPU at %s", zl_get(rk, "pci_bus_id")->valuestring);
         cr_expect(lo > 0 && lo <= med && med <= hi && hi <= smi_max, "SM clock %g..%g..%g MHz, nvidia-smi max %g", lo,
                   med, hi, smi_max);
