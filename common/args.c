@@ -245,7 +245,7 @@ static const char *const valued_flags[] = {"--layers", "--dim", "--batch", "--st
                                            "--inject-overflow", "--accum", "--model", "--seq", "--heads", "--attention",
                                            "--vocab", "--data", "--peak-tflops"};
 static const char *const switch_flags[] = {"--quiet", "--no-preflight", "--check", "--checkpoint-activations",
-                                           "--offload", "--no-param-hash"};
+                                           "--keep-activations", "--offload", "--no-param-hash"};
 
 /* ---- checkpoint flags (common/ckpt.h): --save DIR, --save-every K, --resume DIR ---- */
 static const char *const ckpt_flags[] = {"--save", "--save-every", "--resume"};
@@ -286,6 +286,7 @@ static int apply_switch(zl_config *c, const char *f) {
     else if (!strcmp(f, "--no-preflight")) c->no_preflight = 1;
     else if (!strcmp(f, "--check")) c->check = 1;
     else if (!strcmp(f, "--checkpoint-activations")) c->checkpoint_activations = 1;
+    else if (!strcmp(f, "--keep-activations")) c->keep_activations = 1;
     else if (!strcmp(f, "--offload")) c->offload = 1;
     else if (!strcmp(f, "--no-param-hash")) c->no_param_hash = 1;
     return ZL_ARGS_OK;
@@ -403,6 +404,12 @@ static int finish_config(zl_config *c, int stage, char *err, int len) {
     if (stage == 3 && c->prefetch > later_uses && c->prefetch > 0)
         return fail(err, len, "--prefetch: expected an integer in [0, %d] (this model's uses a step - 1), got %d",
                     later_uses, c->prefetch);
+    if (c->keep_activations && c->checkpoint_activations)
+        return fail(err, len, "--keep-activations and --checkpoint-activations: keep everything or only each "
+                    "block's input; drop one");
+    if (c->keep_activations && c->model == 1)
+        return fail(err, len, "--keep-activations: the GPT keeps every activation its backward reads already; "
+                    "the flag is the MLP's");
     if (c->json_path[0] && !strcmp(c->json_path, c->dump_path))
         return fail(err, len, "--json and --dump-params name the same path '%s'", c->json_path);
     if (c->no_param_hash && c->dump_path[0]) /* the dump is written by the same pass as the hash */
@@ -577,6 +584,8 @@ void zl_args_usage(const char *prog, int stage) {
            "  --batch B       rows per rank per micro-batch, 1..1048576 (global batch = N*K*B)\n"
            "  --accum K       micro-batches per step (gradient accumulation), 1..1024 (default 1); K*L <= 65536\n"
            "  --checkpoint-activations  keep each block's input only; recompute its forward in backward\n"
+           "  --keep-activations  keep every block's gelu(h) too (2*L*B*4D bytes more); backward recomputes\n"
+           "                      nothing (by default it recomputes gelu(h) from the kept h, one pass a block)\n"
            "  --steps S       training steps, 1..1000000\n"
            "  --seed X        init and data seed, 0..2^53 (results never depend on N)\n"
            "  --dtype fp16|bf16   16-bit format of params, grads, activations (default fp16, the paper's)\n"
@@ -629,8 +638,8 @@ uint64_t zl_args_hash(const zl_config *c) {
     H(stage), H(layers), H(dim), H(batch), H(steps), H(seed), H(loss_scale), H(lr), H(beta1), H(beta2), H(eps),
         H(weight_decay), H(prefetch), H(grad_sync_allreduce), H(timeout_s), H(no_preflight), H(no_param_hash), H(check),
         H(loss_scale_dynamic), H(loss_scale_window), H(clip_grad_norm), H(dtype), H(n_inject), H(inject_steps),
-        H(accum), H(checkpoint_activations), H(model), H(seq), H(heads), H(vocab), H(offload), H(peak_tflops),
-        H(attention);
+        H(accum), H(checkpoint_activations), H(keep_activations), H(model), H(seq), H(heads), H(vocab), H(offload),
+        H(peak_tflops), H(attention);
 #undef H
     h = zl_fnv1a(h, c->json_path, strlen(c->json_path));
     h = zl_fnv1a(h, c->dump_path, strlen(c->dump_path));

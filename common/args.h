@@ -33,6 +33,7 @@ typedef struct {
     int layers, dim, batch, steps;
     int accum;                  /* micro-batches per step (K): global batch N·K·B */
     int checkpoint_activations; /* keep each unit's input only; recompute in backward */
+    int keep_activations;       /* the MLP: keep gelu(h) of every block too; backward recomputes nothing */
     uint64_t seed;
     float loss_scale; /* the scale the run starts at: static K, or the dynamic scaler's first (set by
                        * finish_config from the two below) */

@@ -994,6 +994,7 @@ static cJSON *json_report(const zl_report *r, const gathered *g, const check_res
     add_number(cf, "accum", c->accum);
     cJSON_AddBoolToObject(cf, "offload", c->offload);
     cJSON_AddBoolToObject(cf, "checkpoint_activations", c->checkpoint_activations);
+    cJSON_AddBoolToObject(cf, "keep_activations", c->keep_activations);
     cJSON_AddStringToObject(cf, "dtype", zl_dtype_name(c->dtype));
     cJSON_AddStringToObject(cf, "loss_scale_mode", c->loss_scale_dynamic ? "dynamic" : "static");
     add_number(cf, "clip_grad_norm", c->clip_grad_norm);
@@ -1150,9 +1151,11 @@ static int print_and_write(const zl_report *r) {
            stage_names[c->stage], zl_backend_name(), zl_backend_device_name(), N, r->part->psi, r->part->psi_pad,
            r->part->full_len, r->part->n_units);
     if (r->variant) printf("variant: %s\n", r->variant);
-    if (c->accum > 1 || c->checkpoint_activations)
+    if (c->accum > 1 || c->checkpoint_activations || c->keep_activations)
         printf("%d micro-batch%s of %d rows per rank per step%s\n", c->accum, c->accum > 1 ? "es" : "", c->batch,
-               c->checkpoint_activations ? "; activations checkpointed (each block's input kept, recomputed)" : "");
+               c->checkpoint_activations ? "; activations checkpointed (each block's input kept, recomputed)"
+               : c->keep_activations    ? "; activations kept (gelu(h) of every block too: nothing recomputed)"
+                                        : "");
     if (N > 8) {
         print_minmax(all, N); /* one column per rank would not fit; the JSON has every rank */
     } else if (summaries_identical(all, N)) {

@@ -9,7 +9,8 @@
 
 zl_model_shape zl_model_shape_of(const zl_config *c) {
     zl_model_shape s = {.kind = ZL_MODEL_MLP, .layers = c->layers, .dim = c->dim, .rows = c->batch,
-                        .micro_batches = c->accum, .checkpoint = c->checkpoint_activations};
+                        .micro_batches = c->accum, .checkpoint = c->checkpoint_activations,
+                        .keep = c->keep_activations};
     if (c->model == ZL_MODEL_GPT) {
         s.kind = ZL_MODEL_GPT;
         s.seq = c->seq, s.heads = c->heads, s.vocab = c->vocab, s.flash_attention = c->attention == ZL_ATTENTION_FUSED;
@@ -86,7 +87,7 @@ int zl_model_grads_final(zl_model_shape s, int k) {
 size_t zl_model_activation_bytes(zl_model_shape s) {
     switch (s.kind) {
     case ZL_MODEL_MLP:
-        return zl_mlp_activation_bytes((size_t)s.layers, (size_t)s.dim, (size_t)s.rows, s.checkpoint);
+        return zl_mlp_activation_bytes((size_t)s.layers, (size_t)s.dim, (size_t)s.rows, s.checkpoint, s.keep);
     case ZL_MODEL_GPT: return (size_t)zl_gpt_activation_sum(zl_model_gpt_dims(s), s.layers, s.checkpoint);
     }
     return 0;

@@ -45,17 +45,17 @@ void zl_mlp_init_range(int dim, size_t unit_off, size_t begin, size_t end, uint6
 /* ---- buffers ---------------------------------------------------------------------------- */
 
 /* Allocated in the order the report lists them; the byte formulas are in mlp.h. */
-void zl_mlp_create(zl_mlp *m, int layers, int dim, int rows, int micro_batches, int checkpoint) {
+void zl_mlp_create(zl_mlp *m, int layers, int dim, int rows, int micro_batches, int checkpoint, int keep) {
     size_t L = (size_t)layers, BD = (size_t)rows * (size_t)dim, K = (size_t)micro_batches;
-    *m = (zl_mlp){.L = layers, .D = dim, .B = rows, .K = micro_batches, .checkpoint = checkpoint};
+    *m = (zl_mlp){.L = layers, .D = dim, .B = rows, .K = micro_batches, .checkpoint = checkpoint, .keep = keep};
     m->x = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * (L + 1) * BD, "block inputs x");
     m->h = checkpoint ? zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * 4 * BD, "pre-activations h (one block, recomputed)")
                       : zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * L * 4 * BD, "pre-activations h");
-    m->a = zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * 4 * BD, "activations a = gelu(h) (one block, recomputed)");
+    m->a = keep ? zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * L * 4 * BD, "activations a = gelu(h)")
+                : zl_mem_alloc(ZL_MEM_ACTIVATIONS, 2 * 4 * BD, "activations a = gelu(h) (one block, recomputed)");
     m->target = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "targets");
     m->dx[0] = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "activation grad 0");
     m->dx[1] = zl_mem_alloc(ZL_MEM_SCRATCH, 2 * BD, "activation grad 1");
-    m->dh = m->a; /* backward's dh once dW2 has read a (kernels.h): one B·4D buffer, not two */
     m->loss = zl_mem_alloc(ZL_MEM_SCRATCH, K * sizeof(float), "loss (one per micro-batch)");
     m->loss_host = zl_host_calloc(K, sizeof(float));
     size_t ws = zl_kernels_workspace_bytes(rows, dim);
@@ -75,6 +75,8 @@ void zl_mlp_free(zl_mlp *m) {
 static zl_half *x_of(zl_mlp *m, int u) { return m->x + (size_t)u * m->B * m->D; }
 /* Block u's h: its own place, or the one-block buffer when checkpointing. */
 static zl_half *h_of(zl_mlp *m, int u) { return m->h + (m->checkpoint ? 0 : (size_t)u * m->B * 4 * m->D); }
+/* Block u's a: its own place when keeping, else the one-block buffer. */
+static zl_half *a_of(zl_mlp *m, int u) { return m->a + (m->keep ? (size_t)u * m->B * 4 * m->D : 0); }
 
 void zl_mlp_load_batch(zl_mlp *m, uint64_t seed, uint64_t row0, zl_stream s) {
     zl_data_generate(x_of(m, 0), m->target, seed, row0, m->B, m->D, s);
@@ -85,7 +87,7 @@ void zl_mlp_load_batch(zl_mlp *m, uint64_t seed, uint64_t row0, zl_stream s) {
 static void block_forward(zl_mlp *m, int u, const zl_half *p, zl_half *y, zl_stream s) {
     size_t D = (size_t)m->D;
     zl_block_forward(x_of(m, u), p + zl_mlp_off_W1(D), p + zl_mlp_off_b1(D), p + zl_mlp_off_W2(D),
-                     p + zl_mlp_off_b2(D), h_of(m, u), m->a, y, m->B, m->D, s);
+                     p + zl_mlp_off_b2(D), h_of(m, u), a_of(m, u), y, m->B, m->D, s);
 }
 
 void zl_mlp_forward(zl_mlp *m, int u, const zl_half *p, zl_stream s) { block_forward(m, u, p, x_of(m, u + 1), s); }
@@ -109,13 +111,15 @@ float zl_mlp_loss_sum(zl_mlp *m, zl_stream s) {
 /* Block u's backward: parameters from unit p, gradients stored into unit g as `mode` says;
  * dL/d(input) goes to the other activation-gradient buffer, ready for block u-1. First the
  * activations forward did not keep: h (checkpointing: the block's first GEMM again), then
- * a = gelu(h) — one elementwise pass either way. */
+ * a = gelu(h) — one elementwise pass, unless forward kept every block's a. dh is written
+ * over a once dW2 has read it (kernels.h): one B·4D buffer, not two. */
 void zl_mlp_backward(zl_mlp *m, int u, const zl_half *p, zl_half *g, zl_grads_mode mode, zl_stream s) {
     size_t D = (size_t)m->D;
+    zl_half *a = a_of(m, u);
     if (m->checkpoint) block_forward(m, u, p, NULL, s);
-    zl_gelu_stored(h_of(m, u), m->a, (size_t)m->B * 4 * D, s);
+    if (!m->keep) zl_gelu_stored(h_of(m, u), a, (size_t)m->B * 4 * D, s);
     zl_half *dx = u > 0 ? m->dx[m->dy ^ 1] : NULL; /* block 0: the input needs no gradient */
-    zl_block_backward(x_of(m, u), h_of(m, u), m->a, p + zl_mlp_off_W1(D), p + zl_mlp_off_W2(D), m->dx[m->dy], m->dh,
+    zl_block_backward(x_of(m, u), h_of(m, u), a, p + zl_mlp_off_W1(D), p + zl_mlp_off_W2(D), m->dx[m->dy], a,
                       g + zl_mlp_off_W1(D), g + zl_mlp_off_b1(D), g + zl_mlp_off_W2(D), g + zl_mlp_off_b2(D), dx, mode,
                       m->B, m->D, s);
     m->dy ^= 1;

@@ -32,7 +32,7 @@ zl_model *zl_model_create(zl_model_shape s) {
     zl_trace_reserve(ZL_LANE_COMPUTE, zl_model_spans_per_step(s));
     switch (s.kind) {
     case ZL_MODEL_MLP:
-        zl_mlp_create(&m->mlp, s.layers, s.dim, s.rows, zl_model_micro_batches(s), s.checkpoint);
+        zl_mlp_create(&m->mlp, s.layers, s.dim, s.rows, zl_model_micro_batches(s), s.checkpoint, s.keep);
         break;
     case ZL_MODEL_GPT:
         zl_gpt_create(&m->gpt, s.layers, zl_model_gpt_dims(s), zl_model_micro_batches(s), s.checkpoint, s.data);

@@ -16,10 +16,10 @@
  *
  * Two things a stage never sees inside: what forward keeps for backward (the activation
  * policy: with checkpoint set, each unit's input only, and backward recomputes the unit's
- * forward first — the stage's calls do not change), and a step of K micro-batches: the
- * stage loads, runs forward and backward K times, telling backward whether to write a
- * unit's gradient or add to it (ZL_GRADS_WRITE / ZL_GRADS_ADD), and the loss keeps one
- * value per micro-batch.
+ * forward first; with keep set, everything backward reads — the stage's calls do not
+ * change), and a step of K micro-batches: the stage loads, runs forward and backward K
+ * times, telling backward whether to write a unit's gradient or add to it (ZL_GRADS_WRITE /
+ * ZL_GRADS_ADD), and the loss keeps one value per micro-batch.
  *
  * Two halves:
  *   layout   (model/layout.c)  pure arithmetic: units, uses, byte formulas. No MPI, no device:
@@ -49,6 +49,7 @@ typedef struct {
     int rows;              /* B: rows per rank per micro-batch (GPT: sequences of seq tokens) */
     int micro_batches;     /* K: micro-batches per step (--accum); 0 counts as 1 */
     int checkpoint;        /* 1: keep each unit's input only, recompute in backward (--checkpoint-activations) */
+    int keep;              /* MLP only: 1 keeps gelu(h) of every block too, recomputes nothing (--keep-activations) */
     int seq, heads, vocab; /* GPT only: T, H, V (unpadded; gpt.h pads it) */
     int flash_attention;   /* GPT only: 1 fused attention (lse kept), 0 strided (P kept): --attention */
     const char *data;      /* GPT only: a text file to train on, or NULL: the synthetic stream */

@@ -8,6 +8,8 @@
 # H100/H200 runs at its power cap, where a step's time is its energy over the power the cap allows).
 # PRESET: lab-1b (D = 4096, L = 8, 8192 rows per rank; default) or fill (D = 8192, L = 14 on a
 # GPU of more than 100 GB, else L = 8; 1024 rows per rank). Logs in OUT (default results/gpu/bench-PRESET).
+# ZEROLAB_FLAGS: more flags for zerolab's programs only (e.g. --keep-activations, the peer's
+# activation policy: PyTorch's autograd keeps x, h and gelu(h) of every block); the header names them.
 # Needs build/cuda (made here if missing), mpirun and python3 with torch on the GPU machine.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -66,14 +68,15 @@ else: print("%.0f" % c["sm_mhz_median"], "~%.1f" % (c["power_w_median"] * ms / 1
 # zerolab's other ZL_ knobs set here (README's environment variables; e.g. ZL_NCCL_WINDOWS=1
 # ZL_NCCL_CTA_POLICY=2): the table holds for them, so its header names them
 knobs=$(env | grep '^ZL_' | grep -v '^ZL_GEMM_TABLE=' | sort | tr '\n' ' ')
-echo "bench-gpu: $preset ${shape[*]}, $STEPS steps (first is warm-up), $gpus GPU(s): $(nvidia-smi -L | head -1); GEMM table: ${ZL_GEMM_TABLE:-none}; zerolab's knobs: ${knobs:-none}"
+echo "bench-gpu: $preset ${shape[*]}, $STEPS steps (first is warm-up), $gpus GPU(s): $(nvidia-smi -L | head -1); GEMM table: ${ZL_GEMM_TABLE:-none}; zerolab's knobs: ${knobs:-none}; zerolab's flags: ${ZEROLAB_FLAGS:-none}"
 rows=() engines=()
 for n in ${NS:-2 4}; do # NS: the rank counts (NS=8 on an 8-GPU node)
     [ "$n" -le "$gpus" ] || continue
     engines+=("N = $n:")
     for s in 0 1 2 3; do
         z="$out/${progs[$s]}_N$n.txt" p="$out/peer${s}_N$n.txt"
-        $MPIEXEC -n "$n" "build/cuda/${progs[$s]}" "${shape[@]}" --steps "$STEPS" --quiet \
+        # shellcheck disable=SC2086 # ZEROLAB_FLAGS: words, split on purpose
+        $MPIEXEC -n "$n" "build/cuda/${progs[$s]}" "${shape[@]}" --steps "$STEPS" --quiet ${ZEROLAB_FLAGS:-} \
             --json "$out/${progs[$s]}_N$n.json" > "$z" 2>&1
         python3 -m torch.distributed.run --standalone --nproc_per_node "$n" bench/torch_peer.py --stage "$s" \
             "${shape[@]}" --steps "$STEPS" --json "$out/peer${s}_N$n.json" > "$p" 2>&1

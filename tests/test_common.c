@@ -162,6 +162,13 @@ Test(model, checkpointing_keeps_one_block_of_h) {
     check_model_buffers(s, 330, 94);
 }
 
+Test(model, keeping_holds_a_of_every_block) {
+    /* x 3·15 + h 2·60 + a 2·60 = 285 fp16 = 570 bytes: backward writes dh over the block's own a */
+    zl_model_shape s = mlp(2, 3, 5);
+    s.keep = 1;
+    check_model_buffers(s, 570, 94);
+}
+
 Test(model, one_loss_per_micro_batch) {
     zl_model_shape s = mlp(2, 3, 5);
     s.micro_batches = 3; /* 2·3·15 + 3·4 */
@@ -563,6 +570,12 @@ Test(args, flag_equals_value_switches_and_defaults) {
     cr_expect(c.accum == 1 && !c.checkpoint_activations, "defaults: one micro-batch, activations kept");
     cr_assert_eq(parse(3, err, &c, "--accum=4 --checkpoint-activations"), ZL_ARGS_OK, "%s", err);
     cr_expect(c.accum == 4 && c.checkpoint_activations);
+    cr_assert_eq(parse(3, err, &c, "--keep-activations"), ZL_ARGS_OK, "%s", err);
+    cr_expect(c.keep_activations && !c.checkpoint_activations);
+    cr_expect_eq(parse(3, err, &c, "--keep-activations --checkpoint-activations"), ZL_ARGS_ERROR);
+    cr_expect(strstr(err, "drop one"), "%s", err);
+    cr_expect_eq(parse(3, err, &c, "--preset gpt-tiny --keep-activations"), ZL_ARGS_ERROR);
+    cr_expect(strstr(err, "the MLP's"), "%s", err);
     zl_config d;
     cr_assert_eq(parse(3, err, &d, "--accum=3 --checkpoint-activations"), ZL_ARGS_OK, "%s", err);
     cr_expect_neq(zl_args_hash(&c), zl_args_hash(&d), "ranks launched with different --accum are told apart");

@@ -333,13 +333,49 @@ Test(checkpoint, stage1_bitwise_N2_accum2) { check_checkpoint_bitwise(1, 2, " --
 Test(checkpoint, stage2_bitwise_N2) { check_checkpoint_bitwise(2, 2, ""); }
 Test(checkpoint, stage3_bitwise_N2_accum2) { check_checkpoint_bitwise(3, 2, " --accum 2"); }
 
+/* --keep-activations hands backward the a forward computed (from the unrounded fp32 h) instead
+ * of gelu of the stored h, so it has bits of its own (model/mlp.h): the four stages must agree
+ * on them, the loss must follow the default run's, and the activations grow by L-1 blocks of a. */
+Test(checkpoint, keep_activations_same_bits_in_every_stage_N2) {
+    char a[128], b[128];
+    snprintf(a, sizeof a, "/tmp/zl_keep_a_%d.json", getpid());
+    snprintf(b, sizeof b, "/tmp/zl_keep_b_%d.json", getpid());
+    const char *shape = "--layers 3 --dim 24 --batch 3 --steps 6 --quiet --check";
+    zl_run_result r;
+    zl_run(&r, "-n 2 {%s} %s --json %s", zl_progs[0], shape, a);
+    cr_assert_eq(r.exit_code, 0, "%s", r.err);
+    cJSON *def = zl_load_json(a);
+    char first[17] = "";
+    for (int stage = 0; stage < 4; stage++) {
+        unlink(b);
+        zl_run(&r, "-n 2 {%s} %s --keep-activations --json %s", zl_progs[stage], shape, b);
+        cr_assert_eq(r.exit_code, 0, "%s: %s", zl_progs[stage], r.err);
+        cJSON *keep = zl_load_json(b);
+        cr_expect(zl_get(keep, "config.keep_activations")->type == cJSON_True);
+        if (stage == 0) snprintf(first, sizeof first, "%s", zl_hash_of(keep));
+        else cr_expect_str_eq(zl_hash_of(keep), first, "%s kept other bits than DDP", zl_progs[stage]);
+        double l0 = cJSON_GetArrayItem(zl_get(def, "loss"), 5)->valuedouble;
+        double l1 = cJSON_GetArrayItem(zl_get(keep, "loss"), 5)->valuedouble;
+        cr_expect(fabs(l1 - l0) <= 1e-3 * fabs(l0), "%s: final loss %.9g kept, %.9g by default", zl_progs[stage], l1,
+                  l0);
+        cJSON *rd = cJSON_GetArrayItem(zl_get(def, "ranks"), 0), *rk = cJSON_GetArrayItem(zl_get(keep, "ranks"), 0);
+        /* a of blocks 1..L-1 on top of the default's one block: 2 bytes · (L-1) · B·4D */
+        cr_expect_eq(zl_num(rk, "memory.measured.activations") - zl_num(rd, "memory.measured.activations"),
+                     2.0 * 2 * 3 * 4 * 24, "%s", zl_progs[stage]);
+        cJSON_Delete(keep);
+    }
+    cJSON_Delete(def);
+    unlink(a), unlink(b);
+}
+
 /* zerocalc is the answer key: its per-rank peak (and activations, wire bytes) for a shape is
  * what the program measures, without running it. */
-static void check_zerocalc_matches(int stage, int N, int L, int D, int B, int K, int ckpt) {
+/* policy: 0 the default, 1 --checkpoint-activations, 2 --keep-activations */
+static void check_zerocalc_matches(int stage, int N, int L, int D, int B, int K, int policy) {
     if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     char json[128], cmd[512], out[8192];
     snprintf(json, sizeof json, "/tmp/zl_zc_%d.json", getpid());
-    const char *ck = ckpt ? " --checkpoint-activations" : "";
+    const char *ck = policy == 1 ? " --checkpoint-activations" : policy == 2 ? " --keep-activations" : "";
     zl_run_result r;
     zl_run(&r, "-n %d {%s} --layers %d --dim %d --batch %d --accum %d --steps 2 --quiet --json %s%s", N,
            zl_progs[stage], L, D, B, K, json, ck);
@@ -375,6 +411,7 @@ Test(zerocalc, peak_equals_measured_stage3_N2_L4_D24_B5_accum2_checkpoint) {
     check_zerocalc_matches(3, 2, 4, 24, 5, 2, 1);
 }
 Test(zerocalc, peak_equals_measured_stage3_N4_L3_D9_B1) { check_zerocalc_matches(3, 4, 3, 9, 1, 1, 0); }
+Test(zerocalc, peak_equals_measured_stage2_N2_L3_D20_B3_accum2_keep) { check_zerocalc_matches(2, 2, 3, 20, 3, 2, 2); }
 
 /* The same command gives the same bits every time — on a GPU too, where nothing (a GEMM
  * algorithm chosen by timing, a race between streams) may let a run depend on the machine's

@@ -8,7 +8,8 @@
  *
  *   zerocalc --params 7.5e9 --ranks 64 [--stage S] [--precision mixed|fp32|custom] [--json]
  *   zerocalc --layers 8 --dim 4096 --ranks 2          (the project's own MLP, with padding)
- *   zerocalc --layers 8 --dim 4096 --batch 8192 --ranks 2 [--accum K] [--checkpoint-activations]
+ *   zerocalc --layers 8 --dim 4096 --batch 8192 --ranks 2 [--accum K] [--checkpoint-activations |
+ *            --keep-activations]
  *            [--prefetch P] [--backend cuda|cpu]   (a run's exact per-rank memory and traffic:
  *                                                   the answer key of a lab)
  *   zerocalc --model gpt --layers 48 --dim 1600 --heads 25 --seq 1024 --vocab 50257 --batch 32 --ranks 4
@@ -58,6 +59,7 @@ typedef struct {
     int layers, dim;    /* --layers/--dim instead of --params */
     int batch, accum;   /* --batch B [--accum K]: a run's exact memory (with --layers/--dim) */
     int checkpoint;     /* --checkpoint-activations */
+    int keep;           /* --keep-activations (the MLP's gelu(h) of every block too) */
     int offload;        /* --offload: stages 2-3 keep master, m, v on the host */
     int prefetch;       /* stage 3's --prefetch; -1: the program's default */
     int backend_cpu;    /* --backend cpu: the CPU kernels' workspace (default cuda) */
@@ -87,7 +89,8 @@ static const char *const stage_names[4] = {"DDP (stage 0)", "ZeRO-1 P_os", "ZeRO
 
 static void usage(void) {
     printf("usage: zerocalc --params PSI | --layers L --dim D   [--ranks N] [--stage 0-3] [--json]\n"
-           "       zerocalc --layers L --dim D --batch B [--accum K] [--checkpoint-activations] [--prefetch P]\n"
+           "       zerocalc --layers L --dim D --batch B [--accum K] [--checkpoint-activations | --keep-activations]\n"
+           "                [--prefetch P]\n"
            "                [--backend cuda|cpu (default cuda: its kernels' workspace)] --ranks N [--stage 0-3] [--json]\n"
            "                (a run's exact bytes per rank)\n"
            "       zerocalc --model gpt --layers L --dim D --heads H --seq T [--vocab V] [--batch B] [--accum K]\n"
@@ -97,8 +100,8 @@ static void usage(void) {
            "       zerocalc --paper-table1\n"
            "       zerocalc --max-model --memory BYTES --ranks N [--mp K] [--precision ...]\n"
            "       zerocalc --max-layers --dim D --batch B --ranks N --memory BYTES [--host-memory BYTES\n"
-           "                [--local-ranks R]] [--accum K] [--checkpoint-activations] [--prefetch P]\n"
-           "                [--backend cuda|cpu] [--stage 0-3] [--offload] [--json]\n"
+           "                [--local-ranks R]] [--accum K] [--checkpoint-activations | --keep-activations]\n"
+           "                [--prefetch P] [--backend cuda|cpu] [--stage 0-3] [--offload] [--json]\n"
            "                (the largest L whose every buffer fits: BYTES free per device, as the\n"
            "                 programs' preflight sees it; host BYTES shared by R ranks)\n"
            "       zerocalc --check-sources [--data tests/data/source_examples.tsv]\n"
@@ -145,6 +148,7 @@ static void parse(opts *o, int argc, char **argv) {
         if (!strcmp(f, "--max-layers")) { o->mode = MODE_MAX_LAYERS; continue; }
         if (!strcmp(f, "--check-sources")) { o->mode = MODE_CHECK_SOURCES; continue; }
         if (!strcmp(f, "--checkpoint-activations")) { o->checkpoint = 1; continue; }
+        if (!strcmp(f, "--keep-activations")) { o->keep = 1; continue; }
         if (!strcmp(f, "--offload")) { o->offload = 1; continue; }
         static const char *const valued[] = {"--params", "--layers", "--dim", "--ranks", "--stage", "--precision",
                                              "--param-bytes", "--grad-bytes", "--k", "--memory", "--mp", "--data",
@@ -218,7 +222,9 @@ static void parse(opts *o, int argc, char **argv) {
         if (o->gpt) o->psi = (double)zl_model_unit_offset(shape_of(o), zl_model_n_units(shape_of(o)));
         else if (by_shape) o->psi = (double)o->layers * (8.0 * o->dim * o->dim + 5.0 * o->dim);
     }
-    int run_flags = o->accum > 1 || o->checkpoint || o->prefetch >= 0 || o->backend_cpu;
+    int run_flags = o->accum > 1 || o->checkpoint || o->keep || o->prefetch >= 0 || o->backend_cpu;
+    if (o->keep && o->checkpoint) bad("--keep-activations and --checkpoint-activations: drop one");
+    if (o->keep && o->gpt) bad("--keep-activations: the MLP's (the GPT keeps every activation already)");
     if (o->mode == MODE_MAX_LAYERS) {
         if (!o->dim || !o->batch || !o->memory) bad("--max-layers: needs --dim, --batch and --memory (bytes per device)");
         if (o->layers || o->psi) bad("--max-layers: finds --layers; give --dim, not --layers or --params");
@@ -228,8 +234,8 @@ static void parse(opts *o, int argc, char **argv) {
         if (!o->local_ranks) o->local_ranks = (int)o->ranks; /* one node */
     } else if (o->host_memory || o->local_ranks) bad("--host-memory/--local-ranks: only with --max-layers");
     if ((o->batch || run_flags) && !(o->mode == MODE_MAX_LAYERS || (o->mode == MODE_CALC && o->layers && o->batch)))
-        bad("--batch/--accum/--checkpoint-activations/--prefetch/--backend: a run's bytes need --layers, --dim "
-            "and --batch");
+        bad("--batch/--accum/--checkpoint-activations/--keep-activations/--prefetch/--backend: a run's bytes need "
+            "--layers, --dim and --batch");
     if (o->batch && strcmp(o->prec_name, "mixed")) bad("--batch: the programs train in mixed precision only");
     if (o->mode != MODE_MAX_LAYERS && o->prefetch > o->layers - 1 && o->prefetch > 0)
         bad("--prefetch: expected an integer in [0, %d] (layers - 1), got %d", o->layers - 1, o->prefetch);
@@ -358,7 +364,7 @@ enum { RUN_COLUMNS = 8, RUN_COLUMNS_OFFLOAD = 11 };
 /* The configuration a stage program builds for its preflight and report, for L layers. */
 static zl_formula_config run_config(const opts *o, int stage, int layers) {
     zl_model_shape shape = {.kind = ZL_MODEL_MLP, .layers = layers, .dim = o->dim, .rows = o->batch,
-                            .micro_batches = o->accum, .checkpoint = o->checkpoint};
+                            .micro_batches = o->accum, .checkpoint = o->checkpoint, .keep = o->keep};
     int prefetch = o->prefetch >= 0 ? o->prefetch : layers > 1 ? 1 : 0; /* the program's default */
     return (zl_formula_config){.stage = stage, .model = shape, .prefetch = stage == 3 ? prefetch : 0,
                                .offload = offloads(o, stage),
@@ -389,15 +395,15 @@ static void calc_run(const opts *o) {
     int n = o->offload ? RUN_COLUMNS_OFFLOAD : RUN_COLUMNS;
     if (o->json) {
         printf("{\"params\": %zu, \"params_padded\": %zu, \"params_full\": %zu, \"ranks\": %.0f, \"layers\": %d, "
-               "\"dim\": %d, \"batch\": %d, \"accum\": %d, \"checkpoint_activations\": %s, \"backend\": \"%s\",\n "
-               "\"stages\": [",
+               "\"dim\": %d, \"batch\": %d, \"accum\": %d, \"checkpoint_activations\": %s, \"keep_activations\": %s, "
+               "\"backend\": \"%s\",\n \"stages\": [",
                part.psi, part.psi_pad, part.full_len, o->ranks, o->layers, o->dim, o->batch, o->accum,
-               o->checkpoint ? "true" : "false", o->backend_cpu ? "cpu" : "cuda");
+               o->checkpoint ? "true" : "false", o->keep ? "true" : "false", o->backend_cpu ? "cpu" : "cuda");
     } else {
         printf("L = %d, D = %d: Psi = %zu, Psi_pad = %zu, Psi_full = %zu over N = %.0f ranks; B = %d rows x K = %d "
                "micro-batches per rank per step; activations %s; %s kernels\nbytes per rank:\n%-16s",
                o->layers, o->dim, part.psi, part.psi_pad, part.full_len, o->ranks, o->batch, o->accum,
-               o->checkpoint ? "checkpointed" : "default", o->backend_cpu ? "CPU" : "CUDA", "stage");
+               o->checkpoint ? "checkpointed" : o->keep ? "kept" : "default", o->backend_cpu ? "CPU" : "CUDA", "stage");
         for (int c = 0; c < n; c++) printf(" | %15s", run_columns[c]);
         printf("\n");
     }
