@@ -175,9 +175,12 @@ void zl_runtime_start(zl_runtime *rt, int stage, int argc, char **argv) {
      * forward of earlier units (stage1.c): no GEMM waits for a gather while it runs, so the SMs it
      * would take are worth more to the GEMMs than its speed — on CUDA it runs on the copy engines
      * where it can (backend.h). ZeRO-3's gathers are on the critical path, each just before its
-     * unit's use (measured: slower on the copy engines at N = 4); DDP gathers nothing. */
-    int gathers_off_path = stage == 1 || stage == 2;
-    zl_backend_init(rt->rank, rt->world, rt->local_rank, rt->local_size, rt->prog, gathers_off_path);
+     * unit's use: there a copy-engine gather from three peers was slower than NCCL's kernels (N = 4:
+     * lab-1b +0.3 to +0.7 %, the 7.5 B fill model +6 to +8 %), one from a single peer faster (N = 2:
+     * lab-1b -1.4 %, fill -8 %; H200, docs/performance.md), so ZeRO-3 asks at N = 2 only. DDP
+     * gathers nothing. */
+    int copy_engine_gathers = stage == 1 || stage == 2 || (stage == 3 && rt->world == 2);
+    zl_backend_init(rt->rank, rt->world, rt->local_rank, rt->local_size, rt->prog, copy_engine_gathers);
     zl_mem_init_collective(zl_dev_alloc_collective, zl_dev_free_collective); /* backend.h: the all-gathers' buffers */
     if (zl_kernels_set_dtype(rt->cfg.dtype)) zl_fatal("--dtype %s: not a 16-bit storage format", zl_dtype_name(rt->cfg.dtype));
     zl_trace_setup(rt->cfg.steps, rt->cfg.trace_path[0] != '\0', rt->world); /* creates an event: after the backend */

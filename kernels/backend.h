@@ -53,10 +53,11 @@ static inline int zl_env_int(const char *name, long lo, long hi, long *value) {
  * (kernels/gpu_select.h) and, on CUDA, bootstraps NCCL over MPI_COMM_WORLD. prog (e.g.
  * "stage2", or NULL) names the CPU build to suggest when no GPU is visible: then every
  * rank exits 1 after one line from the lowest such rank. */
-void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog, int gathers_off_path);
-/* gathers_off_path: the caller's all-gathers run well ahead of the work that reads their
- * output (ZeRO-1/2's parameter gathers, common/runtime.c), so the SMs a gather would take are
- * worth more to the GEMMs beside it than the gather's speed. On CUDA with NCCL >= 2.28, N > 1,
+void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog, int copy_engine_gathers);
+/* copy_engine_gathers: the SMs the caller's all-gathers would take are worth more to the GEMMs
+ * beside them than the gathers' speed (common/runtime.c says for which stages and N: ZeRO-1/2,
+ * whose gathers run well ahead of the work that reads them, and ZeRO-3 at N = 2, where each
+ * gather copies from one peer). On CUDA with NCCL >= 2.28, N > 1,
  * every rank on one host and its GPU on NVLink, the all-gathers' buffers are then NCCL
  * symmetric windows under NCCL's zero-CTA policy — the all-gathers run on the copy engines —
  * unless ZL_NCCL_WINDOWS or ZL_NCCL_CTA_POLICY says otherwise. Where the all-gathers run, for

@@ -285,7 +285,8 @@ static int count_copy_engine_set_ups(const char *dir, int *after_int8) {
     return n;
 }
 /* env: one NAME=VALUE the run gets (ZL_NCCL_WINDOWS=0, NCCL_WIN_ENABLE=0), or NULL. */
-static void check_allgather_engine(int stage, const char *env, int want_copy_engines) {
+static void check_allgather_engine(int stage, int N, const char *env, int want_copy_engines) {
+    if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     char dir[] = "/tmp/zl_nccl_log_XXXXXX", file[64], json[128], name[64] = "", value[16] = "";
     cr_assert(mkdtemp(dir));
     snprintf(file, sizeof file, "%s/r.%%p.log", dir);
@@ -297,7 +298,7 @@ static void check_allgather_engine(int stage, const char *env, int want_copy_eng
     }
     setenv("NCCL_DEBUG", "INFO", 1), setenv("NCCL_DEBUG_SUBSYS", "ALL", 1), setenv("NCCL_DEBUG_FILE", file, 1);
     zl_run_result r;
-    zl_run(&r, "-n 2 {%s} --steps 3 --check --json %s", progs[stage], json);
+    zl_run(&r, "-n %d {%s} --steps 3 --check --json %s", N, progs[stage], json);
     unsetenv("NCCL_DEBUG"), unsetenv("NCCL_DEBUG_SUBSYS"), unsetenv("NCCL_DEBUG_FILE");
     if (env) unsetenv(name);
     cr_assert_eq(r.exit_code, 0, "%s failed (exit %d): %s", progs[stage], r.exit_code, r.err);
@@ -310,10 +311,10 @@ static void check_allgather_engine(int stage, const char *env, int want_copy_eng
     } else {
         want_copy_engines = want_copy_engines && nccl_at_least_2_28(j) &&
                             gpu_has_active_nvlink(zl_get(cJSON_GetArrayItem(zl_get(j, "ranks"), 0), "pci_bus_id")->valuestring);
-        cr_expect_str_eq(engine, want_copy_engines ? "copy_engines" : "sm_kernels", "%s, %s", progs[stage],
+        cr_expect_str_eq(engine, want_copy_engines ? "copy_engines" : "sm_kernels", "%s N=%d, %s", progs[stage], N,
                          env ? env : "by default");
-        cr_expect_eq(set_ups, want_copy_engines ? 2 : 0, "%s: NCCL set up its copy-engine collectives %d times "
-                     "over 2 ranks, the report says %s", progs[stage], set_ups, engine);
+        cr_expect_eq(set_ups, want_copy_engines ? N : 0, "%s: NCCL set up its copy-engine collectives %d times "
+                     "over %d ranks, the report says %s", progs[stage], set_ups, N, engine);
         cr_expect(after_int8, "%s: the copy-engine set-up came in a step's all-gather, not the start-up's", progs[stage]);
     }
     cJSON_Delete(j);
@@ -321,13 +322,17 @@ static void check_allgather_engine(int stage, const char *env, int want_copy_eng
     snprintf(rm, sizeof rm, "rm -rf %s", dir);
     cr_expect_eq(system(rm), 0);
 }
-Test(schema, allgather_engine_stage1_copy_engines_by_default) { check_allgather_engine(1, NULL, 1); }
-Test(schema, allgather_engine_stage2_copy_engines_by_default) { check_allgather_engine(2, NULL, 1); }
-Test(schema, allgather_engine_stage1_windows_0_keeps_nccl_kernels) { check_allgather_engine(1, "ZL_NCCL_WINDOWS=0", 0); }
-Test(schema, allgather_engine_stage2_without_symmetric_support_keeps_nccl_kernels) {
-    check_allgather_engine(2, "NCCL_WIN_ENABLE=0", 0);
+Test(schema, allgather_engine_stage1_copy_engines_by_default) { check_allgather_engine(1, 2, NULL, 1); }
+Test(schema, allgather_engine_stage2_copy_engines_by_default) { check_allgather_engine(2, 2, NULL, 1); }
+Test(schema, allgather_engine_stage1_windows_0_keeps_nccl_kernels) {
+    check_allgather_engine(1, 2, "ZL_NCCL_WINDOWS=0", 0);
 }
-Test(schema, allgather_engine_stage3_nccl_kernels_by_default) { check_allgather_engine(3, NULL, 0); }
+Test(schema, allgather_engine_stage2_without_symmetric_support_keeps_nccl_kernels) {
+    check_allgather_engine(2, 2, "NCCL_WIN_ENABLE=0", 0);
+}
+/* ZeRO-3 asks for the copy engines at N = 2 only (common/runtime.c: one peer a gather) */
+Test(schema, allgather_engine_stage3_copy_engines_at_N2) { check_allgather_engine(3, 2, NULL, 1); }
+Test(schema, allgather_engine_stage3_nccl_kernels_at_N3) { check_allgather_engine(3, 3, NULL, 0); }
 
 Test(schema, every_documented_key_stage0) { check_schema(0); }
 Test(schema, every_documented_key_stage1) { check_schema(1); }

@@ -47,8 +47,8 @@ static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
     for (int i = 0; i < *len; i++) b[i] = zl_float_to_bf16(zl_bf16_to_float(a[i]) + zl_bf16_to_float(b[i]));
 }
 
-void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog, int gathers_off_path) {
-    (void)local_rank, (void)local_size, (void)prog, (void)gathers_off_path; /* MPI's all-gathers run on the host */
+void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog, int copy_engine_gathers) {
+    (void)local_rank, (void)local_size, (void)prog, (void)copy_engine_gathers; /* MPI's all-gathers run on the host */
     g_rank = rank, g_world = world;
     mpiCheck(MPI_Op_create(half_sum, 1, &g_half_sum));
     mpiCheck(MPI_Op_create(bf16_sum, 1, &g_bf16_sum));

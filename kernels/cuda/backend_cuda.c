@@ -143,8 +143,8 @@ void zl_backend_device_key(int rank, int local_rank, int local_size, char *key, 
     }
 }
 
-/* Where the all-gathers run (backend.h: zl_backend_init's gathers_off_path). By default, for a
- * caller whose gathers are off the critical path (ZeRO-1/2), on the copy engines: their buffers
+/* Where the all-gathers run (backend.h: zl_backend_init's copy_engine_gathers). By default, for a
+ * caller that asks (ZeRO-1/2; ZeRO-3 at N = 2: common/runtime.c), on the copy engines: their buffers
  * NCCL symmetric windows (zl_dev_alloc_collective) under NCCL's zero-CTA policy, so the forward's
  * GEMMs beside them keep every SM — over six leases 0.3–1.9 % off lab-1b's median step at N = 4,
  * from 0.4 % slower to 2.1 % faster at N = 2, 4–5 % off the fill model's (H200, docs/performance.md). Only where that was measured
@@ -157,13 +157,13 @@ void zl_backend_device_key(int rank, int local_rank, int local_size, char *key, 
 int zl_nvml_nvlink_active(void); /* nvml.c */
 static int g_windows_on;    /* the all-gathers' buffers are symmetric windows */
 static int g_cta_policy = -1; /* the communicator's CTA policy; -1: NCCL's default */
-static void choose_allgather_engine(int world, int local_size, int nccl_version, int gathers_off_path,
+static void choose_allgather_engine(int world, int local_size, int nccl_version, int copy_engine_gathers,
                                     ncclConfig_t *cfg) {
     long pol = -1, win = 0;
     int have_pol = zl_env_int("ZL_NCCL_CTA_POLICY", 0, 2, &pol), have_win = zl_env_int("ZL_NCCL_WINDOWS", 0, 1, &win);
     if (have_pol < 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_CTA_POLICY", "want 0, 1 or 2");
     if (have_win < 0) zl_cuda_fatal(__FILE__, __LINE__, "ZL_NCCL_WINDOWS", "want 0 or 1");
-    int copy_engines = gathers_off_path && world > 1 && local_size == world &&
+    int copy_engines = copy_engine_gathers && world > 1 && local_size == world &&
                        NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0) && nccl_version >= 22800 && zl_nvml_nvlink_active();
     if (MPI_Allreduce(MPI_IN_PLACE, &copy_engines, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
         zl_cuda_fatal(__FILE__, __LINE__, "MPI_Allreduce(copy-engine gathers)", "MPI error");
@@ -185,7 +185,7 @@ const char *zl_backend_allgather_engine(void) {
     return g_windows_on && g_cta_policy == 2 && !g_window_declined ? "copy_engines" : "sm_kernels";
 }
 
-void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog, int gathers_off_path) {
+void zl_backend_init(int rank, int world, int local_rank, int local_size, const char *prog, int copy_engine_gathers) {
     char why[512] = "";
     int code = 1;
     g_rank = rank, g_world_size = world;
@@ -207,7 +207,7 @@ void zl_backend_init(int rank, int world, int local_rank, int local_size, const 
     if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
         zl_cuda_fatal(__FILE__, __LINE__, "MPI_Bcast(ncclUniqueId)", "MPI error");
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    choose_allgather_engine(world, local_size, v, gathers_off_path, &cfg);
+    choose_allgather_engine(world, local_size, v, copy_engine_gathers, &cfg);
     ncclComm_t comm = NULL;
     ncclCheckComm(ncclCommInitRankConfig(&comm, world, id, rank, &cfg));
     pthread_mutex_lock(&g_comm_lock);
