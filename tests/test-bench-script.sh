@@ -4,7 +4,8 @@
 # power; the table must show the ratios, rank 0's clocks and the energy a step worked out here
 # by hand (measured where a side read its energy counter, "~" estimated where not), "none" where a
 # side read no clocks, and "failed" / "?" where a run left no numbers; the header names the ZL_
-# knobs zerolab ran under, and a line after the table where its all-gathers ran.
+# knobs zerolab ran under and the flags it alone got (ZEROLAB_FLAGS, which every zerolab run must
+# get), and a line after the table where its all-gathers ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail() { echo "test-bench-script: $*" >&2; exit 1; }
@@ -26,6 +27,7 @@ SMI
 # writes nothing but an error line.
 cat > "$tmp/bin/fake-mpirun" <<'MPI'
 #!/bin/bash
+echo "$*" >> "${0%/bin/*}/zerolab-args" # every command line, for the ZEROLAB_FLAGS check
 n=$2 prog=$3 json=; while [ $# -gt 0 ]; do [ "$1" = --json ] && json=$2; shift; done
 k=${prog##*stage}; k=${k%%_*}
 if [ "$k$n" = 24 ]; then echo "error: pretend failure"; exit 1; fi
@@ -51,11 +53,16 @@ echo "{\"clocks\": {\"readings\": \$r, \"sm_mhz_median\": 1450, \"power_w_median
 PY
 chmod +x "$tmp/bin/"* "$tmp/repo/build/cuda/"*
 out=$(cd "$tmp/repo" && env -u CUDA_VISIBLE_DEVICES PATH="$tmp/bin:$PATH" MPIEXEC=fake-mpirun OUT="$tmp/out" STEPS=3 \
-    ZL_NCCL_WINDOWS=1 ZL_NCCL_CTA_POLICY=2 ZL_GEMM_TABLE= scripts/bench-gpu.sh lab-1b 2>&1) ||
+    ZL_NCCL_WINDOWS=1 ZL_NCCL_CTA_POLICY=2 ZL_GEMM_TABLE= ZEROLAB_FLAGS="--keep-activations --seed 7" \
+    scripts/bench-gpu.sh lab-1b 2>&1) ||
     fail "exit $?: $out"
 has() { grep -qF -- "$1" <<< "$out" || fail "no '$1' in: $out"; }
 # the header names the knobs zerolab ran under (the table's path has its own field)
 has "GEMM table: none; zerolab's knobs: ZL_NCCL_CTA_POLICY=2 ZL_NCCL_WINDOWS=1 "
+# ... and the flags given to zerolab's programs only: every zerolab run got both words, no peer run
+has "zerolab's flags: --keep-activations --seed 7"
+[ "$(grep -c -- '--quiet --keep-activations --seed 7 --json' "$tmp/zerolab-args")" -eq 8 ] ||
+    fail "ZEROLAB_FLAGS did not reach all 8 zerolab runs: $(cat "$tmp/zerolab-args")"
 has "| SM MHz, zerolab / PyTorch | J a step (W by the energy counter), zerolab / PyTorch (~: estimated) |"
 # stage 1, N = 2: 103 vs 113 ms (1.097×), medians 101 vs 112 (1.109×); zerolab's energy measured
 # (69.4 J), the peer's estimated: 655 W × 112 ms = 73.36 J

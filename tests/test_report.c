@@ -221,9 +221,10 @@ Test(schema, the_knobs_a_run_was_given_are_named) {
  * By default ZeRO-1/2 (gathers off the critical path) run them on the copy engines where NCCL >=
  * 2.28, every rank is on one host and its GPU on NVLink (read here from nvidia-smi for rank 0's
  * GPU, found by the PCI bus id the report gives, not from the NVML calls the backend makes),
- * ZeRO-3 and DDP on NCCL's kernels; ZL_NCCL_WINDOWS=0 turns it off, and a communicator NCCL gives
- * no symmetric support (NCCL_WIN_ENABLE=0 here, as GPUs without direct P2P would) keeps its
- * kernels, which the report must say; the set-up is paid at start-up, in an int8 (datatype 0)
+ * and so does ZeRO-3 at N = 2 (one peer a gather), ZeRO-3 at N >= 3 and DDP on NCCL's kernels;
+ * ZL_NCCL_WINDOWS=0 turns it off, and a communicator NCCL gives no symmetric support
+ * (NCCL_WIN_ENABLE=0 here, as GPUs without direct P2P would) keeps its kernels, which the
+ * report must say; the set-up is paid at start-up, in an int8 (datatype 0)
  * all-gather, not in the first step's fp16 one (backend_cuda.c). On the CPU backend: "mpi",
  * whatever the knobs. */
 static int nccl_at_least_2_28(cJSON *j) {
