@@ -584,7 +584,7 @@ void zl_args_usage(const char *prog, int stage) {
            "  --batch B       rows per rank per micro-batch, 1..1048576 (global batch = N*K*B)\n"
            "  --accum K       micro-batches per step (gradient accumulation), 1..1024 (default 1); K*L <= 65536\n"
            "  --checkpoint-activations  keep each block's input only; recompute its forward in backward\n"
-           "  --keep-activations  keep every block's gelu(h) too (2*L*B*4D bytes more); backward recomputes\n"
+           "  --keep-activations  keep every block's gelu(h) too (2*(L-1)*B*4D bytes more); backward recomputes\n"
            "                      nothing (by default it recomputes gelu(h) from the kept h, one pass a block)\n"
            "  --steps S       training steps, 1..1000000\n"
            "  --seed X        init and data seed, 0..2^53 (results never depend on N)\n"

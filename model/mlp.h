@@ -13,7 +13,7 @@
  *                recompute is the first GEMM only: y is not needed again.
  *   keep         x, h and a of every block (--keep-activations), what PyTorch's autograd saves
  *                for this block: backward recomputes nothing, and writes dh over the block's
- *                own a once dW2 has read it. 2·L·B·4D bytes more than the default buys back
+ *                own a once dW2 has read it. 2·(L−1)·B·4D bytes more than the default buys back
  *                the default's elementwise pass a block (a read of h, a write of a).
  * The default and checkpoint run backward on the same bits: a is gelu of the stored 16-bit h
  * (zl_gelu_stored), and the recomputed h is the same GEMM on the same inputs, so the trained
