@@ -4,8 +4,8 @@
 # notebooks/04_timeline: results/cpu/trace_<prog>[_prefetch<K>]_N2.json with its report beside.
 # Demo model (L = 4, D = 256, 32 rows per rank), 3 steps: memory and traffic do not depend on
 # the step count. Last, for notebooks/05_accumulation, --accum K (K = 1 .. 4) and
-# --checkpoint-activations at N = 2 on a small model (L = 4, D = 64, 8 rows per rank):
-# results/cpu/accum/<prog>_K<K>[_ckpt]_N2.json. Slow at N > 2 on a small
+# --checkpoint-activations / --keep-activations at N = 2 on a small model (L = 4, D = 64, 8 rows per rank):
+# results/cpu/accum/<prog>_K<K>[_ckpt|_keep]_N2.json. Slow at N > 2 on a small
 # machine (ranks outnumber cores, and each collective waits for the slowest), a few minutes in all.
 set -eu
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -34,7 +34,7 @@ trace stage3_prefetch0 stage3 --prefetch 0
 trace stage3_prefetch1 stage3 --prefetch 1
 
 # Accumulation and activation policy: every stage at N = 2, --accum 1..4, and --checkpoint-activations
-# at K = 1; a small model (traffic and activation bytes are exact at any size), --check on.
+# and --keep-activations at K = 1; a small model (traffic and activation bytes are exact at any size), --check on.
 mkdir -p "$out/accum"
 for prog in stage0_ddp stage1 stage2 stage3; do
     for k in 1 2 3 4; do
@@ -45,4 +45,7 @@ for prog in stage0_ddp stage1 stage2 stage3; do
     $MPIEXEC -n 2 "build/cpu/$prog" --layers 4 --dim 64 --batch 8 --steps 3 --quiet --check \
         --accum 1 --checkpoint-activations --json "$out/accum/${prog}_K1_ckpt_N2.json" >/dev/null
     echo "$prog --checkpoint-activations N=2 -> $out/accum/${prog}_K1_ckpt_N2.json"
+    $MPIEXEC -n 2 "build/cpu/$prog" --layers 4 --dim 64 --batch 8 --steps 3 --quiet --check \
+        --accum 1 --keep-activations --json "$out/accum/${prog}_K1_keep_N2.json" >/dev/null
+    echo "$prog --keep-activations N=2 -> $out/accum/${prog}_K1_keep_N2.json"
 done
