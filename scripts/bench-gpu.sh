@@ -95,7 +95,8 @@ for n in ${NS:-2 4}; do # NS: the rank counts (NS=8 on an 8-GPU node)
         zclk=${zclk% } pclk=${pclk% } # no "(W)": no trailing space
         clocks="${zclk%% *} / ${pclk%% *} | ${zclk#* } / ${pclk#* }"
         rows+=("| ${progs[$s]} vs ${peers[$s]} | $n | $(cell "$z" summary:) | $(cell "$p" peer:) | $ratio | $mratio | $clocks |")
-        # where zerolab's all-gathers ran (README: ZeRO-1/2 on the copy engines by default where NCCL can)
+        # where zerolab's all-gathers ran (README: ZeRO-1/2, and ZeRO-3 at N = 2, on the copy engines by
+        # default where NCCL can)
         engines+=("${progs[$s]} $(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["run"]["allgather_engine"])' \
             "$out/${progs[$s]}_N$n.json" 2>/dev/null || echo '?')")
     done

@@ -345,6 +345,8 @@ Test(checkpoint, keep_activations_same_bits_in_every_stage_N2) {
     zl_run(&r, "-n 2 {%s} %s --json %s", zl_progs[0], shape, a);
     cr_assert_eq(r.exit_code, 0, "%s", r.err);
     cJSON *def = zl_load_json(a);
+    double loss_def = cJSON_GetArrayItem(zl_get(def, "loss"), 5)->valuedouble;
+    double act_def = zl_num(cJSON_GetArrayItem(zl_get(def, "ranks"), 0), "memory.measured.activations");
     char first[17] = "";
     for (int stage = 0; stage < 4; stage++) {
         unlink(b);
@@ -354,13 +356,11 @@ Test(checkpoint, keep_activations_same_bits_in_every_stage_N2) {
         cr_expect(zl_get(keep, "config.keep_activations")->type == cJSON_True);
         if (stage == 0) snprintf(first, sizeof first, "%s", zl_hash_of(keep));
         else cr_expect_str_eq(zl_hash_of(keep), first, "%s kept other bits than DDP", zl_progs[stage]);
-        double l0 = cJSON_GetArrayItem(zl_get(def, "loss"), 5)->valuedouble;
-        double l1 = cJSON_GetArrayItem(zl_get(keep, "loss"), 5)->valuedouble;
-        cr_expect(fabs(l1 - l0) <= 1e-3 * fabs(l0), "%s: final loss %.9g kept, %.9g by default", zl_progs[stage], l1,
-                  l0);
-        cJSON *rd = cJSON_GetArrayItem(zl_get(def, "ranks"), 0), *rk = cJSON_GetArrayItem(zl_get(keep, "ranks"), 0);
+        double loss = cJSON_GetArrayItem(zl_get(keep, "loss"), 5)->valuedouble;
+        cr_expect(fabs(loss - loss_def) <= 1e-3 * fabs(loss_def), "%s: final loss %.9g kept, %.9g by default",
+                  zl_progs[stage], loss, loss_def);
         /* a of blocks 1..L-1 on top of the default's one block: 2 bytes · (L-1) · B·4D */
-        cr_expect_eq(zl_num(rk, "memory.measured.activations") - zl_num(rd, "memory.measured.activations"),
+        cr_expect_eq(zl_num(cJSON_GetArrayItem(zl_get(keep, "ranks"), 0), "memory.measured.activations") - act_def,
                      2.0 * 2 * 3 * 4 * 24, "%s", zl_progs[stage]);
         cJSON_Delete(keep);
     }
@@ -369,8 +369,8 @@ Test(checkpoint, keep_activations_same_bits_in_every_stage_N2) {
 }
 
 /* zerocalc is the answer key: its per-rank peak (and activations, wire bytes) for a shape is
- * what the program measures, without running it. */
-/* policy: 0 the default, 1 --checkpoint-activations, 2 --keep-activations */
+ * what the program measures, without running it. policy: 0 the default, 1
+ * --checkpoint-activations, 2 --keep-activations. */
 static void check_zerocalc_matches(int stage, int N, int L, int D, int B, int K, int policy) {
     if (zl_max_world() < N) cr_skip_test("ZL_MAX_WORLD < %d", N);
     char json[128], cmd[512], out[8192];

@@ -224,9 +224,8 @@ Test(schema, the_knobs_a_run_was_given_are_named) {
  * and so does ZeRO-3 at N = 2 (one peer a gather), ZeRO-3 at N >= 3 and DDP on NCCL's kernels;
  * ZL_NCCL_WINDOWS=0 turns it off, and a communicator NCCL gives no symmetric support
  * (NCCL_WIN_ENABLE=0 here, as GPUs without direct P2P would) keeps its kernels, which the
- * report must say; the set-up is paid at start-up, in an int8 (datatype 0)
- * all-gather, not in the first step's fp16 one (backend_cuda.c). On the CPU backend: "mpi",
- * whatever the knobs. */
+ * report must say; the set-up is paid at start-up, in an int8 (datatype 0) all-gather, not in
+ * the first step's fp16 one (backend_cuda.c). On the CPU backend: "mpi", whatever the knobs. */
 static int nccl_at_least_2_28(cJSON *j) {
     int major = 0, minor = 0;
     return sscanf(zl_get(j, "run.nccl_version")->valuestring, "NCCL %d.%d", &major, &minor) == 2 &&
@@ -310,8 +309,8 @@ static void check_allgather_engine(int stage, int N, const char *env, int want_c
         cr_expect_str_eq(engine, "mpi");
         cr_expect(strstr(r.out, " | all-gathers: MPI"), "the run line: %s", r.out);
     } else {
-        want_copy_engines = want_copy_engines && nccl_at_least_2_28(j) &&
-                            gpu_has_active_nvlink(zl_get(cJSON_GetArrayItem(zl_get(j, "ranks"), 0), "pci_bus_id")->valuestring);
+        const char *bus0 = zl_get(cJSON_GetArrayItem(zl_get(j, "ranks"), 0), "pci_bus_id")->valuestring;
+        want_copy_engines = want_copy_engines && nccl_at_least_2_28(j) && gpu_has_active_nvlink(bus0);
         cr_expect_str_eq(engine, want_copy_engines ? "copy_engines" : "sm_kernels", "%s N=%d, %s", progs[stage], N,
                          env ? env : "by default");
         cr_expect_eq(set_ups, want_copy_engines ? N : 0, "%s: NCCL set up its copy-engine collectives %d times "

@@ -144,12 +144,13 @@ void zl_backend_device_key(int rank, int local_rank, int local_size, char *key, 
 }
 
 /* Where the all-gathers run (backend.h: zl_backend_init's copy_engine_gathers). By default, for a
- * caller that asks (ZeRO-1/2; ZeRO-3 at N = 2: common/runtime.c), on the copy engines: their buffers
- * NCCL symmetric windows (zl_dev_alloc_collective) under NCCL's zero-CTA policy, so the forward's
- * GEMMs beside them keep every SM — over six leases 0.3–1.9 % off lab-1b's median step at N = 4,
- * from 0.4 % slower to 2.1 % faster at N = 2, 4–5 % off the fill model's (H200, docs/performance.md). Only where that was measured
- * to work: NCCL >= 2.28 (the zero-CTA policy), N > 1, every rank on one host and its GPU on
- * NVLink (NVML says; NCCL's symmetric memory needs it; a window across hosts was never tried).
+ * caller that asks (ZeRO-1/2; ZeRO-3 at N = 2: common/runtime.c), on the copy engines: their
+ * buffers NCCL symmetric windows (zl_dev_alloc_collective) under NCCL's zero-CTA policy, so the
+ * GEMMs beside them keep every SM — for ZeRO-1/2 over six leases 0.3–1.9 % off lab-1b's median
+ * step at N = 4, from 0.4 % slower to 2.1 % faster at N = 2, 4–5 % off the fill model's (H200,
+ * docs/performance.md). Only where that was measured to work: NCCL >= 2.28 (the zero-CTA policy),
+ * N > 1, every rank on one host and its GPU on NVLink (NVML says; NCCL's symmetric memory needs
+ * it; a window across hosts was never tried).
  * ZL_NCCL_WINDOWS and ZL_NCCL_CTA_POLICY, when set, decide instead: policy 1 is NCCL's
  * "efficiency" (fewer SMs for its kernels; within noise on lab-1b), 2 zero-CTA, and windows under
  * NCCL's default policy run the gathers as its symmetric kernels on the SMs. Every rank must
